@@ -1,0 +1,295 @@
+"""Settings: every knob nbchat has, where each value came from, and the API key lookup.
+
+`Settings.load(**overrides)` layers, highest first: explicit arguments > `NBCHAT_<NAME>`
+environment variables > `<home>/config.toml` > defaults, validates every value and remembers
+where each one came from so an error (or `nbchat doctor`) can say so. `Settings(...)` called
+directly takes exactly the values given plus defaults, with the same validation.
+
+The API key is never stored here unless passed explicitly, and never shown: it is looked
+up by `resolve_api_key()` (NBCHAT_API_KEY, then OPENAI_API_KEY, else a placeholder local servers
+accept) at the moment a client is built; `repr` and `to_public_dict()` leave it out.
+
+This module reads the environment and one file; it must not open the DB or the network.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import sys
+import types
+import typing
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+from urllib.parse import urlsplit
+
+from nbchat.errors import ConfigError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on 3.10 only
+    import tomli as tomllib
+
+__all__ = ["ToolPolicy", "Settings", "default_home", "API_KEY_PLACEHOLDER"]
+
+ToolPolicy = Literal["ask", "allow", "deny"]
+TOOL_POLICIES: tuple[str, ...] = ("ask", "allow", "deny")
+API_KEY_PLACEHOLDER = "sk-no-key-required"
+API_KEY_VARIABLES = ("NBCHAT_API_KEY", "OPENAI_API_KEY")
+ENV_PREFIX = "NBCHAT_"
+CONFIG_FILE_NAME = "config.toml"
+DEFAULT_MODEL = "qwen2.5-coder-0.5b-instruct"
+DEFAULT_THRESHOLD = 10_000
+DEFAULT_SYSTEM_PROMPT = (
+    "You are a helpful assistant working inside a Jupyter notebook. Answer concisely. "
+    "Use the tools when they help; file paths are relative to the workspace."
+)
+# Fields that are not settings a user writes (bookkeeping) or that cannot come from the file.
+NOT_FROM_FILE = frozenset({"home"})
+BOOKKEEPING = frozenset({"api_key", "sources"})
+
+
+def default_home() -> Path:
+    """The per-user data directory: XDG on Linux, the platform's usual place elsewhere."""
+    if sys.platform == "darwin":
+        return Path.home() / "Library" / "Application Support" / "nbchat"
+    if sys.platform == "win32":
+        return Path(os.environ.get("LOCALAPPDATA", Path.home() / "AppData" / "Local")) / "nbchat"
+    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base) / "nbchat"
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Every setting, validated. Paths are absolute; `summary_model` defaults to `model`.
+
+    `base_url=None` means the embedded local model server (`nbchat.local`).
+    `context_token_threshold=None` means: the embedded server's window minus `max_tokens`, or
+    10,000 for any other server (see `threshold_for`).
+    """
+
+    base_url: str | None = None
+    model: str = DEFAULT_MODEL
+    summary_model: str = ""
+    context_token_threshold: int | None = None
+    tail_messages: int = 4
+    trigger_factor: float = 0.75
+    max_tool_turns: int = 100
+    max_tokens: int = 1024
+    summary_max_tokens: int = 1024
+    summariser_context: int | None = None
+    temperature: float | None = None
+    system_prompt: str = DEFAULT_SYSTEM_PROMPT
+    home: Path = field(default_factory=default_home)
+    db_path: Path | None = None
+    workspace: Path = field(default_factory=Path.cwd)
+    tool_policy: ToolPolicy = "ask"
+    tool_timeout: float = 60.0
+    tool_output_limit: int = 20_000
+    tool_env_allow: tuple[str, ...] = ()
+    json_tool_fallback: bool | None = None
+    request_timeout: float = 600.0
+    connect_timeout: float = 10.0
+    autostart: bool = False
+    local_model: str = "qwen"
+    local_n_ctx: int = 8192
+    api_key: str | None = field(default=None, repr=False, compare=False)
+    sources: Mapping[str, str] = field(default_factory=dict, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        set_value = object.__setattr__  # frozen: normalise once, here
+        set_value(self, "home", Path(self.home).expanduser().resolve())
+        set_value(self, "workspace", Path(self.workspace).expanduser().resolve())
+        db = self.home / "nbchat.db" if self.db_path is None else Path(self.db_path)
+        set_value(self, "db_path", db.expanduser().resolve())
+        set_value(self, "summary_model", self.summary_model or self.model)
+        set_value(self, "tool_env_allow", tuple(self.tool_env_allow))
+        set_value(self, "sources", types.MappingProxyType(dict(self.sources)))
+        _validate(self)
+
+    @classmethod
+    def load(cls, **overrides: Any) -> Settings:
+        """Settings from arguments > NBCHAT_* env vars > `<home>/config.toml` > defaults."""
+        unknown = sorted(set(overrides) - {f.name for f in _user_fields()} - {"api_key"})
+        if unknown:
+            raise ConfigError(f"Unknown setting(s): {', '.join(unknown)}.")
+        values: dict[str, Any] = {}
+        sources: dict[str, str] = {}
+        env_home = os.environ.get(ENV_PREFIX + "HOME")
+        home = Path(overrides.get("home") or env_home or default_home()).expanduser()
+        file_path = home / CONFIG_FILE_NAME
+        for name, raw in _read_file(file_path).items():
+            values[name] = _parse(name, raw, origin=f"{file_path}")
+            sources[name] = str(file_path)
+        for f in _user_fields():
+            variable = ENV_PREFIX + f.name.upper()
+            if variable in os.environ:
+                origin = f"environment variable {variable}"
+                values[f.name] = _parse(f.name, os.environ[variable], origin=origin)
+                sources[f.name] = origin
+        for name, raw in overrides.items():
+            if raw is not None or name in ("base_url", "context_token_threshold"):
+                values[name] = _parse(name, raw, origin="argument") if name != "api_key" else raw
+                sources[name] = "argument"
+        return cls(**values, sources=sources)
+
+    @property
+    def is_embedded(self) -> bool:
+        """True when nbchat runs its own local model server instead of a configured URL."""
+        return self.base_url is None
+
+    @property
+    def trigger_tokens(self) -> int:
+        """Where compaction triggers for the configured (or default) threshold."""
+        return int(self.threshold_for(None) * self.trigger_factor)
+
+    def threshold_for(self, n_ctx: int | None) -> int:
+        """The token budget: explicit, else the server's window minus the reply, else 10,000."""
+        if self.context_token_threshold is not None:
+            return self.context_token_threshold
+        if n_ctx is not None and n_ctx > self.max_tokens:
+            return n_ctx - self.max_tokens
+        return DEFAULT_THRESHOLD
+
+    def uses_json_tool_fallback(self) -> bool:
+        """Read a plain-JSON reply as a tool call? By default only on the embedded model."""
+        return self.is_embedded if self.json_tool_fallback is None else self.json_tool_fallback
+
+    def resolve_api_key(self) -> str:
+        """The API key, looked up now: explicit, NBCHAT_API_KEY, OPENAI_API_KEY or a placeholder."""
+        if self.api_key:
+            return self.api_key
+        for variable in API_KEY_VARIABLES:
+            if os.environ.get(variable):
+                return os.environ[variable]
+        return API_KEY_PLACEHOLDER
+
+    def source_of(self, name: str) -> str:
+        """Where a setting's value came from: "argument", an env var, the TOML file or "default"."""
+        return self.sources.get(name, "default")
+
+    def replace(self, **changes: Any) -> Settings:
+        """A copy with some values changed (recorded as explicit arguments)."""
+        sources = {**self.sources, **dict.fromkeys(changes, "argument")}
+        return dataclasses.replace(self, **changes, sources=sources)
+
+    def to_public_dict(self) -> dict[str, Any]:
+        """Every setting as JSON-ready values, without the API key (safe to store or show)."""
+        public: dict[str, Any] = {}
+        for f in _user_fields():
+            value = getattr(self, f.name)
+            public[f.name] = str(value) if isinstance(value, Path) else value
+        public["tool_env_allow"] = list(self.tool_env_allow)
+        return public
+
+
+def _user_fields() -> list[dataclasses.Field[Any]]:
+    return [f for f in dataclasses.fields(Settings) if f.name not in BOOKKEEPING]
+
+
+def _read_file(path: Path) -> dict[str, Any]:
+    if not path.is_file():
+        return {}
+    try:
+        data: dict[str, Any] = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise ConfigError(
+            f"Cannot read the settings file {path}: {exc}. Fix or remove it."
+        ) from exc
+    if "api_key" in data:
+        raise ConfigError(f"{path} must not hold an API key; set NBCHAT_API_KEY instead.")
+    known = {f.name for f in _user_fields()} - NOT_FROM_FILE
+    unknown = sorted(set(data) - known)
+    if unknown:
+        raise ConfigError(f"Unknown setting(s) {', '.join(unknown)} in {path}.")
+    return data
+
+
+def _parse(name: str, raw: Any, *, origin: str) -> Any:
+    """Convert a raw value (env string, TOML value or argument) to the field's type."""
+    hint = typing.get_type_hints(Settings)[name]
+    is_union = typing.get_origin(hint) in (typing.Union, types.UnionType)
+    allows_none = is_union and type(None) in typing.get_args(hint)
+    base = next(a for a in typing.get_args(hint) if a is not type(None)) if is_union else hint
+    if raw is None or (isinstance(raw, str) and raw.strip() == "" and allows_none):
+        if allows_none:
+            return None
+        raise ConfigError(f"{name} must be set (from {origin}).")
+    try:
+        return _convert(base, raw)
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"{name} has an invalid value {raw!r} (from {origin}): {exc}.") from exc
+
+
+def _convert(base: Any, raw: Any) -> Any:
+    if base is bool:
+        return _to_bool(raw)
+    if base is int:
+        if isinstance(raw, bool) or (isinstance(raw, float) and not raw.is_integer()):
+            raise ValueError("expected a whole number")
+        return int(raw)
+    if base is float:
+        if isinstance(raw, bool):
+            raise ValueError("expected a number")
+        return float(raw)
+    if base is Path:
+        return Path(str(raw))
+    if typing.get_origin(base) is tuple:
+        items = raw.split(",") if isinstance(raw, str) else list(raw)
+        return tuple(str(item).strip() for item in items if str(item).strip())
+    return str(raw)
+
+
+def _to_bool(raw: Any) -> bool:
+    if isinstance(raw, bool):
+        return raw
+    text = str(raw).strip().lower()
+    if text in ("1", "true", "yes", "on"):
+        return True
+    if text in ("0", "false", "no", "off"):
+        return False
+    raise ValueError("expected true/false, 1/0, yes/no or on/off")
+
+
+def _validate(settings: Settings) -> None:
+    def fail(name: str, rule: str) -> None:
+        value = getattr(settings, name)
+        raise ConfigError(f"{name} {rule}, got {value!r} (from {settings.source_of(name)}).")
+
+    threshold = settings.context_token_threshold
+    if threshold is not None and threshold <= 0:
+        fail("context_token_threshold", "must be a positive number of tokens")
+    for name in (
+        "tail_messages",
+        "max_tool_turns",
+        "max_tokens",
+        "summary_max_tokens",
+        "tool_output_limit",
+        "local_n_ctx",
+    ):
+        if getattr(settings, name) < 1:
+            fail(name, "must be at least 1")
+    if settings.summariser_context is not None and settings.summariser_context < 256:
+        fail("summariser_context", "must be at least 256 tokens")
+    if not 0 < settings.trigger_factor <= 1:
+        fail("trigger_factor", "must be above 0 and at most 1")
+    for name in ("tool_timeout", "request_timeout", "connect_timeout"):
+        if getattr(settings, name) <= 0:
+            fail(name, "must be a positive number of seconds")
+    if settings.tool_policy not in TOOL_POLICIES:
+        fail("tool_policy", "must be one of ask, allow, deny")
+    if settings.base_url is not None and not _is_http_url(settings.base_url):
+        fail("base_url", "must be an http:// or https:// URL such as http://127.0.0.1:8080/v1")
+    if not settings.model:
+        fail("model", "must not be empty")
+
+
+def _is_http_url(url: str) -> bool:
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - raises ValueError on a malformed port
+    except ValueError:
+        return False
+    return parts.scheme in ("http", "https") and bool(parts.hostname)

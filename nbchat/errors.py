@@ -1,0 +1,90 @@
+"""Every error nbchat raises on purpose, under one base.
+
+```
+NbchatError                     anything nbchat raises deliberately; the UI shows it as a notice
+├── ConfigError                 a setting is invalid; names the setting and where it came from
+├── ServerUnavailableError      no model server answers at the base URL (refused, DNS, timeout)
+├── ContextOverflowError        the server refused the request: prompt larger than its window
+├── ServerError                 the server answered with any other error (its message kept)
+├── CompactionError             summarisation failed; the history was left as it was
+├── ToolError                   a tool could not run (unknown, bad arguments, refused, timed out)
+│   └── ApprovalDeniedError     the user (or the policy) said no
+└── StoreError                  the SQLite store cannot be read or written as asked
+    └── SessionLockedError      another kernel holds the writer lease on this session
+```
+
+Library errors (openai, sqlite3, OSError) stop at the edge module that owns the resource and are
+re-raised as one of these with a message that says what happened and what to do.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "ApprovalDeniedError",
+    "CompactionError",
+    "ConfigError",
+    "ContextOverflowError",
+    "NbchatError",
+    "ServerError",
+    "ServerUnavailableError",
+    "SessionLockedError",
+    "StoreError",
+    "ToolError",
+]
+
+
+class NbchatError(Exception):
+    """Base of every error nbchat raises on purpose."""
+
+
+class ConfigError(NbchatError):
+    """A setting has an invalid value."""
+
+
+class ServerUnavailableError(NbchatError):
+    """No model server could be reached."""
+
+
+class ContextOverflowError(NbchatError):
+    """The request did not fit the model's context window.
+
+    `prompt_tokens` and `context_size` carry the sizes when the server reported them.
+    """
+
+    def __init__(
+        self, message: str, *, prompt_tokens: int | None = None, context_size: int | None = None
+    ) -> None:
+        super().__init__(message)
+        self.prompt_tokens = prompt_tokens
+        self.context_size = context_size
+
+
+class ServerError(NbchatError):
+    """The model server answered with an error that is not an overflow.
+
+    `status` is the HTTP status when there was one.
+    """
+
+    def __init__(self, message: str, *, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class CompactionError(NbchatError):
+    """Summarising the history failed; nothing was changed."""
+
+
+class ToolError(NbchatError):
+    """A tool call could not be carried out."""
+
+
+class ApprovalDeniedError(ToolError):
+    """The user or the tool policy refused a tool call."""
+
+
+class StoreError(NbchatError):
+    """The session store could not do what was asked."""
+
+
+class SessionLockedError(StoreError):
+    """Another process holds the writer lease on the session."""

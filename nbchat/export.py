@@ -1,0 +1,73 @@
+"""A session's full transcript as Markdown (the JSON export is plain `json.dumps` in the store).
+
+Pure: takes the session's metadata and its rows as dicts, returns text. Archived rows are kept
+and marked, so an export always holds every original row even after compaction.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+__all__ = ["to_markdown"]
+
+HEADINGS = {
+    "user": "User",
+    "assistant": "Assistant",
+    "assistant_full": "Assistant (tool calls)",
+    "analysis": "Reasoning",
+    "tool": "Tool result",
+    "system": "Notice",
+    "compacted": "Compacted summary",
+}
+
+
+def to_markdown(session: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]) -> str:
+    """Markdown for one session: a title, then each row under a heading saying whose it is."""
+    lines = [
+        f"# {session.get('title') or 'Chat'}",
+        "",
+        f"Session `{session.get('id', '')}` · model `{session.get('model') or '-'}` · "
+        f"created {session.get('created', '')}",
+        "",
+    ]
+    for row in rows:
+        lines.extend(_row_lines(row))
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def _row_lines(row: Mapping[str, Any]) -> list[str]:
+    role = str(row.get("role", ""))
+    heading = HEADINGS.get(role, role)
+    if role == "tool":
+        heading = f"{heading}: {row.get('tool_name') or '?'} (`{row.get('tool_id', '')}`)"
+    if row.get("archived"):
+        heading += f" · archived by compaction {row.get('compaction_id')}"
+    lines = [f"## {heading}", ""]
+    content = str(row.get("content") or "")
+    if role in ("tool", "analysis"):
+        lines.extend(_fenced(content))
+    elif content:
+        lines.append(content)
+    if role == "assistant_full":
+        lines.extend(["", *_tool_call_lines(str(row.get("tool_args") or ""))])
+    lines.append("")
+    return lines
+
+
+def _tool_call_lines(tool_args: str) -> list[str]:
+    try:
+        calls = json.loads(tool_args)
+        pretty = json.dumps(calls, indent=2, ensure_ascii=False)
+    except ValueError:
+        pretty = tool_args
+    return _fenced(pretty, info="json")
+
+
+def _fenced(text: str, info: str = "") -> list[str]:
+    # A fence longer than any backtick run inside, so tool output cannot close it early.
+    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return [f"{fence}{info}", text, fence]

@@ -1,0 +1,298 @@
+"""The row, the roles, and how rows become the messages the model is sent.
+
+A row is `(role, content, tool_id, tool_name, tool_args)`: a `NamedTuple`, so a plain 5-tuple
+such as `("user", "hi", "", "", "")` compares equal to it and works wherever a row is expected.
+
+Roles and what the model sees (`build_messages`):
+- `user`, `assistant`: plain turns, sent as they are.
+- `analysis`: the model's reasoning; stored and shown, never sent back.
+- `assistant_full`: an assistant message that carried tool calls; `tool_args` holds the
+  `tool_calls` JSON list exactly as it will be sent again.
+- `tool`: one tool result; `tool_id` is the call id it answers, `tool_name` the tool.
+- `system`: a notice that belongs in the transcript (stopped, error); never sent.
+- `compacted`: the summary of everything before it; folded into the system prompt, so chat
+  templates never meet a system message in the middle of a conversation.
+
+`repair_rows` drops tool results whose call is missing and tool calls whose result is missing,
+and says what it dropped, so a request is never rejected for an orphan. `History` keeps rows
+with their token estimates and a running total, so budget checks are O(1).
+
+Pure: no I/O, no threads, no widgets.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any, NamedTuple, TypeAlias
+
+__all__ = [
+    "ROLES",
+    "History",
+    "Message",
+    "Repair",
+    "Row",
+    "RowLike",
+    "build_messages",
+    "estimate_tokens",
+    "parse_tool_calls",
+    "repair_rows",
+    "to_row",
+]
+
+log = logging.getLogger(__name__)
+
+ROLES = ("user", "assistant", "analysis", "assistant_full", "tool", "system", "compacted")
+# Roles that never reach the model as a conversation message.
+UNSENT_ROLES = frozenset({"analysis", "system", "compacted"})
+SUMMARY_HEADING = "Summary of the earlier conversation"
+
+Message: TypeAlias = dict[str, Any]
+
+
+class Row(NamedTuple):
+    """One history row; equal to the plain 5-tuple with the same fields."""
+
+    role: str
+    content: str
+    tool_id: str = ""
+    tool_name: str = ""
+    tool_args: str = ""
+
+
+RowLike: TypeAlias = Row | tuple[str, str, str, str, str]
+
+
+def to_row(value: Sequence[str]) -> Row:
+    """A `Row` from any 5-sequence; raises ValueError naming what is wrong."""
+    if isinstance(value, Row):
+        return value
+    if len(value) != 5:
+        raise ValueError(
+            f"a row has 5 fields (role, content, tool_id, tool_name, tool_args), got {len(value)}"
+        )
+    role, content, tool_id, tool_name, tool_args = value
+    if role not in ROLES:
+        raise ValueError(f"unknown role {role!r}; expected one of {', '.join(ROLES)}")
+    return Row(role, content or "", tool_id or "", tool_name or "", tool_args or "")
+
+
+def estimate_tokens(row: Sequence[str]) -> int:
+    """The baseline estimate: len//3 (at least 1) of the content, plus of tool_args when set."""
+    content, tool_args = row[1], row[4]
+    tokens = max(1, len(content) // 3)
+    if tool_args:
+        tokens += max(1, len(tool_args) // 3)
+    return tokens
+
+
+def parse_tool_calls(tool_args: str) -> list[dict[str, Any]]:
+    """The stored `tool_calls` list of an `assistant_full` row; ValueError when malformed."""
+    try:
+        calls = json.loads(tool_args)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"tool_args is not valid JSON: {exc}") from None
+    if not isinstance(calls, list) or not calls:
+        raise ValueError("tool_args must be a non-empty JSON list of tool calls")
+    for call in calls:
+        function = call.get("function") if isinstance(call, dict) else None
+        if not (
+            isinstance(call, dict)
+            and isinstance(call.get("id"), str)
+            and call["id"]
+            and isinstance(function, dict)
+            and isinstance(function.get("name"), str)
+        ):
+            raise ValueError("each tool call needs an id and a function name")
+    return calls
+
+
+@dataclass(frozen=True)
+class Repair:
+    """What `repair_rows` kept and what it dropped (one sentence per drop)."""
+
+    rows: list[Row]
+    dropped: list[str]
+
+
+def repair_rows(rows: Iterable[RowLike]) -> Repair:
+    """Drop orphan tool results and unanswered tool calls; rows that are not sent pass through.
+
+    A call's results are the `tool` rows that follow its `assistant_full` row before the next
+    sent row of another role. A result for an unknown or already answered id is dropped; a call
+    with no result is removed from the stored list (the row becomes a plain reply, or is dropped
+    when it has no text either). A corrupt `tool_args` counts as a row without calls.
+    """
+    source = [to_row(r) for r in rows]
+    kept: list[Row] = []
+    dropped: list[str] = []
+    index = 0
+    while index < len(source):
+        row = source[index]
+        if row.role == "tool":
+            dropped.append(f"row {index}: tool result {row.tool_id!r} has no matching call")
+            index += 1
+        elif row.role == "assistant_full":
+            index = _repair_turn(source, index, kept, dropped)
+        else:
+            kept.append(row)
+            index += 1
+    for note in dropped:
+        log.warning("history repaired: %s", note)
+    return Repair(kept, dropped)
+
+
+def _repair_turn(source: list[Row], start: int, kept: list[Row], dropped: list[str]) -> int:
+    """Repair one `assistant_full` row and its results; return the index after the block."""
+    row = source[start]
+    try:
+        calls = parse_tool_calls(row.tool_args)
+    except ValueError as exc:
+        calls = []
+        dropped.append(f"row {start}: tool calls dropped ({exc})")
+    stored_count = len(calls)
+    unique = {call["id"]: call for call in reversed(calls)}  # first call wins a repeated id
+    if len(unique) < len(calls):
+        dropped.append(f"row {start}: repeated tool call ids dropped")
+        calls = [call for call in calls if unique.get(call["id"]) is call]
+    call_ids = set(unique)
+    block: list[Row] = []  # answered results and unsent rows, in their original order
+    answered: set[str] = set()
+    index = start + 1
+    while index < len(source) and source[index].role in UNSENT_ROLES | {"tool"}:
+        result = source[index]
+        if result.role != "tool":
+            block.append(result)
+        elif result.tool_id in call_ids and result.tool_id not in answered:
+            answered.add(result.tool_id)
+            block.append(result)
+        else:
+            dropped.append(f"row {index}: tool result {result.tool_id!r} has no matching call")
+        index += 1
+    kept_calls = [call for call in calls if call["id"] in answered]
+    for call in calls:
+        if call["id"] not in answered:
+            dropped.append(f"row {start}: tool call {call['id']!r} has no result")
+    if kept_calls:
+        tool_args = row.tool_args if len(kept_calls) == stored_count else json.dumps(kept_calls)
+        kept.append(row._replace(tool_args=tool_args))
+    elif row.content:
+        kept.append(Row("assistant", row.content))
+    kept.extend(r for r in block if r.role != "tool" or kept_calls)
+    return index
+
+
+def build_messages(rows: Iterable[RowLike], system_prompt: str = "") -> list[Message]:
+    """OpenAI chat messages for `rows`: repaired, reasoning and notices left out.
+
+    The system prompt comes first, with every `compacted` summary folded into it.
+    """
+    repaired = repair_rows(rows).rows
+    summaries = [row.content for row in repaired if row.role == "compacted"]
+    system = system_prompt
+    for summary in summaries:
+        block = f"## {SUMMARY_HEADING}\n\n{summary}"
+        system = f"{system}\n\n{block}" if system else block
+    messages: list[Message] = [{"role": "system", "content": system}] if system else []
+    messages.extend(to_message(row) for row in repaired if row.role not in UNSENT_ROLES)
+    return messages
+
+
+def to_message(row: Row) -> Message:
+    """One sent row as an OpenAI message (assumes a repaired history)."""
+    if row.role == "assistant_full":
+        return {
+            "role": "assistant",
+            "content": row.content or None,
+            "tool_calls": json.loads(row.tool_args),
+        }
+    if row.role == "tool":
+        return {"role": "tool", "tool_call_id": row.tool_id, "content": row.content}
+    return {"role": row.role, "content": row.content}
+
+
+class History:
+    """Rows with their token estimates and a running total: `total_tokens` is O(1).
+
+    Each estimate is computed once, when the row arrives. The last server-reported prompt size
+    is remembered with the row count it was measured on, so a budget check can use it plus the
+    estimate of the rows added since; `replace` (a compaction) forgets it.
+    """
+
+    def __init__(self, rows: Iterable[RowLike] = ()) -> None:
+        self._rows: list[Row] = []
+        self._estimates: list[int] = []
+        self._total = 0
+        self._usage: tuple[int, int] | None = None  # (row count, estimate total) at measurement
+        self._reported = 0
+        self.extend(rows)
+
+    def append(self, row: RowLike) -> Row:
+        checked = to_row(row)
+        estimate = estimate_tokens(checked)
+        self._rows.append(checked)
+        self._estimates.append(estimate)
+        self._total += estimate
+        return checked
+
+    def extend(self, rows: Iterable[RowLike]) -> None:
+        for row in rows:
+            self.append(row)
+
+    def replace(self, rows: Iterable[RowLike]) -> None:
+        """Swap in a new list of rows (after a compaction); reported usage becomes stale."""
+        self._rows, self._estimates, self._total = [], [], 0
+        self._usage = None
+        self.extend(rows)
+
+    def record_usage(self, prompt_tokens: int) -> None:
+        """The server counted `prompt_tokens` for a request built from the current rows."""
+        self._usage = (len(self._rows), self._total)
+        self._reported = prompt_tokens
+
+    def forget_usage(self) -> None:
+        """Drop the reported figure (e.g. after a model switch)."""
+        self._usage = None
+
+    @property
+    def total_tokens(self) -> int:
+        """Sum of the rows' estimates (rows only, the baseline rule)."""
+        return self._total
+
+    @property
+    def reported_tokens(self) -> int | None:
+        """Last reported prompt size plus the estimate of rows added since, or None."""
+        if self._usage is None or self._usage[0] > len(self._rows):
+            return None
+        return self._reported + (self._total - self._usage[1])
+
+    @property
+    def rows(self) -> list[Row]:
+        """A snapshot copy of the rows."""
+        return list(self._rows)
+
+    def estimate_of(self, index: int) -> int:
+        return self._estimates[index]
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    def __iter__(self) -> Iterator[Row]:
+        return iter(list(self._rows))
+
+    def __getitem__(self, index: int) -> Row:
+        return self._rows[index]
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, History):
+            return self._rows == other._rows
+        if isinstance(other, list):
+            return self._rows == [tuple(r) for r in other]
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"History({len(self._rows)} rows, ~{self._total} tokens)"

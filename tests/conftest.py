@@ -1,0 +1,61 @@
+"""Shared fixtures: a temp home and store, and settings pointing at them (factories.py: rows)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, settings
+
+from nbchat.config import Settings
+from nbchat.store import Store
+
+# CI runs more examples and never fails on slow generation; locally it stays quick.
+settings.register_profile(
+    "ci", max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
+settings.register_profile("dev", max_examples=60, deadline=None)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
+
+
+@pytest.fixture(autouse=True)
+def isolated_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """No test reads the developer's real settings, keys or database."""
+    home = tmp_path / "nbchat-home"
+    for name in list(os.environ):
+        if name.startswith("NBCHAT_") or name == "OPENAI_API_KEY":
+            monkeypatch.delenv(name)
+    monkeypatch.setenv("NBCHAT_HOME", str(home))
+    return home
+
+
+@pytest.fixture
+def home(isolated_environment: Path) -> Path:
+    return isolated_environment
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[Store]:
+    db = Store(tmp_path / "test.db")
+    yield db
+    db.close()
+
+
+@pytest.fixture
+def make_settings(home: Path, tmp_path: Path):  # type: ignore[no-untyped-def]
+    """Settings with the home, DB and workspace under tmp_path; pass overrides as keywords."""
+    workspace = tmp_path / "workspace"
+    workspace.mkdir(exist_ok=True)
+
+    def build(**overrides: object) -> Settings:
+        values: dict[str, object] = {
+            "home": home,
+            "workspace": workspace,
+            "base_url": "http://127.0.0.1:9/v1",
+        }
+        values.update(overrides)
+        return Settings(**values)  # type: ignore[arg-type]
+
+    return build
