@@ -197,8 +197,15 @@ class Store:
 
     @contextlib.contextmanager
     def transaction(self, action: str) -> Iterator[Database]:
-        """One `BEGIN IMMEDIATE` transaction: all of it is written, or none of it."""
+        """One `BEGIN IMMEDIATE` transaction: all of it is written, or none of it.
+
+        Nested uses join the outer transaction, so several store calls can be made atomic
+        together (`with store.transaction("..."): store.replace_rows(...); ...`).
+        """
         db = self.db
+        if db.conn.in_transaction:
+            yield db
+            return
         with self._errors(action):
             db.conn.execute("BEGIN IMMEDIATE")
             try:

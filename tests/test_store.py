@@ -454,3 +454,34 @@ def test_requests_are_recorded_for_the_meter(store: Store) -> None:
 def test_settings_snapshot_is_stored_without_secrets(store: Store) -> None:
     session_id = store.create_session("t", settings={"model": "m", "tail_messages": 4})
     assert store.session_settings(session_id) == {"model": "m", "tail_messages": 4}
+
+
+def test_nested_transactions_commit_or_roll_back_together(store: Store) -> None:
+    rows = [
+        user("a"),
+        tool_call(("c1", "read_file", {})),
+        tool_result("c1", "BIG"),
+        assistant("b"),
+        user("c"),
+    ]
+    session_id = new_session(store, *rows)
+    with pytest.raises(RuntimeError, match="boom"), store.transaction("test"):
+        store.replace_rows(
+            session_id,
+            {2: tool_result("c1", "[pruned]")},
+            expected_active=5,
+            record=CompactionRecord(kind="prune"),
+        )
+        raise RuntimeError("boom")
+    assert store.load_active(session_id) == rows
+    assert store.list_compactions(session_id) == []
+    with store.transaction("test"):
+        store.replace_rows(
+            session_id,
+            {2: tool_result("c1", "[pruned]")},
+            expected_active=5,
+            record=CompactionRecord(kind="prune"),
+        )
+        compact(store, session_id, keep_tail=1, expected=5)
+    assert store.load_active(session_id) == [Row("compacted", "S"), user("c")]
+    assert len(store.list_compactions(session_id)) == 2
