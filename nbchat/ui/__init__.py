@@ -1,0 +1,1 @@
+"""The notebook widget (`ChatUI`) and its renderer; the only package that imports ipywidgets."""

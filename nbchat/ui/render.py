@@ -1,0 +1,243 @@
+"""Model output → safe HTML: markdown, code, tool cards, summaries, notices.
+
+Everything the model (or a tool) wrote is untrusted. Markdown is rendered by markdown-it-py with
+raw HTML disabled, so any tag in the text arrives escaped; link targets must be http(s), mailto
+or relative; images become plain links (no request leaves the page because a model said so);
+math spans are set aside before markdown and put back escaped, so MathJax (HTMLMath) can
+typeset them. The only scripting in the output is the copy button nbchat itself adds to code
+blocks, with a fixed handler that never contains model text (`COPY_BUTTON`).
+
+`split_stable_blocks` lets a streaming message render finished blocks once and re-render only
+the live tail. Colours come from JupyterLab's theme variables, so dark themes work.
+
+Pure: no widgets, no I/O.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+from typing import Any
+
+from markdown_it import MarkdownIt
+from pygments import highlight
+from pygments.formatters import HtmlFormatter
+from pygments.lexers import get_lexer_by_name
+from pygments.util import ClassNotFound
+
+__all__ = [
+    "COPY_BUTTON",
+    "STYLE",
+    "render_compacted",
+    "render_markdown",
+    "render_notice",
+    "render_reasoning",
+    "render_tool_call",
+    "render_tool_result",
+    "split_stable_blocks",
+]
+
+SAFE_SCHEMES = ("http:", "https:", "mailto:")
+COPY_HANDLER = (
+    "navigator.clipboard.writeText(this.parentElement.querySelector('code').innerText);"
+    "this.textContent='Copied';"
+)
+COPY_BUTTON = (
+    f'<button class="nbchat-copy" title="Copy code" onclick="{COPY_HANDLER}">Copy</button>'
+)
+MATH_PATTERN = re.compile(
+    r"(\$\$.+?\$\$|\\\[.+?\\\]|\\\(.+?\\\)|(?<![\\$\w])\$(?=\S)[^$\n]+?(?<=\S)\$(?![\w$]))",
+    re.DOTALL,
+)
+MARK_OPEN, MARK_CLOSE = "\ue000", "\ue001"
+FENCE_PATTERN = re.compile(r"^ {0,3}(`{3,}|~{3,})", re.MULTILINE)
+STYLE = """
+<style>
+.nbchat-msg { font-size: var(--jp-content-font-size1, 14px); color: var(--jp-content-font-color1);
+  line-height: 1.5; overflow-wrap: anywhere; }
+.nbchat-msg pre { position: relative; background: var(--jp-cell-editor-background, #f7f7f7);
+  border: 1px solid var(--jp-border-color2, #ddd); padding: 6px 8px; overflow-x: auto; }
+.nbchat-copy { position: absolute; top: 2px; right: 2px; font-size: 11px; opacity: 0.7;
+  background: var(--jp-layout-color2); color: var(--jp-ui-font-color1);
+  border: 1px solid var(--jp-border-color2); cursor: pointer; }
+.nbchat-msg table { border-collapse: collapse; }
+.nbchat-msg th, .nbchat-msg td { border: 1px solid var(--jp-border-color2, #ccc);
+  padding: 2px 6px; }
+.nbchat-card { border-left: 3px solid var(--jp-brand-color1, #1976d2); padding: 2px 8px;
+  margin: 2px 0; background: var(--jp-layout-color1); }
+.nbchat-card.nbchat-failed { border-left-color: var(--jp-error-color1, #d32f2f); }
+.nbchat-card.nbchat-compacted { border-left-color: var(--jp-warn-color1, #f57c00); }
+.nbchat-failed .nbchat-result { color: var(--jp-error-color1, #d32f2f); }
+.nbchat-notice { font-size: 12px; color: var(--jp-ui-font-color2); }
+.nbchat-notice.nbchat-error { color: var(--jp-error-color1, #d32f2f); }
+.nbchat-reasoning { color: var(--jp-ui-font-color2); font-size: 12px; }
+.nbchat-msg .k, .nbchat-msg .kn, .nbchat-msg .kd, .nbchat-msg .kc
+  { color: var(--jp-mirror-editor-keyword-color, #008000); font-weight: bold; }
+.nbchat-msg .s, .nbchat-msg .s1, .nbchat-msg .s2, .nbchat-msg .sd
+  { color: var(--jp-mirror-editor-string-color, #ba2121); }
+.nbchat-msg .c, .nbchat-msg .c1, .nbchat-msg .cm
+  { color: var(--jp-mirror-editor-comment-color, #408080); font-style: italic; }
+.nbchat-msg .m, .nbchat-msg .mi, .nbchat-msg .mf
+  { color: var(--jp-mirror-editor-number-color, #080); }
+.nbchat-msg .nf, .nbchat-msg .nc { color: var(--jp-mirror-editor-def-color, #00f); }
+.nbchat-msg .nb, .nbchat-msg .bp { color: var(--jp-mirror-editor-builtin-color, #008000); }
+.nbchat-msg .o, .nbchat-msg .ow { color: var(--jp-mirror-editor-operator-color, #aa22ff); }
+</style>
+"""
+
+
+def _validate_link(url: str) -> bool:
+    target = url.strip().lower()
+    if target.startswith(("//", "\\\\")):
+        return False  # protocol-relative: an external host in disguise
+    scheme = re.match(r"^[a-z][a-z0-9+.-]*:", target)
+    return scheme is None or target.startswith(SAFE_SCHEMES)
+
+
+def _highlight(code: str, language: str, _attrs: Any) -> str:
+    try:
+        lexer = get_lexer_by_name(language.split()[0]) if language.strip() else None
+    except ClassNotFound:
+        lexer = None
+    if lexer is None:
+        return ""  # markdown-it then escapes the code itself
+    return str(highlight(code, lexer, HtmlFormatter(nowrap=True)))
+
+
+def _make_parser() -> MarkdownIt:
+    parser = MarkdownIt("commonmark", {"html": False, "linkify": False, "highlight": _highlight})
+    parser.enable(["table", "strikethrough"])
+    parser.validateLink = _validate_link  # type: ignore[method-assign]
+    rules = parser.add_render_rule
+
+    def render_fence(self: Any, tokens: Any, idx: int, options: Any, env: Any) -> str:
+        inner = str(self.fence(tokens, idx, options, env))  # default <pre><code>…</code></pre>
+        return inner.replace("<pre>", f"<pre>{COPY_BUTTON}", 1)
+
+    def render_image(self: Any, tokens: Any, idx: int, options: Any, env: Any) -> str:
+        token = tokens[idx]
+        src = html.escape(str(token.attrGet("src") or ""), quote=True)
+        alt = html.escape(token.content or "image")
+        return f'<a href="{src}" target="_blank" rel="noopener noreferrer">[image: {alt}]</a>'
+
+    def render_link_open(self: Any, tokens: Any, idx: int, options: Any, env: Any) -> str:
+        tokens[idx].attrSet("target", "_blank")
+        tokens[idx].attrSet("rel", "noopener noreferrer nofollow")
+        return str(self.renderToken(tokens, idx, options, env))
+
+    rules("fence", render_fence)
+    rules("code_block", render_fence)
+    rules("image", render_image)
+    rules("link_open", render_link_open)
+    return parser
+
+
+_PARSER = _make_parser()
+
+
+def render_markdown(text: str) -> str:
+    """Safe HTML for untrusted markdown, math kept for MathJax, inside a message div."""
+    # Private-use markers survive markdown-it untouched; any in the input are neutralised first.
+    text = text.replace(MARK_OPEN, "\ufffd").replace(MARK_CLOSE, "\ufffd")
+    spans: list[str] = []
+
+    def set_aside(match: re.Match[str]) -> str:
+        spans.append(match.group(0))
+        return f"{MARK_OPEN}{len(spans) - 1}{MARK_CLOSE}"
+
+    rendered = _PARSER.render(MATH_PATTERN.sub(set_aside, text))
+    for index, span in enumerate(spans):
+        rendered = rendered.replace(f"{MARK_OPEN}{index}{MARK_CLOSE}", html.escape(span), 1)
+    return f'<div class="nbchat-msg">{rendered}</div>'
+
+
+def split_stable_blocks(text: str) -> tuple[str, str]:
+    """Split streaming markdown into (finished part, live tail) at the last safe blank line.
+
+    A blank line inside an open code fence is not a boundary, so a half-streamed code block
+    always stays in the tail.
+    """
+    boundary = -1
+    fence: str | None = None
+    offset = 0
+    for line in text.splitlines(keepends=True):
+        marker = FENCE_PATTERN.match(line)
+        if marker:
+            run = marker.group(1)
+            if fence is None:
+                fence = run
+            elif run[0] == fence[0] and len(run) >= len(fence):
+                fence = None
+        offset += len(line)
+        if fence is None and not line.strip() and line.endswith("\n"):
+            boundary = offset
+    if boundary <= 0:
+        return "", text
+    return text[:boundary], text[boundary:]
+
+
+def render_reasoning(text: str, *, open_: bool = False) -> str:
+    """The model's reasoning, collapsed under its reply."""
+    state = " open" if open_ else ""
+    return (
+        f'<details class="nbchat-reasoning"{state}><summary>Reasoning</summary>'
+        f"{render_markdown(text)}</details>"
+    )
+
+
+def render_tool_call(name: str, arguments: str) -> str:
+    """A tool call's name and pretty-printed arguments (escaped)."""
+    try:
+        pretty = json.dumps(json.loads(arguments), indent=2, ensure_ascii=False)
+    except ValueError:
+        pretty = arguments
+    return (
+        f'<div class="nbchat-card"><details><summary>🔧 <b>{html.escape(name)}</b></summary>'
+        f"<pre>{html.escape(pretty)}</pre></details></div>"
+    )
+
+
+def render_tool_result(name: str, content: str, *, ok: bool = True, limit: int = 4000) -> str:
+    """A tool's result, capped for display (the full text stays in the store)."""
+    shown = content
+    if len(content) > limit:
+        half = limit // 2
+        cut = len(content) - 2 * half
+        shown = f"{content[:half]}\n[... {cut:,} characters not shown ...]\n{content[-half:]}"
+    status = "" if ok else " nbchat-failed"
+    label = "result" if ok else "failed"
+    return (
+        f'<div class="nbchat-card{status}"><details><summary>{html.escape(name)} · {label} '
+        f'({len(content):,} chars)</summary><pre class="nbchat-result">'
+        f"{html.escape(shown)}</pre></details></div>"
+    )
+
+
+def render_compacted(
+    summary: str,
+    *,
+    rows_replaced: int | None = None,
+    tokens_before: int | None = None,
+    tokens_after: int | None = None,
+) -> str:
+    """The compacted summary as a distinct collapsible card saying what it replaced."""
+    facts = []
+    if rows_replaced is not None:
+        facts.append(f"{rows_replaced} rows")
+    if tokens_before is not None and tokens_after is not None:
+        facts.append(f"~{tokens_before:,} → ~{tokens_after:,} tokens")
+    detail = f" ({', '.join(facts)})" if facts else ""
+    return (
+        f'<div class="nbchat-card nbchat-compacted"><details><summary>🗜 Earlier conversation '
+        f"compacted{html.escape(detail)}</summary>{render_markdown(summary)}</details></div>"
+    )
+
+
+def render_notice(text: str, *, error: bool = False, traceback: str = "") -> str:
+    """A one-line notice or error that says what to do; a traceback folded beneath it."""
+    kind = " nbchat-error" if error else ""
+    folded = ""
+    if traceback:
+        folded = f"<details><summary>Details</summary><pre>{html.escape(traceback)}</pre></details>"
+    return f'<div class="nbchat-notice{kind}">{html.escape(text)}{folded}</div>'
