@@ -1,0 +1,68 @@
+"""Recognising a tool call that a small model wrote as plain text instead of `tool_calls`.
+
+Owns the rule: the whole reply (stripped; optionally inside a ```json fence or `<tool_call>`
+tags) is exactly `{"name": <an offered tool>, "arguments": {...}}` (or `"parameters"`), and the
+arguments validate against that tool's schema. Anything else is ordinary text. Also owns
+`looks_like_call_start`, which tells the client when to hold streamed text back.
+
+Must not: assemble streams or call tools; it only reads text.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from nbchat.tools.schema import validate
+
+__all__ = ["CALL_OPENINGS", "call_from_text", "looks_like_call_start", "schemas_by_name"]
+
+CALL_OPENINGS = ("{", "```", "<tool_call>")
+FENCED = re.compile(r"^```(?:json)?\s*(.*?)\s*```$", re.DOTALL)
+TAGGED = re.compile(r"^<tool_call>\s*(.*?)\s*</tool_call>$", re.DOTALL)
+CALL_KEYS = ({"name", "arguments"}, {"name", "parameters"})
+
+
+def schemas_by_name(tools: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Each offered function tool's parameter schema, by name (from the OpenAI `tools` list)."""
+    return {
+        tool["function"]["name"]: dict(tool["function"].get("parameters") or {})
+        for tool in tools
+        if tool.get("type", "function") == "function" and "function" in tool
+    }
+
+
+def looks_like_call_start(head: str) -> bool | None:
+    """True when `head` (stripped text so far) opens like a call, False when it cannot be one,
+    None while it is too short to tell (`""`, `"`"`, `"<tool"`)."""
+    if any(head.startswith(opening) for opening in CALL_OPENINGS):
+        return True
+    if any(opening.startswith(head) for opening in CALL_OPENINGS):
+        return None
+    return False
+
+
+def call_from_text(
+    text: str, schemas: Mapping[str, dict[str, Any]]
+) -> tuple[str, dict[str, Any]] | None:
+    """`(tool name, arguments)` when the whole `text` is a valid call of an offered tool."""
+    body = text.strip()
+    for wrapper in (FENCED, TAGGED):
+        match = wrapper.match(body)
+        if match:
+            body = match.group(1)
+            break
+    try:
+        value = json.loads(body)
+    except ValueError:
+        return None
+    if not isinstance(value, dict) or set(value) not in CALL_KEYS:
+        return None
+    name, arguments = value["name"], value.get("arguments", value.get("parameters"))
+    if not isinstance(name, str) or name not in schemas or not isinstance(arguments, dict):
+        return None
+    if validate(arguments, schemas[name]):
+        return None
+    return name, arguments

@@ -1,0 +1,634 @@
+"""nbchat.client against real HTTP: the fake OpenAI server (and a byte-level scripted one)
+driven by the real `openai` client, as nbchat builds it."""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import openai
+import pytest
+from fakeserver import FakeServer, Reply
+from fixtures_server import CHAT, Canned, ScriptedServer, chunk, client_for, settings_for
+
+from nbchat.client import (
+    Finish,
+    ReasoningDelta,
+    StreamEvent,
+    TextDelta,
+    ToolCall,
+    ToolCallsReady,
+    Usage,
+    build_client,
+    complete_chat,
+    server_context_size,
+    stream_chat,
+)
+from nbchat.errors import ContextOverflowError, NbchatError, ServerError, ServerUnavailableError
+from nbchat.stopping import StopSignal
+
+MESSAGES: list[dict[str, Any]] = [{"role": "user", "content": "What is in this notebook?"}]
+CALL_ID = re.compile(r"^call_[0-9a-f]{12}$")
+READ_FILE_TOOL = {
+    "type": "function",
+    "function": {
+        "name": "read_file",
+        "description": "Read a file.",
+        "parameters": {
+            "type": "object",
+            "properties": {"path": {"type": "string"}},
+            "required": ["path"],
+            "additionalProperties": False,
+        },
+    },
+}
+
+
+@pytest.fixture
+def fake() -> Iterator[FakeServer]:
+    with FakeServer() as server:
+        yield server
+
+
+@pytest.fixture
+def scripted() -> Iterator[ScriptedServer]:
+    with ScriptedServer() as server:
+        yield server
+
+
+@pytest.fixture
+def client(fake: FakeServer, tmp_path: Path) -> Iterator[openai.OpenAI]:
+    with client_for(fake.url, tmp_path) as real_client:
+        yield real_client
+
+
+def collect(client: openai.OpenAI, **options: Any) -> list[StreamEvent]:
+    return list(stream_chat(client, MESSAGES, model="test-model", **options))
+
+
+def texts(events: list[StreamEvent]) -> str:
+    return "".join(event.text for event in events if isinstance(event, TextDelta))
+
+
+def test_a_plain_reply_arrives_as_text_deltas_then_usage_then_finish(
+    fake: FakeServer, client: openai.OpenAI
+) -> None:
+    fake.enqueue(Reply(text="Hello there", chunk_size=4, usage=(12, 3)))
+    events = collect(client)
+    assert events == [
+        TextDelta("Hell"),
+        TextDelta("o th"),
+        TextDelta("ere"),
+        Usage(12, 3),
+        Finish("stop"),
+    ]
+    request = fake.chat_requests()[0]
+    assert request["stream"] is True
+    assert request["stream_options"] == {"include_usage": True}
+    assert request["model"] == "test-model"
+    assert "tools" not in request
+
+
+def test_reasoning_content_arrives_as_reasoning_deltas_before_the_reply(
+    fake: FakeServer, client: openai.OpenAI
+) -> None:
+    fake.enqueue(Reply(reasoning="Think first", text="Done", chunk_size=6, usage=(1, 2)))
+    events = collect(client)
+    assert events == [
+        ReasoningDelta("Think "),
+        ReasoningDelta("first"),
+        TextDelta("Done"),
+        Usage(1, 2),
+        Finish("stop"),
+    ]
+
+
+def test_a_reasoning_field_is_read_like_reasoning_content(
+    scripted: ScriptedServer, tmp_path: Path
+) -> None:
+    events = [
+        chunk({"role": "assistant", "content": ""}),
+        chunk({"reasoning": "Hmm."}),
+        chunk({"content": "Yes."}),
+        chunk(finish="stop"),
+        "[DONE]",
+    ]
+    scripted.add(CHAT, Canned(events=events))
+    with client_for(scripted.url, tmp_path) as client:
+        assert collect(client) == [ReasoningDelta("Hmm."), TextDelta("Yes."), Finish("stop")]
+
+
+def test_interleaved_tool_call_fragments_are_assembled_in_index_order(
+    fake: FakeServer, client: openai.OpenAI
+) -> None:
+    calls = [
+        ("call_a", "read_file", '{"path": "notes/a.txt"}'),
+        ("call_b", "list_files", '{"path": ".", "pattern": "*.py"}'),
+    ]
+    fake.enqueue(Reply(tool_calls=calls, interleave=True, chunk_size=3, usage=(5, 5)))
+    events = collect(client, tools=[READ_FILE_TOOL])
+    assert events == [
+        ToolCallsReady(
+            (
+                ToolCall("call_a", "read_file", '{"path": "notes/a.txt"}'),
+                ToolCall("call_b", "list_files", '{"path": ".", "pattern": "*.py"}'),
+            )
+        ),
+        Usage(5, 5),
+        Finish("tool_calls"),
+    ]
+    assert fake.chat_requests()[0]["tools"] == [READ_FILE_TOOL]
+
+
+def test_a_tool_call_without_an_id_gets_a_generated_one(
+    fake: FakeServer, client: openai.OpenAI
+) -> None:
+    fake.enqueue(Reply(tool_calls=[("", "read_file", '{"path": "a"}')]))
+    ready = [event for event in collect(client) if isinstance(event, ToolCallsReady)]
+    assert len(ready) == 1
+    (call,) = ready[0].calls
+    assert CALL_ID.match(call.id)
+    assert (call.name, call.arguments) == ("read_file", '{"path": "a"}')
+
+
+def test_a_server_that_ignores_include_usage_gives_no_usage_event(
+    scripted: ScriptedServer, tmp_path: Path
+) -> None:
+    events = [chunk({"content": "Hi"}), chunk(finish="stop"), "[DONE]"]
+    scripted.add(CHAT, Canned(events=events))
+    with client_for(scripted.url, tmp_path) as client:
+        assert collect(client) == [TextDelta("Hi"), Finish("stop")]
+
+
+def test_a_chunk_with_empty_choices_in_the_middle_is_skipped(
+    scripted: ScriptedServer, tmp_path: Path
+) -> None:
+    events = [
+        chunk({"content": "a"}),
+        chunk(choices=False),
+        chunk({"content": "b"}),
+        chunk(finish="length"),
+        chunk(choices=False, usage={"prompt_tokens": 7, "completion_tokens": 2}),
+        "[DONE]",
+    ]
+    scripted.add(CHAT, Canned(events=events))
+    with client_for(scripted.url, tmp_path) as client:
+        assert collect(client) == [TextDelta("a"), TextDelta("b"), Usage(7, 2), Finish("length")]
+
+
+def test_repeated_ids_and_names_in_fragments_are_not_doubled(
+    scripted: ScriptedServer, tmp_path: Path
+) -> None:
+    head = {"index": 0, "id": "c1", "type": "function"}
+    events = [
+        chunk({"tool_calls": [{**head, "function": {"name": "read_file", "arguments": ""}}]}),
+        chunk({"tool_calls": [{**head, "function": {"name": "read_file", "arguments": '{"p'}}]}),
+        chunk({"tool_calls": [{"index": 0, "function": {"arguments": 'ath": "x"}'}}]}),
+        chunk(finish="tool_calls"),
+        "[DONE]",
+    ]
+    scripted.add(CHAT, Canned(events=events))
+    with client_for(scripted.url, tmp_path) as client:
+        assert collect(client) == [
+            ToolCallsReady((ToolCall("c1", "read_file", '{"path": "x"}'),)),
+            Finish("tool_calls"),
+        ]
+
+
+def test_stop_set_from_another_thread_ends_the_reply_within_a_chunk(
+    fake: FakeServer, client: openai.OpenAI
+) -> None:
+    fake.enqueue(Reply(text="x" * 200, chunk_size=1, delay=0.02))
+    stop = threading.Event()
+    first_delta = threading.Event()
+    stopper = threading.Thread(target=lambda: first_delta.wait(10) and stop.set())
+    stopper.start()
+    events: list[StreamEvent] = []
+    after_stop = 0
+    for event in stream_chat(client, MESSAGES, model="m", stop=stop):
+        if stop.is_set() and isinstance(event, TextDelta):
+            after_stop += 1
+        events.append(event)
+        first_delta.set()
+    stopper.join()
+    assert events[-1] == Finish("stopped")
+    assert after_stop <= 1
+    assert 1 <= len(texts(events)) < 200
+
+
+@pytest.mark.timeout(10)
+def test_a_stop_signal_releases_a_read_blocked_on_a_stalled_server(
+    fake: FakeServer, client: openai.OpenAI
+) -> None:
+    fake.enqueue(Reply(text="hello world", fault="stall", stall_after=2))
+    stop = StopSignal()
+    first_delta = threading.Event()
+    stopper = threading.Thread(target=lambda: first_delta.wait(10) and stop.set())
+    stopper.start()
+    events: list[StreamEvent] = []
+    for event in stream_chat(client, MESSAGES, model="m", stop=stop):
+        events.append(event)
+        first_delta.set()
+    stopper.join()
+    assert events == [TextDelta("hell"), Finish("stopped")]
+
+
+def test_a_stop_set_before_the_request_sends_nothing(
+    fake: FakeServer, client: openai.OpenAI
+) -> None:
+    stop = StopSignal()
+    stop.set()
+    assert collect(client, stop=stop) == [Finish("stopped")]
+    assert fake.chat_requests() == []
+
+
+def test_a_closed_port_is_reported_as_no_model_server(
+    fake: FakeServer, client: openai.OpenAI
+) -> None:
+    fake.down()
+    with pytest.raises(ServerUnavailableError) as caught:
+        collect(client)
+    assert str(caught.value) == (
+        f"No model server at {fake.url}/v1 — start one with `nbchat serve-model` "
+        "or set NBCHAT_BASE_URL."
+    )
+
+
+def test_a_500_keeps_the_servers_message_and_status(
+    fake: FakeServer, client: openai.OpenAI
+) -> None:
+    fake.enqueue(Reply(fault="http500"))
+    with pytest.raises(ServerError) as caught:
+        collect(client)
+    assert caught.value.status == 500
+    assert str(caught.value) == (
+        f"The model server at {fake.url}/v1 answered with an error (500: Injected internal "
+        "server error). Check the model name and the server's log, then retry."
+    )
+
+
+def test_a_429_says_to_wait_and_retry(fake: FakeServer, client: openai.OpenAI) -> None:
+    fake.enqueue(Reply(fault="http429"))
+    with pytest.raises(ServerError) as caught:
+        collect(client)
+    assert caught.value.status == 429
+    assert str(caught.value) == (
+        f"The model server at {fake.url}/v1 is rate limiting requests (429: Injected rate "
+        "limit). Wait a moment, then retry."
+    )
+
+
+def test_a_500_before_any_token_is_retried_by_the_built_client(
+    fake: FakeServer, tmp_path: Path
+) -> None:
+    fake.enqueue(Reply(fault="http500"), Reply(text="second try"))
+    with build_client(settings_for(fake.url, tmp_path)) as client:
+        assert texts(collect(client)) == "second try"
+    assert len(fake.chat_requests()) == 2
+
+
+def test_a_cut_stream_raises_after_the_deltas_that_arrived(
+    fake: FakeServer, client: openai.OpenAI
+) -> None:
+    fake.enqueue(Reply(text="abcdefghij", chunk_size=2, fault="cut", cut_after=3))
+    events: list[StreamEvent] = []
+    with pytest.raises(ServerError) as caught:
+        for event in stream_chat(client, MESSAGES, model="m"):
+            events.append(event)
+    assert events == [TextDelta("ab"), TextDelta("cd")]
+    message = str(caught.value)
+    assert message.startswith(
+        f"The model server at {fake.url}/v1 broke off the stream before the reply was complete ("
+    )
+    assert message.endswith("). The partial reply was kept; retry for a complete one.")
+
+
+def test_a_stream_that_ends_without_a_finish_reason_counts_as_cut(
+    scripted: ScriptedServer, tmp_path: Path
+) -> None:
+    scripted.add(CHAT, Canned(events=[chunk({"content": "Half"}), "[DONE]"]))
+    events: list[StreamEvent] = []
+    with client_for(scripted.url, tmp_path) as client, pytest.raises(ServerError) as caught:
+        events.extend(stream_chat(client, MESSAGES, model="m"))
+    assert events == [TextDelta("Half")]
+    assert str(caught.value) == (
+        f"The model server at {scripted.url}/v1 ended the stream before the reply was complete."
+        " The partial reply was kept; retry for a complete one."
+    )
+
+
+def test_an_error_event_inside_the_stream_keeps_the_servers_message(
+    scripted: ScriptedServer, tmp_path: Path
+) -> None:
+    error = {"error": {"message": "slot unavailable", "type": "server_error", "code": 503}}
+    scripted.add(CHAT, Canned(events=[chunk({"content": "So"}), error]))
+    events: list[StreamEvent] = []
+    with client_for(scripted.url, tmp_path) as client, pytest.raises(ServerError) as caught:
+        events.extend(stream_chat(client, MESSAGES, model="m"))
+    assert events == [TextDelta("So")]
+    assert str(caught.value) == (
+        f"The model server at {scripted.url}/v1 answered with an error (slot unavailable). "
+        "Check the model name and the server's log, then retry. "
+        "The partial reply was kept; retry for a complete one."
+    )
+
+
+def test_a_read_timeout_says_the_server_stopped_answering(fake: FakeServer, tmp_path: Path) -> None:
+    fake.enqueue(Reply(text="slow", fault="stall", stall_after=0))
+    with (
+        client_for(fake.url, tmp_path, request_timeout=0.2) as client,
+        pytest.raises(ServerError) as caught,
+    ):
+        collect(client)
+    assert str(caught.value) == (
+        f"The model server at {fake.url}/v1 stopped answering in the middle of the reply (the "
+        "read timed out). Nothing had arrived yet; retry, and check the server's log if it "
+        "happens again."
+    )
+
+
+@pytest.mark.parametrize("fault", ["overflow_llama", "overflow_openai"])
+def test_both_overflow_shapes_become_context_overflow_with_sizes(
+    fake: FakeServer, client: openai.OpenAI, fault: str
+) -> None:
+    fake.enqueue(Reply(fault=fault, n_ctx=4096, n_prompt_tokens=6041))  # type: ignore[arg-type]
+    with pytest.raises(ContextOverflowError) as caught:
+        collect(client)
+    assert (caught.value.prompt_tokens, caught.value.context_size) == (6041, 4096)
+    assert str(caught.value).startswith(
+        "The conversation is too long for the model's context window (6,041 tokens; the window "
+        "holds 4,096). Compact the history or start a new session. The server said: "
+    )
+
+
+def test_a_server_side_context_window_rejects_before_generation(
+    fake: FakeServer, client: openai.OpenAI
+) -> None:
+    fake.configure(context_window=5)
+    with pytest.raises(ContextOverflowError) as caught:
+        collect(client)
+    assert (caught.value.prompt_tokens, caught.value.context_size) == (6, 5)
+
+
+@pytest.mark.parametrize(
+    ("message", "prompt_tokens", "context_size"),
+    [
+        (
+            "This model's maximum context length is 2048 tokens. However, you requested 2100 "
+            "tokens (2000 in the messages, 100 in the completion).",
+            2000,
+            2048,
+        ),
+        ("prompt is too long: 250000 tokens > 200000 maximum", 250000, 200000),
+        ("Input has too many tokens for this model", None, None),
+        ("context length exceeded", None, None),
+    ],
+)
+def test_overflow_messages_from_other_servers_are_recognised(
+    scripted: ScriptedServer,
+    tmp_path: Path,
+    message: str,
+    prompt_tokens: int | None,
+    context_size: int | None,
+) -> None:
+    scripted.add(CHAT, Canned(400, {"error": {"message": message, "type": "invalid_request"}}))
+    with (
+        client_for(scripted.url, tmp_path) as client,
+        pytest.raises(ContextOverflowError) as caught,
+    ):
+        collect(client)
+    assert (caught.value.prompt_tokens, caught.value.context_size) == (prompt_tokens, context_size)
+    assert str(caught.value).endswith(f"The server said: {message}")
+
+
+@pytest.mark.parametrize("status", [401, 403])
+def test_a_refused_key_says_to_set_nbchat_api_key_without_showing_it(
+    scripted: ScriptedServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, status: int
+) -> None:
+    monkeypatch.setenv("NBCHAT_API_KEY", "sk-MARKER-1234")
+    echo = {"error": {"message": "Incorrect API key provided: sk-MARKER-1234.", "code": status}}
+    scripted.add(CHAT, Canned(status, echo))
+    with client_for(scripted.url, tmp_path) as client, pytest.raises(ServerError) as caught:
+        collect(client)
+    assert scripted.requests[0][1]["authorization"] == "Bearer sk-MARKER-1234"
+    assert str(caught.value) == (
+        f"The model server at {scripted.url}/v1 refused the API key ({status}: Incorrect API "
+        "key provided: ***.). Set NBCHAT_API_KEY to a key this server accepts."
+    )
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        Reply(fault="http500"),
+        Reply(fault="http429"),
+        Reply(fault="overflow_llama"),
+        Reply(text="abcdef", fault="cut", cut_after=2),
+        Reply(fault="drop"),
+    ],
+)
+def test_the_api_key_never_appears_in_an_error_message(
+    fake: FakeServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, reply: Reply
+) -> None:
+    monkeypatch.setenv("NBCHAT_API_KEY", "sk-MARKER-5678")
+    fake.enqueue(reply)
+    with client_for(fake.url, tmp_path) as client, pytest.raises(NbchatError) as caught:
+        collect(client)
+    assert fake.requests[0].headers["authorization"] == "Bearer sk-MARKER-5678"
+    assert "MARKER" not in str(caught.value)
+    assert "MARKER" not in repr(caught.value)
+
+
+def test_build_client_uses_the_settings_timeouts_key_and_retries(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("NBCHAT_API_KEY", "sk-from-env")
+    settings = settings_for("http://127.0.0.1:9", tmp_path, request_timeout=42, connect_timeout=3)
+    with build_client(settings, base_url="http://127.0.0.1:8/v1") as client:
+        assert str(client.base_url) == "http://127.0.0.1:8/v1/"
+        assert client.api_key == "sk-from-env"
+        assert client.max_retries == 2
+        assert isinstance(client.timeout, openai.Timeout)
+        assert (client.timeout.connect, client.timeout.read) == (3, 42)
+
+
+def test_build_client_without_any_url_says_how_to_get_a_server(tmp_path: Path) -> None:
+    settings = settings_for("http://127.0.0.1:9", tmp_path).replace(base_url=None)
+    with pytest.raises(ServerUnavailableError) as caught:
+        build_client(settings)
+    assert str(caught.value) == (
+        "No model server URL is known yet: start the embedded one with `nbchat serve-model` "
+        "or set NBCHAT_BASE_URL."
+    )
+
+
+def test_complete_chat_returns_the_text_and_the_usage(
+    fake: FakeServer, client: openai.OpenAI
+) -> None:
+    fake.enqueue(Reply(text="A summary.", usage=(100, 4)))
+    text, usage = complete_chat(
+        client, MESSAGES, model="m", max_tokens=50, temperature=0.0, response_format=None
+    )
+    assert (text, usage) == ("A summary.", Usage(100, 4))
+    request = fake.chat_requests()[0]
+    assert (request["max_tokens"], request["temperature"]) == (50, 0.0)
+    assert "response_format" not in request
+
+
+def test_server_context_size_is_none_without_props(fake: FakeServer, client: openai.OpenAI) -> None:
+    assert server_context_size(client) is None
+
+
+@pytest.mark.parametrize(
+    ("props", "size"),
+    [
+        ({"default_generation_settings": {"n_ctx": 2048}, "total_slots": 1}, 2048),
+        ({"n_ctx": 4096}, 4096),
+        ({"default_generation_settings": {}}, None),
+    ],
+)
+def test_server_context_size_reads_llama_cpp_props(
+    scripted: ScriptedServer, tmp_path: Path, props: dict[str, Any], size: int | None
+) -> None:
+    scripted.add("/props", Canned(body=props))
+    with client_for(scripted.url, tmp_path) as client:
+        assert server_context_size(client) == size
+
+
+def test_server_context_size_is_none_when_no_server_answers(tmp_path: Path) -> None:
+    with FakeServer() as fake:
+        url = fake.url
+    with client_for(url, tmp_path) as client:
+        assert server_context_size(client) is None
+
+
+FALLBACK_CALL = '{"name": "read_file", "arguments": {"path": "a.txt"}}'
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        FALLBACK_CALL,
+        f"  {FALLBACK_CALL}\n",
+        f"```json\n{FALLBACK_CALL}\n```",
+        f"```\n{FALLBACK_CALL}\n```",
+        f"<tool_call>\n{FALLBACK_CALL}\n</tool_call>",
+        '{"name": "read_file", "parameters": {"path": "a.txt"}}',
+    ],
+)
+def test_the_json_fallback_turns_a_whole_json_reply_into_a_tool_call(
+    fake: FakeServer, client: openai.OpenAI, text: str
+) -> None:
+    fake.enqueue(Reply(text=text, chunk_size=5, usage=(1, 1)))
+    events = collect(client, tools=[READ_FILE_TOOL], json_tool_fallback=True)
+    assert len(events) == 3
+    ready, usage, finish = events
+    assert isinstance(ready, ToolCallsReady)
+    assert ready.from_content is True
+    (call,) = ready.calls
+    assert CALL_ID.match(call.id)
+    assert (call.name, call.parsed_arguments()) == ("read_file", {"path": "a.txt"})
+    assert (usage, finish) == (Usage(1, 1), Finish("stop"))
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"name": "delete_everything", "arguments": {"path": "a.txt"}}',
+        f"Sure! {FALLBACK_CALL}",
+        f"{FALLBACK_CALL} Done.",
+        '{"name": "read_file", "arguments": {"path": 3}}',
+        '{"name": "read_file", "arguments": {"path": "a", "mode": "r"}}',
+        '{"name": "read_file", "arguments": {}}',
+        '{"name": "read_file", "arguments": {"path": "a"}, "id": 1}',
+        '{"name": "read_file", "arguments": "a.txt"}',
+        "{not json at all",
+        "```python\nprint('hi')\n```",
+    ],
+)
+def test_the_json_fallback_delivers_anything_else_intact_as_text(
+    fake: FakeServer, client: openai.OpenAI, text: str
+) -> None:
+    fake.enqueue(Reply(text=text, chunk_size=5, usage=(1, 1)))
+    events = collect(client, tools=[READ_FILE_TOOL], json_tool_fallback=True)
+    assert texts(events) == text
+    assert not [event for event in events if isinstance(event, ToolCallsReady)]
+    assert events[-2:] == [Usage(1, 1), Finish("stop")]
+
+
+def test_text_that_does_not_open_like_a_call_streams_normally_with_the_fallback_on(
+    fake: FakeServer, client: openai.OpenAI
+) -> None:
+    fake.enqueue(Reply(text="Plain words here", chunk_size=5, usage=(1, 1)))
+    events = collect(client, tools=[READ_FILE_TOOL], json_tool_fallback=True)
+    assert events == [
+        TextDelta("Plain"),
+        TextDelta(" word"),
+        TextDelta("s her"),
+        TextDelta("e"),
+        Usage(1, 1),
+        Finish("stop"),
+    ]
+
+
+def test_without_the_fallback_a_json_reply_is_just_text(
+    fake: FakeServer, client: openai.OpenAI
+) -> None:
+    fake.enqueue(Reply(text=FALLBACK_CALL, chunk_size=100, usage=(1, 1)))
+    events = collect(client, tools=[READ_FILE_TOOL])
+    assert events == [TextDelta(FALLBACK_CALL), Usage(1, 1), Finish("stop")]
+
+
+def test_held_back_text_is_delivered_before_a_broken_stream_raises(
+    fake: FakeServer, client: openai.OpenAI
+) -> None:
+    fake.enqueue(Reply(text='{"name": "read_file", "arguments"', fault="cut", cut_after=3))
+    events: list[StreamEvent] = []
+    with pytest.raises(ServerError):
+        for event in stream_chat(
+            client, MESSAGES, model="m", tools=[READ_FILE_TOOL], json_tool_fallback=True
+        ):
+            events.append(event)
+    assert events == [TextDelta('{"name":')]
+
+
+def test_a_connection_dropped_before_any_answer_is_a_server_error(
+    fake: FakeServer, client: openai.OpenAI
+) -> None:
+    fake.enqueue(Reply(fault="drop"))
+    with pytest.raises(ServerError) as caught:
+        collect(client)
+    assert str(caught.value).startswith(
+        f"The connection to the model server at {fake.url}/v1 broke before it answered ("
+    )
+    assert str(caught.value).endswith("). Retry; if it keeps happening, check the server's log.")
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        (
+            "{",
+            "the arguments of the call to 'f' are not valid JSON (Expecting property name "
+            "enclosed in double quotes: line 1 column 2 (char 1))",
+        ),
+        ("[1]", "the arguments of the call to 'f' must be a JSON object, got list"),
+    ],
+)
+def test_parsed_arguments_says_what_is_wrong(arguments: str, message: str) -> None:
+    with pytest.raises(ValueError) as caught:
+        ToolCall("c", "f", arguments).parsed_arguments()
+    assert str(caught.value) == message
+
+
+def test_a_tool_call_goes_on_the_wire_in_openai_shape() -> None:
+    call = ToolCall("call_1", "read_file", '{"path": "a"}')
+    assert call.to_wire() == {
+        "id": "call_1",
+        "type": "function",
+        "function": {"name": "read_file", "arguments": '{"path": "a"}'},
+    }
+    assert ToolCall("c", "f", "").parsed_arguments() == {}
