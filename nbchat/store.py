@@ -409,6 +409,21 @@ class Store:
                 self._insert_at(db, session_id, to_row(new_row), position)
         return compaction_id
 
+    def archive_last(self, session_id: str, count: int, *, expected_active: int,
+                     kind: str) -> int:
+        """Archive the last `count` active rows (a retried reply, an edited message).
+
+        Nothing is deleted: the rows stay in the full transcript, linked to a record of `kind`.
+        """
+        with self.transaction("archive the last rows") as db:
+            active = self._active_ids_positions(db, session_id, expected_active)
+            if not 0 < count <= len(active):
+                raise StoreError(f"Cannot archive {count} of {len(active)} active rows.")
+            record = CompactionRecord(kind=kind)
+            record_id = self._record_compaction(db, session_id, record, count)
+            self._archive(db, [row_id for row_id, _ in active[-count:]], record_id)
+        return record_id
+
     def list_compactions(self, session_id: str) -> list[dict[str, Any]]:
         with self._errors("list compactions"):
             return list(

@@ -485,3 +485,14 @@ def test_nested_transactions_commit_or_roll_back_together(store: Store) -> None:
         compact(store, session_id, keep_tail=1, expected=5)
     assert store.load_active(session_id) == [Row("compacted", "S"), user("c")]
     assert len(store.list_compactions(session_id)) == 2
+
+
+def test_archive_last_keeps_the_rows_in_the_transcript(store: Store) -> None:
+    rows = [user("a"), assistant("b"), user("c"), assistant("d")]
+    session_id = new_session(store, *rows)
+    store.archive_last(session_id, 1, expected_active=4, kind="retry")
+    assert store.load_active(session_id) == rows[:3]
+    assert [s.row for s in store.load_full(session_id)] == rows
+    assert store.list_compactions(session_id)[0]["kind"] == "retry"
+    with pytest.raises(StoreError, match=r"^Cannot archive 5 of 3 active rows\.$"):
+        store.archive_last(session_id, 5, expected_active=3, kind="retry")
