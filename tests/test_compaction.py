@@ -1,0 +1,417 @@
+"""CompactionEngine: the baseline API with plain 5-tuples, the layered path, and its properties."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+from collections.abc import Sequence
+
+import pytest
+from compaction_strategies import SUMMARY, FakeSummariser, thresholds, working_histories
+from factories import analysis, assistant, tool_call, tool_result, user
+from hypothesis import given
+from hypothesis import strategies as st
+from strategies import histories, well_formed_histories
+
+from nbchat.compaction import CompactionEngine, CompactionResult
+from nbchat.config import Settings
+from nbchat.errors import CompactionError
+from nbchat.history import History, Message, Row, build_messages, estimate_tokens, repair_rows
+
+BIG = "x" * 3000  # 1,000 tokens
+
+
+def engine_with(
+    summariser: FakeSummariser | None = None, threshold: int = 100_000, **options: object
+) -> CompactionEngine:
+    return CompactionEngine(threshold, summariser=summariser or FakeSummariser(), **options)  # type: ignore[arg-type]
+
+
+def plain(rows: Sequence[Row]) -> list[tuple[str, str, str, str, str]]:
+    return [tuple(row) for row in rows]  # type: ignore[misc]
+
+
+CONVERSATION = plain(
+    [
+        user("first question"),
+        assistant("first answer " + "in detail " * 90),
+        user("second question"),
+        assistant("second answer"),
+        user("read the file"),
+        tool_call(("c1", "read_file", {"path": "a.py"})),
+        tool_result("c1", "print('hi')"),
+        assistant("it prints hi"),
+    ]
+)
+
+
+class TestBaseline:
+    def test_total_tokens_counts_content_and_tool_args_like_the_original(self) -> None:
+        rows = [("user", "abcdef", "", "", ""), ("assistant_full", "", "", "", "x" * 9)]
+        assert engine_with().total_tokens(rows) == 2 + 1 + 3
+
+    def test_total_tokens_on_a_history_is_its_running_total(self) -> None:
+        history = History(CONVERSATION)
+        assert engine_with().total_tokens(history) == history.total_tokens
+        assert engine_with().total_tokens(history) == engine_with().total_tokens(CONVERSATION)
+
+    def test_should_compact_triggers_at_three_quarters_of_the_threshold(self) -> None:
+        engine = engine_with(threshold=100)
+        assert engine.trigger == 75
+        assert not engine.should_compact([("user", "x" * 3 * 74, "", "", "")])
+        assert engine.should_compact([("user", "x" * 3 * 75, "", "", "")])
+
+    def test_tail_moves_back_to_the_nearest_user_row(self) -> None:
+        out = engine_with().compact_history(CONVERSATION)
+        assert out[1:] == CONVERSATION[2:]
+        assert out[0][0] == "compacted"
+        assert out[0][1].startswith(SUMMARY)
+        assert tuple(out[0])[2:] == ("", "", "")
+
+    def test_without_a_user_boundary_the_history_is_unchanged(self) -> None:
+        fake = FakeSummariser()
+        rows = plain([user("go"), *[assistant(f"step {n}") for n in range(6)]])
+        assert engine_with(fake).compact_history(rows) == rows
+        assert fake.requests == []
+
+    def test_fewer_than_two_older_rows_leave_the_history_unchanged(self) -> None:
+        fake = FakeSummariser()
+        rows = plain([assistant("hello"), user("q"), *[assistant(f"a{n}") for n in range(4)]])
+        assert engine_with(fake).compact_history(rows) == rows
+        assert fake.requests == []
+
+    def test_a_summary_and_a_short_tail_are_never_compacted_again(self) -> None:
+        fake = FakeSummariser()
+        engine = engine_with(fake, threshold=10)
+        rows = [("compacted", "s" * 300, "", "", ""), *CONVERSATION[-5:]]
+        assert not engine.should_compact(rows)
+        assert engine.compact_history(rows) == rows
+        assert fake.requests == []
+
+    def test_the_summariser_is_called_once_with_a_bounded_max_tokens(self) -> None:
+        fake = FakeSummariser()
+        engine_with(fake, summary_max_tokens=500).compact_history(CONVERSATION)
+        assert len(fake.requests) == 1
+        assert fake.requests[0]["max_tokens"] == 500
+
+    def test_a_failing_summariser_raises_and_leaves_the_history_untouched(self) -> None:
+        def fail(messages: Sequence[Message]) -> str:
+            raise CompactionError("The summariser failed: boom")
+
+        rows = list(CONVERSATION)
+        with pytest.raises(CompactionError, match="boom"):
+            engine_with(FakeSummariser(fail)).compact_history(rows)
+        assert rows == CONVERSATION
+
+    def test_an_empty_summary_is_a_failure(self) -> None:
+        with pytest.raises(CompactionError, match="empty summary"):
+            engine_with(FakeSummariser("  \n")).compact_history(CONVERSATION)
+
+    def test_compact_history_returns_a_list_for_a_history(self) -> None:
+        out = engine_with().compact_history(History(CONVERSATION))
+        assert isinstance(out, list)
+        assert out[1:] == CONVERSATION[2:]
+
+    def test_constructing_an_engine_does_no_io(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        def refuse(**_: object) -> Settings:
+            raise AssertionError("Settings.load() at construction")
+
+        monkeypatch.setattr(Settings, "load", refuse)
+        engine = CompactionEngine(1000)
+        assert engine.should_compact(CONVERSATION) is False
+
+    def test_importing_compaction_loads_neither_openai_nor_the_store(self) -> None:
+        code = (
+            "import sys, nbchat.compaction; "
+            "print(sorted(m for m in ('openai', 'nbchat.store', 'nbchat.client') "
+            "if m in sys.modules))"
+        )
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+        assert out.stdout.strip() == "[]"
+
+
+class TestBudget:
+    def test_should_compact_counts_the_system_prompt_and_tool_schemas(self) -> None:
+        schema = {"type": "function", "function": {"name": "t", "parameters": {}}}
+        rows = [("user", "x" * 150, "", "", "")]  # 50 tokens
+        assert not engine_with(threshold=100).should_compact(rows)
+        assert engine_with(threshold=100, system_prompt="s" * 75).should_compact(rows)
+        engine = engine_with(threshold=100, tool_schemas=[schema] * 3)
+        assert engine.overhead_tokens == len(json.dumps([schema] * 3)) // 3
+        assert engine.should_compact(rows)
+
+    def test_reported_prompt_tokens_plus_rows_since_decide_on_a_history(self) -> None:
+        engine = engine_with(threshold=1000)
+        history = History([user("hi")])
+        history.record_usage(700)
+        assert not engine.should_compact(history)
+        history.append(assistant("y" * 150))  # 50 more tokens
+        assert engine.context_tokens(history) == 750
+        assert engine.should_compact(history)
+
+    def test_a_plain_list_falls_back_to_the_estimate(self) -> None:
+        engine = engine_with(threshold=1000, system_prompt="s" * 30)
+        assert engine.context_tokens(CONVERSATION) == engine.total_tokens(CONVERSATION) + 10
+
+    def test_from_settings_takes_the_tail_trigger_and_models_from_settings(self) -> None:
+        settings = Settings(
+            model="chat", summary_model="small", context_token_threshold=2000, trigger_factor=0.5
+        )
+        engine = CompactionEngine.from_settings(settings, system_prompt="", tool_schemas=())
+        assert (engine.threshold, engine.tail_messages, engine.trigger) == (2000, 4, 1000)
+        assert engine.summary_model == "small"
+        assert engine.summary_max_tokens == settings.summary_max_tokens
+
+    @pytest.mark.parametrize(
+        ("options", "message"),
+        [
+            ({"threshold": 0}, "threshold must be a positive number of tokens, got 0"),
+            ({"tail_messages": 0}, "tail_messages must be at least 1, got 0"),
+            ({"trigger_factor": 1.5}, "trigger_factor must be above 0 and at most 1, got 1.5"),
+            ({"summary_max_tokens": 0}, "summary_max_tokens must be at least 1, got 0"),
+            ({"summary_format": "xml"}, "summary_format must be 'json' or 'markdown', got 'xml'"),
+        ],
+    )
+    def test_bad_options_are_refused_with_the_exact_reason(
+        self, options: dict[str, object], message: str
+    ) -> None:
+        values: dict[str, object] = {"threshold": 100, **options}
+        with pytest.raises(ValueError) as caught:
+            CompactionEngine(**values)  # type: ignore[arg-type]
+        assert str(caught.value) == message
+
+
+class TestSummaryRequest:
+    def test_older_rows_go_as_one_user_message_transcript_without_reasoning(self) -> None:
+        fake = FakeSummariser()
+        rows = [user("task"), analysis("SECRET THOUGHT"), assistant("done"), *CONVERSATION]
+        engine_with(fake).compact_history(rows)
+        messages = fake.requests[0]["messages"]
+        assert [m["role"] for m in messages] == ["system", "user"]
+        assert "[User]: task" in messages[1]["content"]
+        assert "SECRET THOUGHT" not in messages[1]["content"]
+
+    def test_json_format_sends_a_schema_and_markdown_does_not(self) -> None:
+        as_json, as_markdown = FakeSummariser(), FakeSummariser()
+        engine_with(as_json).compact_history(CONVERSATION)
+        engine_with(as_markdown, summary_format="markdown").compact_history(CONVERSATION)
+        assert as_json.requests[0]["response_format"]["type"] == "json_schema"
+        assert as_markdown.requests[0]["response_format"] is None
+
+    def test_a_json_reply_becomes_the_structured_sections(self) -> None:
+        reply = json.dumps({"goal": "Ship it", "done": ["wrote a.py"], "next_steps": ["test"]})
+        out = engine_with(FakeSummariser(reply)).compact_history(CONVERSATION)
+        assert out[0][1].startswith("## Goal\nShip it\n\n## Constraints & preferences\n(none)")
+        assert "### Done\n- [x] wrote a.py" in out[0][1]
+
+    def test_missing_sections_are_accepted_with_a_warning(self) -> None:
+        result = engine_with(FakeSummariser("just some words"), threshold=10).compact(CONVERSATION)
+        assert result.changed
+        assert result.summary.startswith("just some words")
+        assert "lacks section(s) Goal" in result.warnings[0]
+
+    def test_a_previous_summary_is_updated_with_only_the_new_rows(self) -> None:
+        fake = FakeSummariser()
+        first = engine_with(fake).compact_history([user("old task"), *CONVERSATION])
+        second = engine_with(fake).compact_history([*first, *CONVERSATION])
+        prompt = fake.prompts[1]
+        assert "<previous-summary>\n" + SUMMARY + "\n</previous-summary>" in prompt
+        assert "# Recorded facts" not in prompt
+        assert "[User]: old task" not in prompt
+        assert [row[0] for row in second].count("compacted") == 1
+        assert "> old task" in second[0][1]  # the first user message, carried forward
+
+    def test_focus_is_passed_to_the_summariser(self) -> None:
+        fake = FakeSummariser()
+        engine_with(fake, threshold=10).compact(CONVERSATION, focus="the database schema")
+        assert "Pay particular attention to: the database schema" in fake.prompts[0]
+
+
+def chatty(turns: int) -> list[Row]:
+    """Turns with long replies: nothing for the prune layer to take."""
+    rows: list[Row] = []
+    for n in range(turns):
+        rows += [user(f"question {n}"), assistant(f"answer {n} " + BIG)]
+    return rows
+
+
+def one_long_turn(steps: int = 10) -> list[Row]:
+    rows = [user("fix everything")]
+    for n in range(steps):
+        rows += [tool_call((f"c{n}", "run_shell", {"command": "make"})), tool_result(f"c{n}", BIG)]
+    return rows
+
+
+class TestSplit:
+    def test_a_turn_bigger_than_the_budget_is_split_inside_the_turn(self) -> None:
+        rows = one_long_turn()
+        out = engine_with(threshold=4000, summary_max_tokens=200).compact_history(rows)
+        tail = out[1:]
+        assert tail == rows[len(rows) - len(tail) :]
+        assert tail[0].role == "assistant_full"
+        assert repair_rows(out).dropped == []
+        assert sum(estimate_tokens(r) for r in out) < 3000
+
+    def test_the_user_row_tail_is_kept_exactly_when_it_fits(self) -> None:
+        rows = [*one_long_turn(4), user("next"), assistant("ok"), user("more"), assistant("k")]
+        engine = engine_with(threshold=3000, summary_max_tokens=100, tail_messages=4)
+        assert engine.should_compact(rows)
+        assert engine.compact_history(rows)[1:] == rows[-4:]
+
+    def test_a_user_row_tail_over_the_budget_moves_inside_the_turn(self) -> None:
+        rows = [user("a"), assistant("b"), *one_long_turn(6)]
+        out = engine_with(threshold=4000, summary_max_tokens=200).compact_history(rows)
+        assert out[1].role == "assistant_full"
+        assert out[1:] == rows[len(rows) - len(out) + 1 :]
+
+    def test_under_the_trigger_a_single_turn_is_left_alone(self) -> None:
+        rows = one_long_turn(3)
+        assert engine_with(threshold=100_000).compact_history(rows) == rows
+
+
+class TestLayers:
+    def test_pruning_alone_under_the_trigger_makes_no_model_call(self) -> None:
+        fake = FakeSummariser()
+        rows = [*one_long_turn(6), assistant("done"), user("thanks"), assistant("bye")]
+        result = engine_with(fake, threshold=6000).compact(rows)
+        assert (result.changed, result.layer, result.requests) == (True, "prune", 0)
+        assert fake.requests == []
+        assert result.tokens_after < engine_with(threshold=6000).trigger
+        for index, placeholder in result.replacements.items():
+            assert result.rows[index] == placeholder
+            assert placeholder.tool_id == rows[index].tool_id
+            assert f'read_archived_output(tool_id="{placeholder.tool_id}")' in placeholder.content
+
+    def test_under_the_trigger_compact_does_nothing_unless_forced(self) -> None:
+        fake = FakeSummariser()
+        engine = engine_with(fake)
+        quiet = engine.compact(CONVERSATION)
+        assert (quiet.changed, quiet.layer, quiet.rows) == (False, "none", tuple(CONVERSATION))
+        assert quiet.reason.startswith("under the trigger")
+        forced = engine.compact(CONVERSATION, force=True)
+        assert (forced.changed, forced.layer, len(fake.requests)) == (True, "summary", 1)
+
+    def test_summary_follows_when_pruning_is_not_enough(self) -> None:
+        rows = [*one_long_turn(4), *chatty(4), user("now"), assistant("ok")]
+        result = engine_with(threshold=6000, summary_max_tokens=200).compact(rows)
+        assert result.layer == "summary"
+        assert result.summary_row == result.rows[0]
+        assert result.keep_tail == len(result.rows) - 1
+        assert result.rows_summarised == len(rows) - result.keep_tail
+        assert all(i >= result.rows_summarised for i in result.replacements)
+        assert result.tokens_after < result.tokens_before
+
+    def test_input_bigger_than_the_window_is_summarised_in_chunks(self) -> None:
+        fake = FakeSummariser(lambda messages: f"## Goal\nsummary {len(fake.requests)}")
+        rows = [*chatty(8), user("now"), assistant("ok")]
+        engine = engine_with(fake, threshold=3000, summariser_context=2000, summary_max_tokens=200)
+        result = engine.compact(rows)
+        assert result.layer == "chunked"
+        assert result.requests == len(fake.requests) > 1
+        for request in fake.requests:
+            size = sum(len(str(m["content"])) // 3 for m in request["messages"])
+            assert size + request["max_tokens"] <= 2000
+        assert "<previous-summary>\n## Goal\nsummary 1" in fake.prompts[1]
+        assert result.summary.startswith(f"## Goal\nsummary {len(fake.requests)}")
+
+    def test_a_cancel_before_the_summary_changes_nothing(self) -> None:
+        cancel = threading.Event()
+        cancel.set()
+        fake = FakeSummariser()
+        result = engine_with(fake, threshold=10).compact(CONVERSATION, cancel=cancel)
+        assert (result.changed, result.cancelled, result.reason) == (False, True, "cancelled")
+        assert result.rows == tuple(CONVERSATION)
+        assert fake.requests == []
+
+    def test_a_cancel_between_chunks_changes_nothing(self) -> None:
+        cancel = threading.Event()
+
+        def answer_then_cancel(messages: Sequence[Message]) -> str:
+            cancel.set()
+            return SUMMARY
+
+        fake = FakeSummariser(answer_then_cancel)
+        rows = [*one_long_turn(4), *chatty(8), user("now"), assistant("ok")]
+        engine = engine_with(fake, threshold=3000, summariser_context=2000, summary_max_tokens=200)
+        result = engine.compact(rows, cancel=cancel)
+        assert (result.changed, result.cancelled, len(fake.requests)) == (False, True, 1)
+        assert fake.requests[0]["stop"] is cancel
+        assert result.rows == tuple(rows)
+
+    def test_a_summary_that_would_not_shrink_the_history_is_not_applied(self) -> None:
+        fake = FakeSummariser("## Goal\n" + "very long " * 200)
+        result = engine_with(fake, threshold=10).compact(CONVERSATION)
+        assert (result.changed, result.rows) == (False, tuple(CONVERSATION))
+        assert result.reason == "the summary would not shrink it"
+        assert result.requests == 1
+
+    def test_the_result_carries_usage_model_and_timing(self) -> None:
+        result = engine_with(threshold=10, summary_model="small").compact(CONVERSATION)
+        assert (result.prompt_tokens, result.completion_tokens, result.requests) == (100, 20, 1)
+        assert result.model == "small"
+        assert result.duration > 0
+        assert result.tokens_before == engine_with().context_tokens(CONVERSATION)
+        assert result.tokens_after == engine_with().context_tokens(list(result.rows))
+
+
+def assert_well_paired(messages: list[Message]) -> None:
+    """No orphan tool result and no dangling call in a request."""
+    open_calls: set[str] = set()
+    for message in messages:
+        if message["role"] == "tool":
+            assert message["tool_call_id"] in open_calls
+            open_calls.discard(message["tool_call_id"])
+        else:
+            assert not open_calls
+            open_calls = {call["id"] for call in message.get("tool_calls") or []}
+    assert not open_calls
+
+
+def check_compaction(rows: list[Row], out: Sequence[Row]) -> None:
+    assert_well_paired(build_messages(out))
+    if list(out) == rows:
+        return
+    assert out[0].role == "compacted"
+    assert list(out[1:]) == rows[len(rows) - len(out) + 1 :]
+
+
+class TestProperties:
+    @given(st.one_of(well_formed_histories, working_histories), thresholds)
+    def test_compact_history_keeps_pairs_a_suffix_and_is_a_fixed_point(
+        self, rows: list[Row], threshold: int
+    ) -> None:
+        engine = engine_with(FakeSummariser("lorem ipsum"), threshold=threshold)
+        out = engine.compact_history(rows)
+        check_compaction(rows, out)
+        assert repair_rows(out).dropped == []
+        assert engine.compact_history(out) == out
+
+    @given(histories, thresholds)
+    def test_any_history_compacts_without_orphans_or_dangling_calls(
+        self, rows: list[Row], threshold: int
+    ) -> None:
+        engine = engine_with(FakeSummariser("lorem ipsum"), threshold=threshold)
+        out = engine.compact_history(rows)
+        check_compaction(rows, out)
+        assert engine.compact_history(out) == out
+
+    @given(st.one_of(well_formed_histories, working_histories), thresholds, st.booleans())
+    def test_the_layered_path_is_safe_and_a_second_run_changes_nothing(
+        self, rows: list[Row], threshold: int, force: bool
+    ) -> None:
+        engine = engine_with(FakeSummariser("lorem ipsum"), threshold=threshold)
+        result = engine.compact(rows, force=force)
+        check_compaction([result.replacements.get(i, r) for i, r in enumerate(rows)], result.rows)
+        assert repair_rows(result.rows).dropped == []
+        assert result.changed == (result.rows != tuple(rows))
+        again = engine.compact(list(result.rows), force=force)
+        assert (again.changed, again.rows) == (False, result.rows)
+
+
+def test_a_result_is_a_frozen_value() -> None:
+    result = CompactionResult.unchanged([user("hi")], 1, "nothing to do")
+    with pytest.raises(AttributeError):
+        result.changed = True  # type: ignore[misc]
+    assert result.rows_pruned == 0
