@@ -1,6 +1,38 @@
-"""Tools the model may call: schemas from signatures, the workspace context, and the JSON
-fallback that recognises a call written as text. (The registry, built-ins and executor follow.)"""
+"""Tools the model may call: the table of contents.
+
+    Tool, ToolRegistry, tool   a function with its name, description and JSON schema; a set of
+                               them by name; the decorator that makes one (nbchat.tools.registry)
+    ToolExecutor, ToolOutcome  one call run under the approval policy, time limit, Stop and
+                               output cap, always answered with text (nbchat.tools.executor)
+    ApprovalRequest            what an approver (a widget card, a script's callback) is asked
+    ToolContext                what a tool that asks for it learns: workspace, limits, Stop
+    default_registry()         a fresh registry holding the built-in tools (nbchat.tools.builtins)
+
+Schemas come from signatures (nbchat.tools.schema); child processes are run by
+nbchat.tools.shell; a call written as plain JSON text is recognised by nbchat.tools.fallback.
+Importing this package does no work: the built-in tools are described when a registry is made.
+"""
 
 from __future__ import annotations
 
-__all__: list[str] = []
+from nbchat.tools.builtins import builtin_tools
+from nbchat.tools.context import ToolContext
+from nbchat.tools.executor import ApprovalRequest, ToolExecutor, ToolOutcome
+from nbchat.tools.registry import Tool, ToolRegistry, tool
+
+__all__ = [
+    "ApprovalRequest",
+    "Tool",
+    "ToolContext",
+    "ToolExecutor",
+    "ToolOutcome",
+    "ToolRegistry",
+    "default_registry",
+    "tool",
+]
+
+
+def default_registry() -> ToolRegistry:
+    """A new registry with the built-in tools: read_file, write_file, edit_file, list_files,
+    search_files and run_shell (the writers and the shell are dangerous)."""
+    return ToolRegistry(builtin_tools())

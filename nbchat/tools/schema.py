@@ -24,7 +24,7 @@ from typing import Any, Literal
 from nbchat.errors import ToolError
 from nbchat.tools.context import ToolContext
 
-__all__ = ["describe_function", "parameters_schema", "validate"]
+__all__ = ["describe_function", "parameters_schema", "type_hints", "type_schema", "validate"]
 
 SCALARS: dict[Any, str] = {str: "string", int: "integer", float: "number", bool: "boolean"}
 TYPE_WORDS = {
@@ -57,7 +57,7 @@ def parameters_schema(fn: Callable[..., Any]) -> dict[str, Any]:
     Parameters with a default, or typed `X | None`, are not required; `*args`, `**kwargs` and a
     `ToolContext` parameter are not shown. Raises ToolError for a type it cannot describe.
     """
-    hints = _type_hints(fn)
+    hints = type_hints(fn)
     docs = _parameter_docs(inspect.getdoc(fn) or "")
     properties: dict[str, Any] = {}
     required: list[str] = []
@@ -144,7 +144,8 @@ def _is_nullable(hint: Any) -> bool:
     return hint is None or hint is type(None)
 
 
-def _type_hints(fn: Callable[..., Any]) -> dict[str, Any]:
+def type_hints(fn: Callable[..., Any]) -> dict[str, Any]:
+    """`fn`'s resolved type hints; ToolError (naming the function) when they cannot be read."""
     try:
         return typing.get_type_hints(fn)
     except (NameError, TypeError) as exc:

@@ -1,0 +1,318 @@
+"""`ToolExecutor`: carry out one tool call and always come back with text the model can read.
+
+Owns the path from a `ToolCall` to a `ToolOutcome`: find the tool, parse and validate the
+arguments, apply the approval policy to dangerous tools (`allow` runs them, `deny` refuses,
+`ask` asks the approver; `ask` without an approver refuses), run the tool in a worker thread
+under a time limit and the Stop event, and cap the output (head and tail kept). Every problem
+(an unknown tool, bad arguments, a refusal, an exception, a timeout, Stop) becomes the outcome's
+`content` with `ok=False`; `execute` never raises for a tool problem.
+
+Must not: know about rows, the chat loop or widgets (the approver is just a callable).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import traceback
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from nbchat.errors import ConfigError, ToolError
+from nbchat.stopping import StopSignal
+from nbchat.tools.context import ToolContext, cap_output, safe_environment
+from nbchat.tools.registry import Tool, ToolRegistry
+from nbchat.tools.schema import validate
+from nbchat.tools.shell import KILL_GRACE
+
+if TYPE_CHECKING:  # the client imports the tools package, so only the type is imported here
+    from nbchat.client import ToolCall
+    from nbchat.config import Settings
+
+__all__ = ["ApprovalRequest", "Approver", "ToolExecutor", "ToolOutcome"]
+
+POLICIES = ("ask", "allow", "deny")
+POLL_SECONDS = 0.1  # how often a plain Event is checked while waiting; a StopSignal wakes at once
+# A tool that cleans up after itself (run_shell kills its process group) gets this long past
+# its time limit, or past Stop, to report before the executor stops waiting for it.
+WAIT_GRACE = KILL_GRACE + 1.0
+TRACEBACK_FRAMES = 4
+HEADLINE_CHARS = 200
+APPROVAL_REASON = "{name} can change files or run commands, and the tool policy is 'ask'."
+
+
+@dataclass(frozen=True)
+class ApprovalRequest:
+    """What the approver is asked: may this call of a dangerous tool run?
+
+    `reason` says why it needs approval; `description` is the tool's own description.
+    """
+
+    name: str
+    arguments: Mapping[str, Any]
+    call_id: str = ""
+    reason: str = ""
+    description: str = ""
+
+    def summary(self) -> str:
+        """One line for a prompt: `run_shell(command='ls -la')`, long values shortened."""
+        shown = ", ".join(f"{key}={_short(value)}" for key, value in self.arguments.items())
+        return f"{self.name}({shown})"
+
+
+Approver = Callable[[ApprovalRequest], bool]
+
+
+@dataclass(frozen=True)
+class ToolOutcome:
+    """The tool result the model reads (`content`); `error` is its headline when `ok` is False."""
+
+    content: str
+    ok: bool
+    error: str | None = None
+    duration: float = 0.0
+
+
+class _Failed(Exception):
+    """A tool problem on its way to becoming the outcome's content."""
+
+
+@dataclass
+class _Worker:
+    """A function running in a daemon thread; `wake` is set when it ends (or Stop is pressed)."""
+
+    wake: threading.Event = field(default_factory=threading.Event)
+    forget_stop: Callable[[], None] = lambda: None
+    done: bool = False
+    value: Any = None
+    error: BaseException | None = None
+
+
+class ToolExecutor:
+    """Runs tool calls from `registry` in `workspace` under the approval `policy`.
+
+    `wait_grace` is how long past its time limit (or past Stop) a tool may take to report; it
+    lets run_shell finish killing its process group and say so.
+    """
+
+    wait_grace: float = WAIT_GRACE
+
+    def __init__(
+        self,
+        registry: ToolRegistry,
+        *,
+        workspace: Path | str,
+        policy: Literal["ask", "allow", "deny"] = "ask",
+        approver: Approver | None = None,
+        timeout: float = 60.0,
+        output_limit: int = 20_000,
+        env_allow: Sequence[str] = (),
+    ) -> None:
+        if policy not in POLICIES:
+            raise ConfigError(f"Tool policy must be one of ask, allow, deny; got {policy!r}.")
+        self.registry = registry
+        self.workspace = Path(workspace).expanduser().resolve()
+        self.policy = policy
+        self.approver = approver
+        self.timeout = timeout
+        self.output_limit = output_limit
+        self.env_allow = tuple(env_allow)
+
+    @classmethod
+    def from_settings(
+        cls, settings: Settings, registry: ToolRegistry, *, approver: Approver | None = None
+    ) -> ToolExecutor:
+        """An executor with the workspace, policy, limits and allowed variables of `settings`."""
+        return cls(
+            registry,
+            workspace=settings.workspace,
+            policy=settings.tool_policy,
+            approver=approver,
+            timeout=settings.tool_timeout,
+            output_limit=settings.tool_output_limit,
+            env_allow=settings.tool_env_allow,
+        )
+
+    def execute(self, call: ToolCall, *, stop: threading.Event | None = None) -> ToolOutcome:
+        """Run one call; every problem is reported in the outcome, never raised."""
+        started = time.monotonic()
+        try:
+            content, ok = self._run(call, stop), True
+        except _Failed as failure:
+            content, ok = str(failure), False
+        content = cap_output(content, self.output_limit)
+        headline = None if ok else (content.splitlines() or [""])[0][:HEADLINE_CHARS]
+        return ToolOutcome(content, ok, headline, time.monotonic() - started)
+
+    def _run(self, call: ToolCall, stop: threading.Event | None) -> str:
+        tool = self.registry.get(call.name)
+        if tool is None:
+            known = ", ".join(self.registry.names()) or "none"
+            raise _Failed(f"Unknown tool {call.name!r}. Known tools: {known}. Call one of these.")
+        arguments = _checked_arguments(tool, call.arguments)
+        self._approve(tool, call.id, arguments, stop)
+        context = ToolContext(
+            self.workspace,
+            timeout=self.timeout,
+            output_limit=self.output_limit,
+            env=safe_environment(allow=self.env_allow),
+            stop=stop,
+        )
+        worker = _start(lambda: tool.invoke(arguments, context), stop)
+        state = _wait(worker, stop, self.timeout + self.wait_grace, grace=self.wait_grace)
+        if state == "timed out":
+            raise _Failed(
+                f"{tool.name!r} did not finish within {self.timeout:g} s and was abandoned (it "
+                "may still be running). Ask for less at once, or raise NBCHAT_TOOL_TIMEOUT."
+            )
+        if state == "stopped":
+            raise _Failed(f"{tool.name!r} was stopped by the user before it finished.")
+        if worker.error is not None:
+            raise _Failed(_describe_exception(tool.name, worker.error))
+        return _as_text(worker.value)
+
+    def _approve(
+        self, tool: Tool, call_id: str, arguments: dict[str, Any], stop: threading.Event | None
+    ) -> None:
+        if not tool.dangerous or self.policy == "allow":
+            return
+        if self.policy == "deny":
+            raise _Failed(
+                f"Refused: the user's tool policy denies {tool.name!r} (it changes files or runs "
+                "commands). To allow it, set NBCHAT_TOOL_POLICY=allow, or NBCHAT_TOOL_POLICY=ask "
+                "to approve each call in the widget."
+            )
+        if self.approver is None:
+            raise _Failed(
+                f"Refused: {tool.name!r} needs approval and nothing here can ask for it (policy "
+                "'ask' without an approver). Set NBCHAT_TOOL_POLICY=allow to let it run."
+            )
+        approver = self.approver
+        request = ApprovalRequest(
+            tool.name,
+            arguments,
+            call_id=call_id,
+            reason=APPROVAL_REASON.format(name=tool.name),
+            description=tool.description,
+        )
+        worker = _start(lambda: approver(request), stop)
+        state = _wait(worker, stop, None, grace=0.0)
+        if state == "stopped":
+            raise _Failed(f"Refused: Stop was pressed while {tool.name!r} waited for approval.")
+        if worker.error is not None:
+            error = f"{type(worker.error).__name__}: {worker.error}"
+            raise _Failed(f"Refused: asking for approval of {tool.name!r} failed ({error}).")
+        if worker.value is not True:
+            raise _Failed(
+                f"Refused: the user did not approve {tool.name!r}. Ask the user how to proceed "
+                "or do without it."
+            )
+
+
+def _checked_arguments(tool: Tool, raw: str) -> dict[str, Any]:
+    expected = _expected(tool)
+    try:
+        value = json.loads(raw.strip() or "{}")
+    except ValueError as exc:
+        raise _Failed(
+            f"The arguments for {tool.name!r} are not valid JSON ({exc}). {expected}"
+        ) from exc
+    if not isinstance(value, dict):
+        kind = type(value).__name__ if value is not None else "null"
+        raise _Failed(
+            f"The arguments for {tool.name!r} must be a JSON object, got {kind}. {expected}"
+        )
+    problems = validate(value, tool.parameters)
+    if problems:
+        raise _Failed(f"Invalid arguments for {tool.name!r}: {'; '.join(problems)}. {expected}")
+    return value
+
+
+def _expected(tool: Tool) -> str:
+    properties: dict[str, Any] = tool.parameters.get("properties", {})
+    if not properties:
+        return "It takes no arguments: send {}."
+    required = set(tool.parameters.get("required", ()))
+    described = []
+    for name, schema in properties.items():
+        kinds = schema.get("type", "any")
+        kind = " or ".join(kinds) if isinstance(kinds, list) else kinds
+        described.append(f"{name} ({kind}{', required' if name in required else ''})")
+    return f"Parameters: {', '.join(described)}."
+
+
+def _start(function: Callable[[], Any], stop: threading.Event | None) -> _Worker:
+    worker = _Worker()
+
+    def run() -> None:
+        try:
+            worker.value = function()
+        except BaseException as exc:  # reported to the model (even SystemExit from a tool)
+            worker.error = exc
+        finally:
+            worker.done = True
+            worker.wake.set()
+
+    if isinstance(stop, StopSignal):
+        worker.forget_stop = stop.add_callback(worker.wake.set)
+    threading.Thread(target=run, name="nbchat-tool", daemon=True).start()
+    return worker
+
+
+def _wait(
+    worker: _Worker,
+    stop: threading.Event | None,
+    timeout: float | None,
+    *,
+    grace: float,
+) -> Literal["done", "timed out", "stopped"]:
+    """Until the worker is done, the time is up, or Stop (then `grace` more to finish)."""
+    try:
+        return _wait_for(worker, stop, timeout, grace)
+    finally:
+        worker.forget_stop()
+
+
+def _wait_for(
+    worker: _Worker, stop: threading.Event | None, timeout: float | None, grace: float
+) -> Literal["done", "timed out", "stopped"]:
+    deadline = None if timeout is None else time.monotonic() + timeout
+    while not worker.done:
+        if stop is not None and stop.is_set():
+            worker.wake.clear()
+            return "done" if worker.done or worker.wake.wait(grace) else "stopped"
+        remaining = POLL_SECONDS if deadline is None else deadline - time.monotonic()
+        if remaining <= 0:
+            return "timed out"
+        worker.wake.wait(min(remaining, POLL_SECONDS))
+    return "done"
+
+
+def _describe_exception(name: str, error: BaseException) -> str:
+    if isinstance(error, ToolError):
+        return str(error)  # written for the model already
+    frames = traceback.extract_tb(error.__traceback__)[-TRACEBACK_FRAMES:]
+    where = "\n".join(
+        f"  {Path(frame.filename).name}:{frame.lineno} in {frame.name}: {frame.line or ''}".rstrip()
+        for frame in frames
+    )
+    return f"{name!r} failed: {type(error).__name__}: {error}\nTraceback (last lines):\n{where}"
+
+
+def _as_text(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    if value is None:
+        return "(no output)"
+    try:
+        return json.dumps(value, ensure_ascii=False, default=str)
+    except (TypeError, ValueError):
+        return str(value)
+
+
+def _short(value: Any, limit: int = 80) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -1,0 +1,209 @@
+"""`Tool` and `ToolRegistry`: which functions the model may call, and how they are described.
+
+A `Tool` is a function plus its name, description and JSON schema (made from the signature by
+`nbchat.tools.schema`) and whether it is `dangerous` (writes files or runs commands, so the
+approval policy applies). A `ToolRegistry` holds tools by name and hands the OpenAI `tools=`
+list to the client. Users add their own functions with one decorator or one call:
+
+    registry = default_registry()
+
+    @registry.register
+    def word_count(text: str) -> int:
+        "Count the words in a text."
+        return len(text.split())
+
+    registry.register(some_function, name="other", dangerous=True)
+
+Must not: run tools (the executor does) or hold a global registry that user code mutates.
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, overload
+
+from nbchat.errors import ToolError
+from nbchat.tools.context import ToolContext
+from nbchat.tools.schema import describe_function, parameters_schema, type_hints
+
+__all__ = ["Tool", "ToolRegistry", "tool"]
+
+# OpenAI's rule for function names; llama.cpp and vLLM accept the same.
+NAME_RULE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+
+ToolFunction = Callable[..., Any]
+
+
+@dataclass(frozen=True)
+class Tool:
+    """A function the model may call. Calling the `Tool` calls the function."""
+
+    name: str
+    description: str
+    parameters: dict[str, Any]
+    function: ToolFunction = field(repr=False)
+    dangerous: bool = False
+    # Worked out once from the signature: the ToolContext parameter (if any), and parameters
+    # typed `X | None` without a default, which the model may leave out (they get None).
+    context_parameter: str | None = field(init=False, repr=False, compare=False)
+    filled_with_none: tuple[str, ...] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        hints = type_hints(self.function)
+        required = set(self.parameters.get("required", ()))
+        context: str | None = None
+        fill: list[str] = []
+        for parameter in inspect.signature(self.function).parameters.values():
+            variadic = parameter.kind in (parameter.VAR_POSITIONAL, parameter.VAR_KEYWORD)
+            if hints.get(parameter.name) is ToolContext:
+                context = parameter.name
+            elif parameter.default is parameter.empty and parameter.name not in required:
+                fill.extend(() if variadic else (parameter.name,))
+        object.__setattr__(self, "context_parameter", context)
+        object.__setattr__(self, "filled_with_none", tuple(fill))
+
+    @classmethod
+    def from_function(
+        cls,
+        fn: ToolFunction,
+        *,
+        name: str | None = None,
+        description: str | None = None,
+        dangerous: bool = False,
+    ) -> Tool:
+        """Describe `fn`: its name, its docstring's opening and a schema of its parameters."""
+        tool_name = str(name or getattr(fn, "__name__", ""))
+        if not NAME_RULE.match(tool_name):
+            raise ToolError(
+                f"Invalid tool name {tool_name!r}: use 1-64 letters, digits, '_' or '-' "
+                "(pass name=... to choose one)."
+            )
+        text = describe_function(fn) if description is None else description
+        return cls(tool_name, text, parameters_schema(fn), fn, dangerous)
+
+    def to_schema(self) -> dict[str, Any]:
+        """The entry for the `tools=` list of a chat request."""
+        function = {"name": self.name, "description": self.description}
+        return {"type": "function", "function": {**function, "parameters": self.parameters}}
+
+    def invoke(self, arguments: Mapping[str, Any], context: ToolContext) -> Any:
+        """Call the function with validated arguments (and `context`, when it asks for one)."""
+        values = {**dict.fromkeys(self.filled_with_none), **arguments}
+        if self.context_parameter is not None:
+            values[self.context_parameter] = context
+        return self.function(**values)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.function(*args, **kwargs)
+
+
+class ToolRegistry:
+    """Tools by name, in registration order. Registering a name again replaces the tool (so a
+    notebook cell can be run twice)."""
+
+    def __init__(self, tools: tuple[Tool, ...] | list[Tool] = ()) -> None:
+        self._tools: dict[str, Tool] = {}
+        for item in tools:
+            self.register(item)
+
+    @overload
+    def register(self, fn: ToolFunction | Tool) -> Tool: ...
+
+    @overload
+    def register(
+        self,
+        fn: None = None,
+        *,
+        name: str | None = None,
+        description: str | None = None,
+        dangerous: bool = False,
+    ) -> Callable[[ToolFunction], Tool]: ...
+
+    def register(
+        self,
+        fn: ToolFunction | Tool | None = None,
+        *,
+        name: str | None = None,
+        description: str | None = None,
+        dangerous: bool = False,
+    ) -> Tool | Callable[[ToolFunction], Tool]:
+        """Register a function (or a `Tool`). Works as `@register`, `@register(name=...)` and
+        `register(fn, ...)`; returns the `Tool`, which is still callable like the function."""
+
+        def add(function: ToolFunction | Tool) -> Tool:
+            if isinstance(function, Tool):
+                item = function
+            else:
+                item = Tool.from_function(
+                    function, name=name, description=description, dangerous=dangerous
+                )
+            self._tools[item.name] = item
+            return item
+
+        return add if fn is None else add(fn)
+
+    def unregister(self, name: str) -> None:
+        if name not in self._tools:
+            raise ToolError(f"No tool named {name!r} to remove. Registered: {self._listing()}.")
+        del self._tools[name]
+
+    def get(self, name: str) -> Tool | None:
+        return self._tools.get(name)
+
+    def names(self) -> list[str]:
+        return list(self._tools)
+
+    def schemas(self) -> list[dict[str, Any]]:
+        """The OpenAI `tools=[{"type": "function", "function": {...}}]` list."""
+        return [item.to_schema() for item in self._tools.values()]
+
+    def copy(self) -> ToolRegistry:
+        return ToolRegistry(list(self._tools.values()))
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._tools
+
+    def __len__(self) -> int:
+        return len(self._tools)
+
+    def __repr__(self) -> str:
+        return f"ToolRegistry({self._listing()})"
+
+    def _listing(self) -> str:
+        return ", ".join(self._tools) or "none"
+
+
+@overload
+def tool(fn: ToolFunction) -> Tool: ...
+
+
+@overload
+def tool(
+    fn: None = None,
+    *,
+    registry: ToolRegistry | None = None,
+    name: str | None = None,
+    description: str | None = None,
+    dangerous: bool = False,
+) -> Callable[[ToolFunction], Tool]: ...
+
+
+def tool(
+    fn: ToolFunction | None = None,
+    *,
+    registry: ToolRegistry | None = None,
+    name: str | None = None,
+    description: str | None = None,
+    dangerous: bool = False,
+) -> Tool | Callable[[ToolFunction], Tool]:
+    """Make a `Tool` from a function (`@tool`, `@tool(dangerous=True)`), registering it in
+    `registry` when one is given."""
+
+    def make(function: ToolFunction) -> Tool:
+        item = Tool.from_function(function, name=name, description=description, dangerous=dangerous)
+        return item if registry is None else registry.register(item)
+
+    return make if fn is None else make(fn)
