@@ -109,11 +109,7 @@ class CompactionEngine:
             settings.summariser_context if settings else None
         )
         _validate(self)
-        schemas = json.dumps(list(self.tool_schemas)) if self.tool_schemas else ""
-        # Counted once: both are fixed for the engine's lifetime.
-        self.overhead_tokens = (text_tokens(system_prompt) if system_prompt else 0) + (
-            text_tokens(schemas) if schemas else 0
-        )
+        self._overhead: tuple[str, tuple[Mapping[str, Any], ...], int] | None = None
 
     @classmethod
     def from_settings(
@@ -143,6 +139,22 @@ class CompactionEngine:
             f"CompactionEngine(threshold={self.threshold}, tail_messages={self.tail_messages}, "
             f"trigger={self.trigger})"
         )
+
+    @property
+    def overhead_tokens(self) -> int:
+        """The system prompt's and the tool schemas' estimate, counted again only when changed."""
+        cached = self._overhead
+        if (
+            cached is None
+            or cached[0] is not self.system_prompt
+            or cached[1] is not self.tool_schemas
+        ):
+            schemas = json.dumps(list(self.tool_schemas)) if self.tool_schemas else ""
+            tokens = (text_tokens(self.system_prompt) if self.system_prompt else 0) + (
+                text_tokens(schemas) if schemas else 0
+            )
+            self._overhead = cached = (self.system_prompt, self.tool_schemas, tokens)
+        return cached[2]
 
     @property
     def trigger(self) -> int:

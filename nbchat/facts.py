@@ -180,7 +180,7 @@ def _paths_in(arguments: dict[str, Any]) -> Iterator[str]:
         if key.lower() not in PATH_KEYS and not key.lower().endswith(("_path", "_file")):
             continue
         for item in value if isinstance(value, list) else [value]:
-            if isinstance(item, str) and item.strip() and "\n" not in item:
+            if isinstance(item, str) and len(item.strip().splitlines()) == 1:
                 yield item.strip()[:PATH_CHARS]
 
 
@@ -252,7 +252,7 @@ def render_facts(facts: Facts) -> str:
     sections = [
         (FILES_READ_HEADING, [f"- {path}" for path in files_read]),
         (FILES_MODIFIED_HEADING, [f"- {path}" for path in files_modified]),
-        (FAILURES_HEADING, _budgeted([f"- {h} (in {t})" for t, h in facts.failures])),
+        (FAILURES_HEADING, _budgeted([f"- {h} (in {_tool(t)})" for t, h in facts.failures])),
         (
             FIRST_MESSAGE_HEADING,
             [_quote(_head(facts.first_message))] if facts.first_message else [],
@@ -263,6 +263,11 @@ def render_facts(facts: Facts) -> str:
         if lines:
             parts.append(f"{heading}\n" + "\n".join(lines))
     return "\n\n".join(parts)
+
+
+def _tool(name: str) -> str:
+    # The tool name closes the line in parentheses, so it must not hold any.
+    return re.sub(r"[()\s]+", "_", name) or "a_tool"
 
 
 def _tokens(text: str) -> int:
@@ -288,8 +293,9 @@ def _newest_within(paths: Sequence[str], budget: int) -> list[str]:
 
 
 def _head(text: str, budget: int = FIRST_MESSAGE_TOKENS) -> str:
+    """At most `budget` tokens of `text`, marked when cut (cutting it again changes nothing)."""
     limit = budget * 3
-    return text if len(text) <= limit else text[:limit].rstrip() + " …"
+    return text if len(text) <= limit else text[: limit - 2].rstrip() + " …"
 
 
 def _quote(text: str) -> str:

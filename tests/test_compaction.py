@@ -6,19 +6,26 @@ import json
 import subprocess
 import sys
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from typing import Any
 
+import openai
 import pytest
 from compaction_strategies import SUMMARY, FakeSummariser, thresholds, working_histories
 from factories import analysis, assistant, tool_call, tool_result, user
+from fakeserver import FakeServer, Reply
+from fakeserver_replies import count_prompt_tokens
 from hypothesis import given
 from hypothesis import strategies as st
 from strategies import histories, well_formed_histories
 
-from nbchat.compaction import CompactionEngine, CompactionResult
+from nbchat.client import stream_chat
+from nbchat.compaction import CompactionEngine, CompactionResult, apply_compaction
 from nbchat.config import Settings
-from nbchat.errors import CompactionError
+from nbchat.errors import CompactionError, NbchatError
 from nbchat.history import History, Message, Row, build_messages, estimate_tokens, repair_rows
+from nbchat.stopping import StopSignal
+from nbchat.store import Store
 
 BIG = "x" * 3000  # 1,000 tokens
 
@@ -415,3 +422,176 @@ def test_a_result_is_a_frozen_value() -> None:
     with pytest.raises(AttributeError):
         result.changed = True  # type: ignore[misc]
     assert result.rows_pruned == 0
+
+
+@pytest.fixture
+def server() -> Iterator[FakeServer]:
+    with FakeServer() as fake:
+        yield fake
+
+
+@pytest.fixture
+def client(server: FakeServer) -> Iterator[openai.OpenAI]:
+    # No retries: each scripted reply answers exactly one attempt.
+    with openai.OpenAI(base_url=server.url + "/v1", api_key="x", max_retries=0) as real:
+        yield real
+
+
+def served_engine(client: openai.OpenAI, threshold: int = 3000, **options: Any) -> CompactionEngine:
+    return CompactionEngine(
+        threshold, 4, None, "fake-model", "", client, summariser_context=8192, **options
+    )
+
+
+FAULTS = [
+    pytest.param(Reply(fault="http500"), "The summariser failed: .*500", id="500"),
+    pytest.param(Reply(text=""), "returned an empty summary", id="empty"),
+    pytest.param(
+        Reply(text="## Goal\n" + "word " * 100, fault="cut", cut_after=4),
+        "The summariser failed: .*(broke off|ended) the stream",
+        id="cut",
+    ),
+    pytest.param(
+        Reply(fault="overflow_llama", n_ctx=4096),
+        "too big for the summariser's context window",
+        id="overflow",
+    ),
+]
+
+
+class TestAgainstTheTestServer:
+    @pytest.mark.parametrize(("reply", "message"), FAULTS)
+    def test_a_summariser_fault_raises_and_leaves_history_and_db_untouched(
+        self, server: FakeServer, client: openai.OpenAI, store: Store, reply: Reply, message: str
+    ) -> None:
+        rows = [*chatty(4), user("now"), assistant("ok")]
+        session = store.create_session("faults")
+        store.append_rows(session, rows)
+        before = store.load_full(session)
+        history = History(store.load_active(session))
+        server.enqueue(reply)
+        with pytest.raises(CompactionError, match=message) as caught:
+            served_engine(client).compact(history)
+        assert "The history was left as it was" in str(caught.value)
+        assert isinstance(caught.value.__cause__, NbchatError)
+        assert history.rows == rows
+        assert store.load_full(session) == before
+        assert store.list_compactions(session) == []
+
+    def test_cancel_during_the_summary_changes_nothing(
+        self, server: FakeServer, client: openai.OpenAI
+    ) -> None:
+        stop = StopSignal()
+
+        def stop_while_answering(body: dict[str, Any]) -> Reply:
+            stop.set()  # the user presses Stop while the summary streams
+            return Reply(text="## Goal\n" + "word " * 300, chunk_size=2, delay=0.01)
+
+        server.responder = stop_while_answering
+        rows = [*chatty(4), user("now"), assistant("ok")]
+        result = served_engine(client).compact(rows, cancel=stop)
+        assert (result.changed, result.cancelled, result.rows) == (False, True, tuple(rows))
+        assert result.reason == "cancelled"
+
+    def test_the_summary_request_is_bounded_and_asks_for_the_sections(
+        self, server: FakeServer, client: openai.OpenAI
+    ) -> None:
+        server.enqueue(Reply(text=json.dumps({"goal": "ship"})))
+        out = served_engine(client, summary_max_tokens=300).compact_history(CONVERSATION)
+        [body] = server.chat_requests()
+        assert body["max_tokens"] == 300
+        assert body["model"] == "fake-model"
+        assert body["response_format"]["json_schema"]["name"] == "checkpoint"
+        assert [m["role"] for m in body["messages"]] == ["system", "user"]
+        assert out[0][1].startswith("## Goal\nship")
+
+
+SCHEMAS = [
+    {
+        "type": "function",
+        "function": {
+            "name": name,
+            "description": f"The {name} tool.",
+            "parameters": {"type": "object", "properties": {"path": {"type": "string"}}},
+        },
+    }
+    for name in ("read_file", "edit_file", "run_shell", "read_archived_output")
+]
+
+
+def session_rows() -> list[Row]:
+    """About 40 rows: eight turns of file reads, edits and runs with sizeable outputs."""
+    rows: list[Row] = []
+    for turn in range(8):
+        rows.append(user(f"step {turn}: look at module{turn}.py and fix it"))
+        read, edit = f"r{turn}", f"e{turn}"
+        rows += [
+            tool_call((read, "read_file", {"path": f"src/module{turn}.py"})),
+            tool_result(read, f"def f{turn}():\n" + "    pass  # code\n" * 120),
+            tool_call((edit, "edit_file", {"path": f"src/module{turn}.py"})),
+            tool_result(edit, f"ValueError: module{turn} broke\n" + "log\n" * 300, "edit_file"),
+        ]
+        rows.append(assistant(f"Fixed module{turn}."))
+    return rows
+
+
+def test_a_long_session_compacts_in_the_store_and_the_next_request_fits(
+    server: FakeServer, client: openai.OpenAI, store: Store
+) -> None:
+    rows, threshold, system = session_rows(), 3000, "You are a careful coding assistant."
+    session = store.create_session("end to end")
+    store.append_rows(session, rows)
+    history = History(store.load_active(session))
+    engine = served_engine(client, threshold, tool_schemas=SCHEMAS)
+    engine.system_prompt = system
+    assert len(rows) == 48
+    assert engine.should_compact(history)
+    checkpoint = json.dumps({"goal": "fix every module", "done": ["module0-6"]})
+    server.responder = lambda body: Reply(text=checkpoint)
+    result = engine.compact(history)
+    ids = apply_compaction(store, session, result, expected_active=len(history))
+    active = store.load_active(session)
+    assert (result.changed, result.layer, len(ids)) == (
+        True,
+        "chunked",
+        len(store.list_compactions(session)),
+    )
+    assert active == list(result.rows)
+    assert [row.role for row in active].count("compacted") == 1
+    assert active[0].role == "compacted"
+    assert "- src/module0.py" in active[0].content
+    assert "ValueError: module0 broke" in active[0].content
+    exported = json.loads(store.export_json(session))
+    assert {r["content"] for r in exported["rows"]} >= {row.content for row in rows}
+    server.enqueue(Reply(text="ok"))
+    messages = build_messages(active, engine.system_prompt)
+    list(stream_chat(client, messages, model="fake-model", tools=SCHEMAS))
+    request = server.chat_requests()[-1]
+    assert request["messages"] == messages
+    assert count_prompt_tokens(request) + len(json.dumps(SCHEMAS)) // 4 <= threshold
+    assert engine.context_tokens(active) <= threshold
+
+
+def test_a_prune_is_stored_with_placeholders_in_place_and_originals_archived(
+    store: Store,
+) -> None:
+    rows = [*one_long_turn(6), assistant("done"), user("thanks"), assistant("bye")]
+    session = store.create_session("prune")
+    store.append_rows(session, rows)
+    result = engine_with(threshold=6000).compact(store.load_active(session))
+    apply_compaction(store, session, result, expected_active=len(rows))
+    assert result.layer == "prune"
+    assert store.load_active(session) == list(result.rows)
+    assert [c["kind"] for c in store.list_compactions(session)] == ["prune"]
+    for index in result.replacements:
+        original = store.find_tool_result(session, rows[index].tool_id)
+        assert original is not None
+        assert original.row == rows[index]
+
+
+def test_an_unchanged_result_writes_nothing(store: Store) -> None:
+    session = store.create_session("quiet")
+    store.append_rows(session, CONVERSATION)
+    result = engine_with().compact(CONVERSATION)
+    assert apply_compaction(store, session, result, expected_active=len(CONVERSATION)) == []
+    assert store.list_compactions(session) == []

@@ -1,0 +1,213 @@
+"""Facts kept by code: files, failures and the user's words survive any summariser."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from compaction_strategies import FakeSummariser
+from factories import tool_call, tool_result, user
+from hypothesis import given
+from hypothesis import strategies as st
+
+from nbchat.compaction import CompactionEngine
+from nbchat.facts import (
+    FAILURES_TOKENS,
+    FIRST_MESSAGE_TOKENS,
+    Facts,
+    collect_facts,
+    error_headlines,
+    facts_of,
+    file_operations,
+    parse_facts,
+    render_facts,
+    strip_facts,
+)
+from nbchat.history import Row, to_row
+
+TRACES = Path(__file__).resolve().parents[2] / "shared" / "traces"
+TRACE_NAMES = sorted(p.name.removesuffix(".truth.json") for p in TRACES.glob("*.truth.json"))
+
+
+@pytest.mark.parametrize(
+    ("output", "headlines"),
+    [
+        (
+            "Traceback (most recent call last):\n  File 'a.py', line 3\n    go()\nKeyError: 'name'",
+            ["KeyError: 'name'"],
+        ),
+        (
+            "Traceback (most recent call last):\n  File 'x'\n"
+            "myapp.errors.Misconfigured: no database",
+            ["myapp.errors.Misconfigured: no database"],
+        ),
+        (
+            "E       NameError: name 'xxx' is not defined",
+            ["E       NameError: name 'xxx' is not defined"],
+        ),
+        (
+            "collected 3\nFAILED t.py::test_a - AssertionError: no\n",
+            ["FAILED t.py::test_a - AssertionError: no"],
+        ),
+        ("FAILED (errors=21)", ["FAILED (errors=21)"]),
+        ("ERROR: test_get (tests.T)", ["ERROR: test_get (tests.T)"]),
+        ("Error: Line 613 does not match", ["Error: Line 613 does not match"]),
+        ("bash: frob: command not found", ["bash: frob: command not found"]),
+        (
+            "python3: can't open file 'a.py': [Errno 2] No such file or directory",
+            ["python3: can't open file 'a.py': [Errno 2] No such file or directory"],
+        ),
+        ("    raise ValueError('bad')\nall good", []),
+        (
+            "Traceback (most recent call last):\n</output_head>\n12070 characters elided\n"
+            "  File 'x'\nTypeError: nope",
+            ["TypeError: nope"],
+        ),
+        (
+            "SyntaxError: invalid syntax\nSyntaxError: invalid syntax",
+            ["SyntaxError: invalid syntax"],
+        ),
+    ],
+)
+def test_error_headlines_are_found_once_each(output: str, headlines: list[str]) -> None:
+    assert error_headlines(output) == headlines
+
+
+def test_a_headline_is_cut_at_two_hundred_characters() -> None:
+    assert error_headlines("ValueError: " + "x" * 500) == ["ValueError: " + "x" * 188]
+
+
+def test_outputs_of_file_views_are_not_read_as_failures() -> None:
+    rows = [
+        tool_call(("a", "read_file", {"path": "a.py"})),
+        tool_result("a", "ValueError: documented in a docstring", name="read_file"),
+        tool_call(("b", "run_shell", {"command": "python a.py"})),
+        tool_result("b", "ValueError: real", name="run_shell"),
+    ]
+    assert collect_facts(rows).failures == (("run_shell", "ValueError: real"),)
+
+
+@pytest.mark.parametrize(
+    ("name", "arguments", "read", "modified"),
+    [
+        ("read_file", {"path": "a.py"}, ["a.py"], []),
+        ("search_files", {"pattern": "x", "paths": ["a.py", "b/"]}, ["a.py", "b/"], []),
+        ("list_files", {"path": "."}, ["."], []),
+        ("write_file", {"path": "new.py", "content": "x"}, [], ["new.py"]),
+        ("edit_file", {"file": "a.py"}, [], ["a.py"]),
+        ("edit_file", {"file_path": "a.py", "filename": "b.py"}, [], ["a.py", "b.py"]),
+        ("run_shell", {"path": "run.py", "command": "python run.py"}, [], []),
+        ("read_file", {"path": 3, "paths": [None, "", "x\ny"]}, [], []),
+    ],
+)
+def test_tool_names_say_whether_a_path_was_read_or_modified(
+    name: str, arguments: dict[str, Any], read: list[str], modified: list[str]
+) -> None:
+    assert file_operations(tool_call(("c", name, arguments))) == (read, modified)
+
+
+def test_malformed_tool_calls_name_no_files() -> None:
+    assert file_operations(Row("assistant_full", "", "", "", "not json")) == ([], [])
+    bad_arguments = [{"id": "c", "function": {"name": "read_file", "arguments": "{oops"}}]
+    assert file_operations(Row("assistant_full", "", "", "", json.dumps(bad_arguments))) == ([], [])
+
+
+def test_user_messages_keep_the_first_and_then_the_newest_without_repeats() -> None:
+    facts = collect_facts([user("the task"), user("again"), user("later"), user("again")])
+    assert facts.first_message == "the task"
+    assert facts.user_messages == ("again", "later", "again")
+    block = render_facts(facts)
+    assert block.count("> again") == 1
+    assert block.index("> again") < block.index("> later")
+
+
+def test_the_first_message_keeps_its_head_when_it_is_long() -> None:
+    task = "Title line\n" + "detail " * 1000
+    block = render_facts(collect_facts([user(task)]))
+    kept = parse_facts(block).first_message
+    assert kept.startswith("Title line\ndetail")
+    assert kept.endswith(" …")
+    assert len(kept) <= FIRST_MESSAGE_TOKENS * 3
+
+
+def test_failures_are_kept_newest_first_within_their_budget() -> None:
+    rows = [
+        tool_result(f"c{n}", f"ValueError: failure number {n} " + "x" * 100, name="run_shell")
+        for n in range(100)
+    ]
+    kept = parse_facts(render_facts(collect_facts(rows))).failures
+    numbers = [int(headline.split()[3]) for _, headline in kept]
+    assert numbers == list(range(99, 99 - len(numbers), -1))
+    assert sum(len(f"- {h} (in run_shell)") // 3 for _, h in kept) <= FAILURES_TOKENS
+    assert len(kept) < 100
+
+
+@given(st.lists(st.sampled_from(["user", "tool", "assistant_full"]), max_size=8), st.data())
+def test_rendered_facts_read_back_to_the_same_block(roles: list[str], data: st.DataObject) -> None:
+    rows = []
+    for n, role in enumerate(roles):
+        text = data.draw(st.text(max_size=80))
+        if role == "user":
+            rows.append(user(text))
+        elif role == "tool":
+            rows.append(tool_result(f"c{n}", "KeyError: " + text, name=data.draw(st.text())))
+        else:
+            rows.append(tool_call((f"c{n}", "edit_file", {"path": text})))
+    block = render_facts(collect_facts(rows))
+    assert render_facts(parse_facts(block)) == block
+
+
+def test_facts_carry_forward_through_a_previous_summary() -> None:
+    first = [user("build the parser"), tool_call(("a", "read_file", {"path": "p.py"}))]
+    earlier = Row("compacted", "## Goal\nparser\n\n" + render_facts(collect_facts(first)))
+    later = [
+        user("now the tests"),
+        tool_call(("b", "edit_file", {"path": "t.py"})),
+        tool_result("b", "FAILED t.py::x - AssertionError", name="edit_file"),
+    ]
+    facts = facts_of([earlier, *later])
+    assert facts.first_message == "build the parser"
+    assert facts.user_messages == ("now the tests",)
+    assert (facts.files_read, facts.files_modified) == (("p.py",), ("t.py",))
+    assert facts.failures == (("edit_file", "FAILED t.py::x - AssertionError"),)
+    assert strip_facts(earlier.content) == "## Goal\nparser"
+
+
+def test_a_model_summary_without_facts_has_none() -> None:
+    assert parse_facts("## Goal\nsomething") == Facts()
+    assert strip_facts("## Goal\nsomething") == "## Goal\nsomething"
+
+
+def load_trace(name: str) -> tuple[list[Row], dict[str, Any]]:
+    rows = [to_row(row) for row in json.loads((TRACES / f"{name}.json").read_text())]
+    return rows, json.loads((TRACES / f"{name}.truth.json").read_text())
+
+
+def evidence(rows: list[Row]) -> str:
+    return "\n".join(row.content + "\n" + row.tool_args for row in rows)
+
+
+@pytest.mark.parametrize("name", TRACE_NAMES)
+def test_a_garbage_summary_still_keeps_every_path_instruction_and_error(name: str) -> None:
+    rows, truth = load_trace(name)
+    out = CompactionEngine(10_000, summariser=FakeSummariser("lorem ipsum")).compact_history(rows)
+    compacted, tail = out[0].content, out[1:]
+    summarised = rows[: len(rows) - len(tail)]
+    assert out[0].role == "compacted"
+    assert compacted.startswith("lorem ipsum\n\n# Recorded facts")
+    for instruction in truth["user_instructions"]:
+        assert instruction in compacted
+    # What code can know from the summarised rows must be in the compacted row; the rest
+    # appears only in the kept tail, verbatim (e.g. requests' final `git diff`, which lists
+    # build/ files that no tool call named).
+    known = facts_of(summarised)
+    headlines = [headline for _, headline in known.failures]
+    for path in [*truth["files_read"], *truth["files_modified"]]:
+        if path in (*known.files_read, *known.files_modified):
+            assert path in compacted, path
+        else:
+            assert path in evidence(tail), path
+    for line in truth["error_lines_strict"]:
+        assert line in compacted if line in headlines else line in evidence(tail), line
