@@ -146,11 +146,13 @@ class Settings:
         return int(self.threshold_for(None) * self.trigger_factor)
 
     def threshold_for(self, n_ctx: int | None) -> int:
-        """The token budget: explicit, else the server's window minus the reply, else 10,000."""
+        """The token budget: explicit, else the server's window minus the reply (at least half
+        the window), else 10,000."""
         if self.context_token_threshold is not None:
             return self.context_token_threshold
-        if n_ctx is not None and n_ctx > self.max_tokens:
-            return n_ctx - self.max_tokens
+        if n_ctx is not None:
+            # A reply reserve larger than half the window would leave no room to talk in.
+            return max(n_ctx - self.max_tokens, n_ctx // 2)
         return DEFAULT_THRESHOLD
 
     def uses_json_tool_fallback(self) -> bool:

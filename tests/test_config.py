@@ -57,6 +57,7 @@ def test_summary_model_defaults_to_the_chat_model() -> None:
 def test_threshold_on_the_embedded_model_is_its_window_minus_the_reply() -> None:
     assert Settings(max_tokens=512).threshold_for(4096) == 3584
     assert Settings(context_token_threshold=2000).threshold_for(4096) == 2000
+    assert Settings(max_tokens=1024).threshold_for(512) == 256
 
 
 @pytest.mark.parametrize(
