@@ -242,8 +242,8 @@ def _read(
     except Exception as exc:
         if stop is not None and stop.is_set():
             return  # Stop released the read (or raced it); what arrived is kept, no error.
-        if not isinstance(exc, (openai.OpenAIError, ValueError)):
-            raise
+        if not isinstance(exc, (openai.OpenAIError, json.JSONDecodeError)):
+            raise  # not the server's doing: a bug here should surface as itself
         yield from reader.flush_text()
         raise _midstream_error(exc, url, reader.received) from exc
 
@@ -538,7 +538,7 @@ def _midstream_error(exc: Exception, url: str, received: bool) -> NbchatError:
             f"The model server at {url} broke off the stream before the reply was complete "
             f"({_cause_text(exc)})."
         )
-    elif isinstance(exc, ValueError):
+    elif isinstance(exc, json.JSONDecodeError):
         error = ServerError(f"The model server at {url} sent a stream that is not valid JSON.")
     else:
         return _finished(_classify(exc, url), exc, _partial_note(received))

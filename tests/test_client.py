@@ -336,6 +336,20 @@ def test_an_error_event_inside_the_stream_keeps_the_servers_message(
     )
 
 
+def test_a_stream_event_that_is_not_json_is_a_server_error(
+    scripted: ScriptedServer, tmp_path: Path
+) -> None:
+    scripted.add(CHAT, Canned(events=[chunk({"content": "Par"}), "{not json"]))
+    events: list[StreamEvent] = []
+    with client_for(scripted.url, tmp_path) as client, pytest.raises(ServerError) as caught:
+        events.extend(stream_chat(client, MESSAGES, model="m"))
+    assert events == [TextDelta("Par")]
+    assert str(caught.value) == (
+        f"The model server at {scripted.url}/v1 sent a stream that is not valid JSON. "
+        "The partial reply was kept; retry for a complete one."
+    )
+
+
 def test_a_read_timeout_says_the_server_stopped_answering(fake: FakeServer, tmp_path: Path) -> None:
     fake.enqueue(Reply(text="slow", fault="stall", stall_after=0))
     with (
