@@ -136,6 +136,12 @@ class Settings:
         return cls(**values, sources=sources)
 
     @property
+    def database_path(self) -> Path:
+        """`db_path`, which `__post_init__` always resolves (the field allows None as "default")."""
+        assert self.db_path is not None
+        return self.db_path
+
+    @property
     def is_embedded(self) -> bool:
         """True when nbchat runs its own local model server instead of a configured URL."""
         return self.base_url is None

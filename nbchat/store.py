@@ -409,8 +409,7 @@ class Store:
                 self._insert_at(db, session_id, to_row(new_row), position)
         return compaction_id
 
-    def archive_last(self, session_id: str, count: int, *, expected_active: int,
-                     kind: str) -> int:
+    def archive_last(self, session_id: str, count: int, *, expected_active: int, kind: str) -> int:
         """Archive the last `count` active rows (a retried reply, an edited message).
 
         Nothing is deleted: the rows stay in the full transcript, linked to a record of `kind`.

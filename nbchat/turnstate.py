@@ -1,0 +1,136 @@
+"""The small pieces of state one turn keeps: the round, the reply being streamed, the failure
+guard, and the tool that reads an archived (pruned) tool output back.
+
+`Reply` collects stream events and turns them into the rows that will be stored, exactly as
+they will be sent again. `FailureGuard` ends a turn when the same tool call fails three times in
+a row instead of burning `max_tool_turns`. Pure, except that the archived-output tool reads the
+store it is given.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from nbchat.client import (
+    Finish,
+    ReasoningDelta,
+    StreamEvent,
+    TextDelta,
+    ToolCall,
+    ToolCallsReady,
+    Usage,
+)
+from nbchat.history import Row
+from nbchat.store import Store
+
+__all__ = ["FailureGuard", "Reply", "Round", "archived_output_tool"]
+
+REPEATS_TO_GIVE_UP = 3
+
+
+@dataclass
+class Round:
+    """One request/reply/tools round: at most one automatic compaction, one overflow retry."""
+
+    number: int
+    compacted: bool = False
+    overflow_retried: bool = False
+
+    def may_compact(self) -> bool:
+        return not self.compacted
+
+
+@dataclass
+class Reply:
+    """One streamed reply as it arrives; `rows()` is what gets stored."""
+
+    request_rows: int
+    reasoning: str = ""
+    text: str = ""
+    calls: tuple[ToolCall, ...] = ()
+    usage: Usage | None = None
+    finish: str | None = None
+    started: float = field(default_factory=time.monotonic)
+
+    def take(self, event: StreamEvent) -> None:
+        if isinstance(event, ReasoningDelta):
+            self.reasoning += event.text
+        elif isinstance(event, TextDelta):
+            self.text += event.text
+        elif isinstance(event, ToolCallsReady):
+            self.calls = event.calls
+        elif isinstance(event, Usage):
+            self.usage = event
+        elif isinstance(event, Finish):
+            self.finish = event.reason
+
+    @property
+    def stopped(self) -> bool:
+        return self.finish == "stopped"
+
+    @property
+    def is_empty(self) -> bool:
+        return not (self.text or self.reasoning or self.calls)
+
+    def rows(self) -> list[Row]:
+        """`analysis` (when the model reasoned), then `assistant_full` or `assistant`."""
+        rows = [Row("analysis", self.reasoning)] if self.reasoning else []
+        if self.calls:
+            wire = json.dumps([call.to_wire() for call in self.calls], ensure_ascii=False)
+            rows.append(Row("assistant_full", self.text, "", "", wire))
+        elif self.text:
+            rows.append(Row("assistant", self.text))
+        return rows
+
+
+class FailureGuard:
+    """Counts consecutive failures of the very same call (name and arguments)."""
+
+    def __init__(self) -> None:
+        self._last: tuple[str, str] | None = None
+        self._count = 0
+
+    def record(self, call: ToolCall, *, ok: bool) -> bool:
+        """Record an outcome; True when the same call has now failed three times in a row."""
+        key = (call.name, _canonical(call.arguments))
+        if ok:
+            self._last, self._count = None, 0
+            return False
+        self._count = self._count + 1 if key == self._last else 1
+        self._last = key
+        return self._count >= REPEATS_TO_GIVE_UP
+
+
+def _canonical(arguments: str) -> str:
+    try:
+        return json.dumps(json.loads(arguments), sort_keys=True)
+    except ValueError:
+        return arguments
+
+
+class SessionSource(Protocol):
+    store: Store
+    id: str | None
+
+
+def archived_output_tool(source: SessionSource) -> Callable[[str], str]:
+    """A tool that reads back a tool output that compaction pruned, by its call id."""
+
+    def read_archived_output(tool_id: str) -> str:
+        """Read the full text of an earlier tool output that was pruned to save context.
+
+        Args:
+            tool_id: the call id named in the placeholder that replaced the output.
+        """
+        if source.id is None:
+            return "No session is open, so there is nothing archived to read."
+        found = source.store.find_tool_result(source.id, tool_id)
+        if found is None:
+            return f"No tool output with id {tool_id!r} in this session."
+        return found.row.content
+
+    return read_archived_output

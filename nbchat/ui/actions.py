@@ -1,0 +1,138 @@
+"""Carrying out slash commands for a `ChatUI`: each command one small function.
+
+Work that touches the model or a session switch goes through the UI's worker; quick store
+reads and writes (list, rename, export) happen here. No SQL, HTTP or prompt text.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from nbchat.errors import NbchatError
+from nbchat.ui.commands import Command, help_text
+
+if TYPE_CHECKING:
+    from nbchat.ui.chatui import ChatUI
+
+__all__ = ["run_command"]
+
+
+def run_command(ui: ChatUI, command: Command) -> None:
+    """Carry out `command`; problems are shown as notices, never raised."""
+    action = ACTIONS.get(command.name, _unknown)
+    try:
+        action(ui, command.argument)
+    except NbchatError as exc:
+        ui.notice(str(exc))
+
+
+def _new(ui: ChatUI, _argument: str) -> None:
+    ui.switch_session(None)
+
+
+def _sessions(ui: ChatUI, _argument: str) -> None:
+    sessions = ui.store.list_sessions()
+    if not sessions:
+        ui.notice("No saved sessions yet.")
+        return
+    lines = [
+        f"{s.title} — {s.id} — {s.active_rows}/{s.total_rows} rows — {s.updated[:16]}"
+        for s in sessions[:30]
+    ]
+    ui.notice("Sessions (newest first; /resume <title or id>):\n" + "\n".join(lines))
+
+
+def _resume(ui: ChatUI, argument: str) -> None:
+    wanted = argument.lower()
+    sessions = ui.store.list_sessions()
+    found = (
+        next((s for s in sessions if s.id == argument), None)
+        or next(
+            (s for s in sessions if s.id.startswith(argument) or s.title.lower() == wanted), None
+        )
+        or next((s for s in sessions if wanted in s.title.lower()), None)
+    )
+    if found is None:
+        ui.notice(f"No session matches {argument!r}; /sessions lists them.")
+        return
+    ui.switch_session(found.id)
+
+
+def _rename(ui: ChatUI, argument: str) -> None:
+    session_id = ui.conversation.session_id
+    if session_id is None:
+        ui.notice("Send a message first: this session is not saved yet.")
+        return
+    ui.store.rename_session(session_id, argument)
+    ui.refresh_sessions()
+    ui.notice(f"Renamed to {argument!r}.")
+
+
+def _compact(ui: ChatUI, argument: str) -> None:
+    focus = argument or None
+    ui.run_turn(lambda stop: ui.conversation.compact_now(focus, stop))
+
+
+def _model(ui: ChatUI, argument: str) -> None:
+    ui.conversation.set_model(argument)
+    ui.notice(f"Model switched to {argument!r}.")
+
+
+def _export(ui: ChatUI, argument: str) -> None:
+    session_id = ui.conversation.session_id
+    if session_id is None:
+        ui.notice("Nothing to export yet: send a message first.")
+        return
+    kind = argument or "md"
+    info = ui.store.get_session(session_id)
+    slug = re.sub(r"[^a-z0-9]+", "-", info.title.lower()).strip("-") or "chat"
+    path = ui.conversation.settings.workspace / f"nbchat-{slug}-{session_id}.{kind}"
+    text = (
+        ui.store.export_json(session_id) if kind == "json" else ui.store.export_markdown(session_id)
+    )
+    path.write_text(text, encoding="utf-8")
+    ui.notice(f"Exported to {path}")
+
+
+def _retry(ui: ChatUI, _argument: str) -> None:
+    ui.run_turn(lambda stop: ui.conversation.retry(stop))
+
+
+def _edit(ui: ChatUI, _argument: str) -> None:
+    if ui.busy:
+        ui.notice("A reply is still running; press Stop first.")
+        return
+    text = ui.conversation.take_back_last_message()
+    ui.show_session()
+    ui.input.value = text
+
+
+def _help(ui: ChatUI, _argument: str) -> None:
+    ui.notice(help_text())
+
+
+def _invalid(ui: ChatUI, argument: str) -> None:
+    ui.notice(f"{argument}. /help lists the commands.")
+
+
+def _unknown(ui: ChatUI, argument: str) -> None:
+    ui.notice(f"Unknown command /{argument}. The commands are:\n{help_text()}")
+
+
+ACTIONS: dict[str, Callable[[ChatUI, str], None]] = {
+    "new": _new,
+    "clear": _new,
+    "sessions": _sessions,
+    "resume": _resume,
+    "rename": _rename,
+    "compact": _compact,
+    "model": _model,
+    "export": _export,
+    "retry": _retry,
+    "edit": _edit,
+    "help": _help,
+    "invalid": _invalid,
+    "unknown": _unknown,
+}

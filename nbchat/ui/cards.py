@@ -1,0 +1,169 @@
+"""Widgets for one row each: user and assistant bubbles, reasoning, tool cards, the compacted
+card, notices — and the approval card that pauses a turn until the user decides.
+
+Every piece of model or tool text goes through `render` (escaped, sanitised). No SQL, HTTP or
+prompt text here.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import threading
+
+import ipywidgets as widgets
+
+from nbchat.history import Row
+from nbchat.stopping import StopSignal
+from nbchat.ui.render import (
+    render_compacted,
+    render_markdown,
+    render_notice,
+    render_tool_call,
+    render_tool_result,
+)
+
+__all__ = ["ApprovalCard", "Collapsible", "row_widget", "tool_result_widget"]
+
+# How a tool row that failed reads (the executor's refusals and errors start like this).
+FAILURE_PREFIXES = ("Error", "Refused", "Denied", "Not run", "Unknown tool", "Timed out")
+
+
+class Collapsible(widgets.VBox):
+    """A header button that shows or hides its body (state kept while the body updates)."""
+
+    def __init__(self, title: str, body: widgets.Widget, *, open_: bool = False) -> None:
+        self._title = title
+        self._toggle = widgets.Button(layout=widgets.Layout(width="auto"))
+        self._toggle.add_class("nbchat-toggle")
+        self._body = body
+        super().__init__([self._toggle, body])
+        self._toggle.on_click(self._on_toggle_click)
+        self.set_open(open_)
+
+    def set_open(self, open_: bool) -> None:
+        self.is_open = open_
+        self._toggle.description = ("▾ " if open_ else "▸ ") + self._title
+        self._body.layout.display = "" if open_ else "none"
+
+    def _on_toggle_click(self, _button: widgets.Button) -> None:
+        self.set_open(not self.is_open)
+
+
+def bubble(html: str, role: str) -> widgets.HTMLMath:
+    widget = widgets.HTMLMath(value=html, layout=widgets.Layout(width="100%"))
+    widget.add_class(f"nbchat-{role}")
+    return widget
+
+
+def tool_result_widget(name: str, content: str, *, ok: bool | None = None) -> widgets.HTML:
+    failed = content.startswith(FAILURE_PREFIXES) if ok is None else not ok
+    return widgets.HTML(value=render_tool_result(name, content, ok=not failed))
+
+
+def row_widget(row: Row, *, compaction: dict[str, object] | None = None) -> widgets.Widget:
+    """The widget for one stored row (a loaded session, or a row saved just now)."""
+    if row.role == "user":
+        return bubble(f"<b>You</b>{render_markdown(row.content)}", "user")
+    if row.role == "assistant":
+        return bubble(render_markdown(row.content), "assistant")
+    if row.role == "analysis":
+        return Collapsible("Reasoning", bubble(render_markdown(row.content), "reasoning"))
+    if row.role == "assistant_full":
+        return _tool_calls_widget(row)
+    if row.role == "tool":
+        return tool_result_widget(row.tool_name or "tool", row.content)
+    if row.role == "compacted":
+        info = compaction or {}
+        return widgets.HTML(
+            value=render_compacted(
+                row.content,
+                rows_replaced=_int(info.get("rows_replaced")),
+                tokens_before=_int(info.get("tokens_before")),
+                tokens_after=_int(info.get("tokens_after")),
+            )
+        )
+    return widgets.HTML(value=render_notice(row.content))
+
+
+def _tool_calls_widget(row: Row) -> widgets.Widget:
+    try:
+        calls = json.loads(row.tool_args)
+    except ValueError:
+        calls = []
+    parts: list[widgets.Widget] = []
+    if row.content:
+        parts.append(bubble(render_markdown(row.content), "assistant"))
+    for call in calls if isinstance(calls, list) else []:
+        function = call.get("function", {}) if isinstance(call, dict) else {}
+        parts.append(
+            widgets.HTML(
+                value=render_tool_call(
+                    str(function.get("name", "?")), str(function.get("arguments", ""))
+                )
+            )
+        )
+    return widgets.VBox(parts)
+
+
+def _int(value: object) -> int | None:
+    return value if isinstance(value, int) else None
+
+
+class ApprovalCard:
+    """Approve / Deny for one dangerous tool call; `wait()` blocks the worker until decided.
+
+    Stop ends the wait as a refusal. The card stays in the transcript showing the decision.
+    """
+
+    def __init__(self, name: str, arguments: str, *, reason: str = "") -> None:
+        self._decided = threading.Event()
+        self.approved = False
+        question = f"Allow <b>{html.escape(name)}</b>?" + (
+            f" {html.escape(reason)}" if reason else ""
+        )
+        self._approve = widgets.Button(description="Approve", button_style="success")
+        self._deny = widgets.Button(description="Deny", button_style="danger")
+        self._approve.on_click(self._on_approve_click)
+        self._deny.on_click(self._on_deny_click)
+        self._status = widgets.HTML(value="")
+        self.widget = widgets.VBox(
+            [
+                widgets.HTML(value=f"<div class='nbchat-card'>{question}</div>"),
+                widgets.HTML(value=render_tool_call(name, arguments)),
+                widgets.HBox([self._approve, self._deny, self._status]),
+            ]
+        )
+        self.widget.add_class("nbchat-approval")
+
+    def approve(self) -> None:
+        self._decide(True)
+
+    def deny(self) -> None:
+        self._decide(False)
+
+    def wait(self, stop: threading.Event | None = None) -> bool:
+        """Block until the user decides (True = approved) or Stop is pressed (False)."""
+        if isinstance(stop, StopSignal):
+            remove = stop.add_callback(self.deny)
+            self._decided.wait()
+            remove()
+        else:
+            while not self._decided.wait(0.1):
+                if stop is not None and stop.is_set():
+                    self.deny()
+        return self.approved
+
+    def _decide(self, approved: bool) -> None:
+        if self._decided.is_set():
+            return
+        self.approved = approved
+        self._approve.disabled = self._deny.disabled = True
+        self._status.value = "approved" if approved else "denied"
+        self._decided.set()
+
+    def _on_approve_click(self, _button: widgets.Button) -> None:
+        self.approve()
+
+    def _on_deny_click(self, _button: widgets.Button) -> None:
+        self.deny()

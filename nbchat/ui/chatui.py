@@ -1,0 +1,308 @@
+"""`ChatUI`: the notebook widget people chat in.
+
+Layout: a header (session picker, New, context meter, Compact), the message list, the input
+(Enter sends, Shift+Enter newline) with Send and Stop, and a one-line status. One worker thread
+runs every turn, switch and compaction; the kernel thread only handles clicks, so Stop works at
+once. Switching session, New and close stop the running turn first, then act on the worker, in
+order. Every failure ends as a visible bubble and the input is usable again.
+
+Driving it from cells: `ui.send(text)`, `ui.wait()`, `ui.conversation`, `ui.close()`.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import ipywidgets as widgets
+import openai
+
+from nbchat.chat import Conversation
+from nbchat.config import Settings
+from nbchat.errors import NbchatError
+from nbchat.events import Event, Failed
+from nbchat.history import Row
+from nbchat.stopping import StopSignal
+from nbchat.store import Store
+from nbchat.tools import ApprovalRequest, ToolRegistry
+from nbchat.ui.actions import run_command
+from nbchat.ui.cards import ApprovalCard, row_widget
+from nbchat.ui.commands import Command, parse_command
+from nbchat.ui.input import ChatInput
+from nbchat.ui.messages import MessageList
+from nbchat.ui.render import STYLE, render_notice
+from nbchat.ui.view import ContextMeter, EventView
+from nbchat.ui.worker import Worker
+
+__all__ = ["ChatUI"]
+
+
+class ChatUI(widgets.VBox):
+    """A chat in a notebook cell. `ChatUI()` uses `Settings.load(**overrides)`."""
+
+    def __init__(
+        self,
+        settings: Settings | None = None,
+        *,
+        store: Store | None = None,
+        session_id: str | None = None,
+        client: openai.OpenAI | None = None,
+        tools: ToolRegistry | None = None,
+        live_limit: int = 200,
+        max_rate: float = 15.0,
+        **overrides: Any,
+    ) -> None:
+        if settings is None:
+            settings = Settings.load(**overrides)
+        elif overrides:
+            settings = settings.replace(**overrides)
+        self.store = store or Store(settings.database_path)
+        self.conversation = Conversation(
+            settings, self.store, session_id, client, tools, approver=self._approve
+        )
+        self._worker = Worker()
+        self._stop = StopSignal()
+        self._build_widgets(live_limit, max_rate)
+        super().__init__(
+            [
+                widgets.HTML(value=STYLE),
+                self._header,
+                self.messages.box,
+                self._input_row,
+                self._status,
+            ]
+        )
+        self.add_class("nbchat")
+        self.refresh_sessions()
+        self.show_session()
+        if settings.is_embedded and client is None:
+            self._worker.submit(self._connect_job(start=None))
+
+    def __repr__(self) -> str:
+        return f"ChatUI(model={self.conversation.settings.model!r})"
+
+    # Public API for cells and tests
+
+    def send(self, text: str) -> None:
+        """Send `text` as if typed and Enter pressed (returns at once; see `wait`)."""
+        self.input.submit(text)
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Block until the current reply (and anything queued) is done; False on timeout."""
+        return self._worker.wait(timeout)
+
+    def stop(self) -> None:
+        """Stop the running turn (the Stop button)."""
+        self._stop.set()
+
+    @property
+    def busy(self) -> bool:
+        return self._worker.busy
+
+    def close(self) -> None:
+        """Stop the turn, end the worker thread, release the session, close the widgets."""
+        self.stop()
+        self._worker.close()
+        self.conversation.close()
+        super().close()
+
+    # Layout
+
+    def _build_widgets(self, live_limit: int, max_rate: float) -> None:
+        self._picker = widgets.Dropdown(options=[], layout=widgets.Layout(width="260px"))
+        self._picker.observe(self._on_picker_change, names="value")
+        self._new = widgets.Button(description="New", tooltip="Start a new session")
+        self._new.on_click(self._on_new_click)
+        self._meter = ContextMeter()
+        self._compact = widgets.Button(description="Compact", tooltip="Compact the history now")
+        self._compact.on_click(self._on_compact_click)
+        self._header = widgets.HBox([self._picker, self._new, self._meter, self._compact])
+        self.messages = MessageList(live_limit=live_limit)
+        self.input = ChatInput(layout=widgets.Layout(flex="1"))
+        self.input.on_submit(self._on_input_submit)
+        self._send = widgets.Button(description="Send", button_style="primary")
+        self._send.on_click(self._on_send_click)
+        self._stop_button = widgets.Button(description="Stop", disabled=True)
+        self._stop_button.on_click(self._on_stop_click)
+        buttons = widgets.VBox([self._send, self._stop_button])
+        self._input_row = widgets.HBox([self.input, buttons], layout=widgets.Layout(width="100%"))
+        self._status = widgets.HTML(value="")
+        self.view = EventView(self.messages, self._status, self._update_meter, max_rate=max_rate)
+        self.view.restore_input = self._restore_input
+        self.view.set_status("ready")
+
+    # Clicks (kernel thread): enqueue work, never do it here
+
+    def _on_input_submit(self, text: str) -> None:
+        command = parse_command(text)
+        if command is not None:
+            self.input.value = ""
+            self._run_command(command)
+        elif text.strip():
+            self.input.value = ""
+            self.run_turn(lambda stop: self.conversation.send(text, stop))
+
+    def _on_send_click(self, _button: widgets.Button) -> None:
+        self.input.submit()
+
+    def _on_stop_click(self, _button: widgets.Button) -> None:
+        self.stop()
+
+    def _on_new_click(self, _button: widgets.Button) -> None:
+        self.switch_session(None)
+
+    def _on_compact_click(self, _button: widgets.Button) -> None:
+        self.run_turn(lambda stop: self.conversation.compact_now(stop=stop))
+
+    def _on_picker_change(self, change: dict[str, Any]) -> None:
+        if not self._updating_picker and change["new"] != self.conversation.session_id:
+            self.switch_session(change["new"])
+
+    # Work on the worker thread
+
+    def run_turn(self, start: Callable[[threading.Event], Iterator[Event]]) -> None:
+        """Queue a turn; the stop signal is fresh for each one."""
+        if self._worker.busy:
+            self.notice("A reply is still running; press Stop or wait for it.")
+            return
+        stop = self._stop = StopSignal()
+
+        def job() -> None:
+            self._set_busy(True)
+            try:
+                for event in start(stop):
+                    self.view.handle(event)
+            except Exception as exc:  # Conversation reports its own; this is the last resort
+                self.view.handle(Failed(exc, f"Unexpected error: {exc!r}"))
+            finally:
+                self._set_busy(False)
+                self.refresh_sessions()
+
+        self._worker.submit(job)
+
+    def switch_session(self, session_id: str | None) -> None:
+        """Stop the running turn, then switch (None = a new session) on the worker."""
+        self.stop()
+
+        def job() -> None:
+            try:
+                if session_id is None:
+                    self.conversation.new_session()
+                else:
+                    self.conversation.resume(session_id)
+                self.show_session()
+            except NbchatError as exc:
+                self.view.handle(Failed(exc, str(exc)))
+            self.refresh_sessions()
+
+        self._worker.submit(job)
+
+    def _connect_job(self, *, start: bool | None) -> Callable[[], None]:
+        def job() -> None:
+            self.view.set_status("connecting to the model server…")
+            try:
+                self.conversation.connect(start=start, progress=self.view.set_status)
+                self.view.set_status("ready")
+            except NbchatError as exc:
+                self._offer_local_model(str(exc))
+            self._update_meter()
+
+        return job
+
+    def _offer_local_model(self, message: str) -> None:
+        start = widgets.Button(description="Start local model", button_style="info")
+        start.on_click(lambda _b: self._worker.submit(self._connect_job(start=True)))
+        self.messages.add(widgets.VBox([widgets.HTML(value=render_notice(message)), start]))
+        self.view.set_status("no model server", error=True)
+
+    def _approve(self, request: ApprovalRequest) -> bool:
+        arguments = json.dumps(dict(request.arguments), ensure_ascii=False, default=str)
+        card = ApprovalCard(request.name, arguments, reason=request.reason)
+        self.messages.add(card.widget)
+        self.view.set_status(f"waiting for your approval to run {request.name}…")
+        return card.wait(self._stop)
+
+    # Display helpers
+
+    def show_session(self) -> None:
+        """Rebuild the message list from the store: the full transcript, archived rows too."""
+        self.messages.clear()
+        session_id = self.conversation.session_id
+        if session_id is None:
+            self._update_meter()
+            return
+        self.messages.extend(transcript_factories(self.store, session_id))
+        for problem in self.conversation.problems:
+            self.notice(str(problem))
+        if self.conversation.read_only:
+            self.notice("This session is open in another kernel: read-only here.")
+        self._update_meter()
+
+    def refresh_sessions(self) -> None:
+        sessions = self.store.list_sessions()
+        options: list[tuple[str, str | None]] = [
+            (f"{s.title} · {s.updated[:16].replace('T', ' ')}", s.id) for s in sessions
+        ]
+        current = self.conversation.session_id
+        if current is None:
+            options.insert(0, ("New chat", None))
+        self._updating_picker = True
+        try:
+            self._picker.options = options
+            self._picker.value = current
+        finally:
+            self._updating_picker = False
+
+    def _update_meter(self) -> None:
+        conversation = self.conversation
+        threshold = conversation.threshold_if_known()
+        trigger = int(threshold * conversation.settings.trigger_factor)
+        tokens = conversation.context_tokens()
+        self._meter.show(
+            tokens, threshold, trigger, reported=conversation.history.reported_tokens is not None
+        )
+
+    def _set_busy(self, busy: bool) -> None:
+        self._send.disabled = busy
+        self._compact.disabled = busy
+        self._stop_button.disabled = not busy
+        self._stop_button.button_style = "danger" if busy else ""
+
+    def _restore_input(self, text: str) -> None:
+        if not self.input.value:
+            self.input.value = text
+
+    def notice(self, text: str) -> None:
+        self.messages.add(widgets.HTML(value=render_notice(text)))
+
+    _updating_picker = False
+
+    def _run_command(self, command: Command) -> None:
+        run_command(self, command)
+
+
+def transcript_factories(store: Store, session_id: str) -> list[Callable[[], widgets.Widget]]:
+    """Widget factories for the full transcript: archived rows shown, pruned placeholders not.
+
+    Each `compacted` row is matched with its compaction record by order: summaries are made
+    one at a time and each inserts exactly one `compacted` row.
+    """
+    full = store.load_full(session_id, problems=[])
+    summaries = iter(
+        [c for c in store.list_compactions(session_id) if c["kind"] in ("summary", "chunked")]
+    )
+    archived_tool_ids = {s.row.tool_id for s in full if s.archived and s.row.role == "tool"}
+    factories: list[Callable[[], widgets.Widget]] = []
+    for stored in full:
+        row = stored.row
+        if row.role == "tool" and not stored.archived and row.tool_id in archived_tool_ids:
+            continue  # a pruned placeholder: its original is shown instead
+        info = next(summaries, None) if row.role == "compacted" else None
+        factories.append(_row_factory(row, info))
+    return factories
+
+
+def _row_factory(row: Row, info: dict[str, Any] | None) -> Callable[[], widgets.Widget]:
+    return lambda: row_widget(row, compaction=info)

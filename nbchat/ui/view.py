@@ -1,0 +1,231 @@
+"""`EventView`: turns the conversation's events into widget updates.
+
+It runs on the worker thread. Streaming deltas go to a `StreamingText` (throttled); a saved row
+freezes what streamed or adds the row's widget; tool cards, the compacted card, notices and
+errors are added as they happen; the status line and the context meter follow along. Nothing
+here talks to the store or the server.
+"""
+
+from __future__ import annotations
+
+import html
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import ipywidgets as widgets
+
+from nbchat.events import (
+    CompactionFinished,
+    CompactionStarted,
+    Done,
+    Event,
+    Failed,
+    ReasoningDelta,
+    RequestStarted,
+    RowSaved,
+    TextDelta,
+    ToolFinished,
+    ToolStarted,
+    UsageReported,
+)
+from nbchat.history import Row
+from nbchat.ui.cards import Collapsible, row_widget, tool_result_widget
+from nbchat.ui.messages import MessageList, StreamingText
+from nbchat.ui.render import render_notice
+
+__all__ = ["ContextMeter", "EventView"]
+
+
+class ContextMeter(widgets.HTML):
+    """Tokens against the budget, with a mark where compaction triggers."""
+
+    def show(self, tokens: int, threshold: int, trigger: int, *, reported: bool) -> None:
+        share = min(100.0, 100.0 * tokens / max(1, threshold))
+        mark = 100.0 * trigger / max(1, threshold)
+        colour = (
+            "var(--jp-warn-color1, #f57c00)"
+            if tokens >= trigger
+            else "var(--jp-brand-color1, #1976d2)"
+        )
+        kind = "reported" if reported else "estimated"
+        self.value = (
+            f'<div class="nbchat-meter" title="{tokens:,} of {threshold:,} tokens ({kind}); '
+            f'compaction at {trigger:,}" style="position:relative;width:140px;height:8px;'
+            f'background:var(--jp-layout-color3,#ddd);display:inline-block">'
+            f'<div style="width:{share:.1f}%;height:100%;background:{colour}"></div>'
+            f'<div style="position:absolute;left:{mark:.1f}%;top:-2px;width:2px;height:12px;'
+            f'background:var(--jp-ui-font-color1,#333)"></div></div>'
+            f'<span style="font-size:11px;margin-left:6px">{_short(tokens)} / {_short(threshold)}'
+            "</span>"
+        )
+
+
+def _short(tokens: int) -> str:
+    return f"{tokens / 1000:.1f}k" if tokens >= 1000 else str(tokens)
+
+
+@dataclass
+class _Live:
+    """The reply that is streaming now."""
+
+    reasoning: StreamingText | None = None
+    reply: StreamingText | None = None
+    started: float = field(default_factory=time.monotonic)
+    characters: int = 0
+
+
+class EventView:
+    """Applies events to the message list, the status line and the meter."""
+
+    def __init__(
+        self,
+        messages: MessageList,
+        status: widgets.HTML,
+        update_meter: Callable[[], None],
+        *,
+        max_rate: float = 15.0,
+    ) -> None:
+        self.messages = messages
+        self.status = status
+        self.update_meter = update_meter
+        self.max_rate = max_rate
+        self.restore_input: Callable[[str], None] = lambda _text: None
+        self._live: _Live | None = None
+        self._tool_widgets: dict[str, widgets.HTML] = {}
+        self._last_status = 0.0
+        self._compaction_reason = ""
+
+    def set_status(self, text: str, *, error: bool = False) -> None:
+        colour = "var(--jp-error-color1,#d32f2f)" if error else "var(--jp-ui-font-color2,#666)"
+        self.status.value = (
+            f'<span style="font-size:12px;color:{colour}">{html.escape(text)}</span>'
+        )
+
+    def handle(self, event: Event) -> None:
+        """Apply one event (called on the worker thread, in order)."""
+        handler = getattr(self, f"_on_{type(event).__name__}", None)
+        if handler is not None:
+            handler(event)
+
+    def _on_RequestStarted(self, event: RequestStarted) -> None:
+        self._live = _Live()
+        self.set_status("thinking…" if event.attempt == 1 else "retrying after compaction…")
+
+    def _on_ReasoningDelta(self, event: ReasoningDelta) -> None:
+        live = self._live or _Live()
+        self._live = live
+        if live.reasoning is None:
+            live.reasoning = StreamingText(max_rate=self.max_rate)
+            self.messages.add(Collapsible("Reasoning", live.reasoning.box, open_=True))
+        live.reasoning.append(event.text)
+        self._streaming_status(live, len(event.text))
+
+    def _on_TextDelta(self, event: TextDelta) -> None:
+        live = self._live or _Live()
+        self._live = live
+        if live.reply is None:
+            live.reply = StreamingText(max_rate=self.max_rate)
+            live.reply.box.add_class("nbchat-assistant")
+            self.messages.add(live.reply.box)
+        live.reply.append(event.text)
+        self._streaming_status(live, len(event.text))
+
+    def _streaming_status(self, live: _Live, characters: int) -> None:
+        live.characters += characters
+        now = time.monotonic()
+        if now - self._last_status >= 0.5:
+            self._last_status = now
+            rate = live.characters / 4 / max(1e-3, now - live.started)
+            self.set_status(f"streaming · ~{rate:.0f} tok/s")
+
+    def _on_RowSaved(self, event: RowSaved) -> None:
+        row = event.row
+        live = self._live
+        if row.role == "analysis" and live is not None and live.reasoning is not None:
+            live.reasoning.finish()
+        elif row.role in ("assistant", "assistant_full") and live is not None and live.reply:
+            live.reply.finish()
+            if row.role == "assistant_full":
+                self.messages.add(row_widget(Row("assistant_full", "", "", "", row.tool_args)))
+        elif row.role == "tool":
+            widget = tool_result_widget(row.tool_name or "tool", row.content)
+            self._tool_widgets[row.tool_id] = widget
+            self.messages.add(widget)
+        else:
+            self.messages.add(row_widget(row))
+        self.update_meter()
+
+    def _on_UsageReported(self, event: UsageReported) -> None:
+        if event.completion_tokens and event.duration > 0:
+            rate = event.completion_tokens / event.duration
+            self.set_status(
+                f"{event.completion_tokens} tokens · {rate:.1f} tok/s · {event.duration:.1f} s"
+            )
+        self.update_meter()
+
+    def _on_ToolStarted(self, event: ToolStarted) -> None:
+        self.set_status(f"running tool {event.call.name}…")
+
+    def _on_ToolFinished(self, event: ToolFinished) -> None:
+        widget = self._tool_widgets.pop(event.call.id, None)
+        if widget is not None and not event.outcome.ok:
+            widget.value = tool_result_widget(
+                event.call.name, event.outcome.content, ok=False
+            ).value
+
+    def _on_CompactionStarted(self, event: CompactionStarted) -> None:
+        self._compaction_reason = event.reason
+        self.set_status("compacting the history…")
+
+    def _on_CompactionFinished(self, event: CompactionFinished) -> None:
+        result = event.result
+        if result.changed and result.summary_row is not None:
+            self.messages.add(
+                row_widget(
+                    result.summary_row,
+                    compaction={
+                        "rows_replaced": result.rows_summarised,
+                        "tokens_before": result.tokens_before,
+                        "tokens_after": result.tokens_after,
+                    },
+                )
+            )
+        elif result.changed:
+            self.messages.add(
+                widgets.HTML(
+                    value=render_notice(
+                        f"Pruned old tool output: ~{result.tokens_before:,} → "
+                        f"~{result.tokens_after:,} tokens (read it back with "
+                        "read_archived_output)."
+                    )
+                )
+            )
+        elif self._compaction_reason == "manual":  # automatic no-ops stay quiet
+            self.messages.add(
+                widgets.HTML(value=render_notice(f"Nothing compacted: {result.reason}"))
+            )
+        self.update_meter()
+
+    def _on_Failed(self, event: Failed) -> None:
+        self._finish_live()
+        self.messages.add(
+            widgets.HTML(value=render_notice(event.message, error=True, traceback=event.traceback))
+        )
+        if event.unsent_text:
+            self.restore_input(event.unsent_text)
+        self.set_status(f"error: {event.message}", error=True)
+
+    def _on_Done(self, event: Done) -> None:
+        self._finish_live()
+        if event.stopped:
+            self.set_status("stopped")
+        elif "tok/s" not in self.status.value:
+            self.set_status("ready")
+        self.update_meter()
+
+    def _finish_live(self) -> None:
+        live, self._live = self._live, None
+        for text in (live.reasoning, live.reply) if live else ():
+            if text is not None:
+                text.finish()
