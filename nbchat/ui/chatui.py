@@ -64,6 +64,7 @@ class ChatUI(widgets.VBox):
         )
         self._worker = Worker()
         self._stop = StopSignal()
+        self._picker_lock = threading.Lock()
         self._build_widgets(live_limit, max_rate)
         super().__init__(
             [
@@ -71,7 +72,7 @@ class ChatUI(widgets.VBox):
                 self._header,
                 self.messages.box,
                 self._input_row,
-                self._status,
+                self._status_line,
             ]
         )
         self.add_class("nbchat")
@@ -113,23 +114,29 @@ class ChatUI(widgets.VBox):
     def _build_widgets(self, live_limit: int, max_rate: float) -> None:
         self._picker = widgets.Dropdown(options=[], layout=widgets.Layout(width="260px"))
         self._picker.observe(self._on_picker_change, names="value")
-        self._new = widgets.Button(description="New", tooltip="Start a new session")
-        self._new.on_click(self._on_new_click)
+        self._new_button = widgets.Button(description="New", tooltip="Start a new session")
+        self._new_button.on_click(self._on_new_click)
         self._meter = ContextMeter()
-        self._compact = widgets.Button(description="Compact", tooltip="Compact the history now")
-        self._compact.on_click(self._on_compact_click)
-        self._header = widgets.HBox([self._picker, self._new, self._meter, self._compact])
+        self._compact_button = widgets.Button(
+            description="Compact", tooltip="Compact the history now"
+        )
+        self._compact_button.on_click(self._on_compact_click)
+        self._header = widgets.HBox(
+            [self._picker, self._new_button, self._meter, self._compact_button]
+        )
         self.messages = MessageList(live_limit=live_limit)
         self.input = ChatInput(layout=widgets.Layout(flex="1"))
         self.input.on_submit(self._on_input_submit)
-        self._send = widgets.Button(description="Send", button_style="primary")
-        self._send.on_click(self._on_send_click)
+        self._send_button = widgets.Button(description="Send", button_style="primary")
+        self._send_button.on_click(self._on_send_click)
         self._stop_button = widgets.Button(description="Stop", disabled=True)
         self._stop_button.on_click(self._on_stop_click)
-        buttons = widgets.VBox([self._send, self._stop_button])
+        buttons = widgets.VBox([self._send_button, self._stop_button])
         self._input_row = widgets.HBox([self.input, buttons], layout=widgets.Layout(width="100%"))
-        self._status = widgets.HTML(value="")
-        self.view = EventView(self.messages, self._status, self._update_meter, max_rate=max_rate)
+        self._status_line = widgets.HTML(value="")
+        self.view = EventView(
+            self.messages, self._status_line, self._update_meter, max_rate=max_rate
+        )
         self.view.restore_input = self._restore_input
         self.view.set_status("ready")
 
@@ -241,19 +248,21 @@ class ChatUI(widgets.VBox):
         self._update_meter()
 
     def refresh_sessions(self) -> None:
-        sessions = self.store.list_sessions()
-        options: list[tuple[str, str | None]] = [
-            (f"{s.title} · {s.updated[:16].replace('T', ' ')}", s.id) for s in sessions
-        ]
-        current = self.conversation.session_id
-        if current is None:
-            options.insert(0, ("New chat", None))
-        self._updating_picker = True
-        try:
-            self._picker.options = options
-            self._picker.value = current
-        finally:
-            self._updating_picker = False
+        """Fill the session picker (titles, newest first) and select the current session."""
+        with self._picker_lock:  # the worker and the kernel thread both refresh it
+            current = self.conversation.session_id
+            sessions = self.store.list_sessions()
+            options: list[tuple[str, str | None]] = [
+                (f"{s.title} · {s.updated[:16].replace('T', ' ')}", s.id) for s in sessions
+            ]
+            if current not in [value for _, value in options]:
+                options.insert(0, ("New chat", current))
+            self._updating_picker = True
+            try:
+                self._picker.options = options
+                self._picker.value = current
+            finally:
+                self._updating_picker = False
 
     def _update_meter(self) -> None:
         conversation = self.conversation
@@ -265,8 +274,8 @@ class ChatUI(widgets.VBox):
         )
 
     def _set_busy(self, busy: bool) -> None:
-        self._send.disabled = busy
-        self._compact.disabled = busy
+        self._send_button.disabled = busy
+        self._compact_button.disabled = busy
         self._stop_button.disabled = not busy
         self._stop_button.button_style = "danger" if busy else ""
 

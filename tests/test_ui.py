@@ -1,0 +1,329 @@
+"""ChatUI in plain pytest (no kernel, no browser), against the test server over real HTTP."""
+
+from __future__ import annotations
+
+import html
+import itertools
+import json
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import comm
+import ipywidgets as widgets
+import openai
+import pytest
+from comm.base_comm import BaseComm
+from factories import assistant, user
+from fakeserver import FakeServer, Reply
+
+from nbchat.config import Settings
+from nbchat.store import Store
+from nbchat.ui import ChatUI
+from nbchat.ui.commands import COMMANDS
+
+
+class RecordingComm(BaseComm):
+    """A comm that records every message a widget would send to the browser."""
+
+    sent: list[tuple[float, str, int]] = []  # (time, comm id, bytes)
+    lock = threading.Lock()
+
+    def publish_msg(
+        self,
+        msg_type: str,
+        data: Any = None,
+        metadata: Any = None,
+        buffers: Any = None,
+        **keys: Any,
+    ) -> None:
+        size = len(json.dumps(data, default=str))
+        with RecordingComm.lock:
+            RecordingComm.sent.append((time.monotonic(), self.comm_id, size))
+
+
+@pytest.fixture(autouse=True)
+def recording_comms(monkeypatch: pytest.MonkeyPatch) -> list[tuple[float, str, int]]:
+    RecordingComm.sent = []
+    monkeypatch.setattr(comm, "create_comm", lambda *a, **k: RecordingComm(*a, **k))
+    return RecordingComm.sent
+
+
+@pytest.fixture
+def server() -> Iterator[FakeServer]:
+    with FakeServer() as running:
+        yield running
+
+
+@pytest.fixture
+def settings(make_settings) -> Settings:  # type: ignore[no-untyped-def]
+    return make_settings(context_token_threshold=50_000, tool_policy="ask")
+
+
+def make_ui(server: FakeServer, store: Store, settings: Settings, **kwargs: Any) -> ChatUI:
+    client = openai.OpenAI(base_url=server.url + "/v1", api_key="test", max_retries=0)
+    return ChatUI(settings, store=store, client=client, **kwargs)
+
+
+@pytest.fixture
+def ui(server: FakeServer, store: Store, settings: Settings) -> Iterator[ChatUI]:
+    chat = make_ui(server, store, settings)
+    yield chat
+    chat.close()
+
+
+def texts(ui: ChatUI) -> str:
+    """All HTML currently shown in the message list (recursively)."""
+    found: list[str] = []
+
+    def walk(widget: widgets.Widget) -> None:
+        value = getattr(widget, "value", None)
+        if isinstance(value, str):
+            found.append(value)
+        for child in getattr(widget, "children", ()):
+            walk(child)
+
+    walk(ui.messages.box)
+    return html.unescape("\n".join(found))
+
+
+def buttons(widget: widgets.Widget) -> dict[str, widgets.Button]:
+    found: dict[str, widgets.Button] = {}
+
+    def walk(item: widgets.Widget) -> None:
+        if isinstance(item, widgets.Button):
+            found[item.description] = item
+        for child in getattr(item, "children", ()):
+            walk(child)
+
+    walk(widget)
+    return found
+
+
+def test_typing_and_clicking_send_shows_the_streamed_reply(ui: ChatUI, server: FakeServer) -> None:
+    server.enqueue(Reply(text="Hello **there**", chunk_size=3))
+    ui.input.set_state({"value": "hi"})
+    ui._send_button.click()
+    assert ui.wait(20)
+    assert "<strong>there</strong>" in texts(ui)
+    assert ui.conversation.history.rows == [user("hi"), assistant("Hello **there**")]
+    assert ui.input.value == ""
+    assert not ui._send_button.disabled and ui._stop_button.disabled
+
+
+def test_enter_in_the_input_sends(ui: ChatUI, server: FakeServer) -> None:
+    server.enqueue(Reply(text="pong"))
+    ui.input._on_frontend_message(ui.input, {"type": "submit", "value": "ping"}, [])
+    assert ui.wait(20)
+    assert ui.conversation.history.rows[-1] == assistant("pong")
+
+
+def test_stop_mid_stream_stops_within_a_chunk(ui: ChatUI, server: FakeServer) -> None:
+    server.enqueue(Reply(text="tok " * 2000, chunk_size=4, delay=0.005))
+    started = threading.Event()
+    original = ui.view.handle
+
+    def watch(event: Any) -> None:
+        original(event)
+        if type(event).__name__ == "TextDelta":
+            started.set()
+
+    ui.view.handle = watch  # type: ignore[method-assign]
+    ui.send("talk")
+    assert started.wait(20)
+    assert not ui._stop_button.disabled
+    ui._stop_button.click()
+    assert ui.wait(20)
+    rows = ui.conversation.history.rows
+    assert rows[-1] == ("system", "Stopped by you; the reply so far was kept.", "", "", "")
+    assert len(rows[-2].content) < len("tok " * 2000)
+    assert ui._stop_button.disabled and not ui._send_button.disabled
+
+
+def test_a_server_error_shows_a_bubble_and_the_input_is_usable_again(
+    ui: ChatUI, server: FakeServer
+) -> None:
+    server.down()
+    ui.send("anyone?")
+    assert ui.wait(20)
+    assert "nbchat-error" in texts(ui) and "No model server" in texts(ui)
+    assert not ui._send_button.disabled
+    server.up()
+    server.enqueue(Reply(text="back"))
+    ui.send("again")
+    assert ui.wait(20)
+    assert ui.conversation.history.rows[-1] == assistant("back")
+
+
+def test_a_tool_approval_round(ui: ChatUI, server: FakeServer) -> None:
+    server.enqueue(
+        Reply(tool_calls=[("c1", "run_shell", json.dumps({"command": "echo hi"}))]),
+        Reply(text="it said hi"),
+    )
+    card_shown = threading.Event()
+    original = ui.messages.add
+
+    def add(widget: widgets.Widget) -> widgets.Widget:
+        result = original(widget)
+        if "nbchat-approval" in widget._dom_classes:
+            card_shown.set()
+        return result
+
+    ui.messages.add = add  # type: ignore[method-assign]
+    ui.send("run echo")
+    assert card_shown.wait(20)
+    card = next(w for w in ui.messages.box.children if "nbchat-approval" in w._dom_classes)
+    buttons(card)["Approve"].click()
+    assert ui.wait(20)
+    tool_row = ui.conversation.history.rows[2]
+    assert tool_row.role == "tool" and "hi" in tool_row.content
+    assert buttons(card)["Approve"].disabled
+
+
+def test_stop_while_waiting_for_approval_denies(ui: ChatUI, server: FakeServer) -> None:
+    server.enqueue(Reply(tool_calls=[("c1", "run_shell", json.dumps({"command": "echo no"}))]))
+    card_shown = threading.Event()
+    original = ui.messages.add
+
+    def add(widget: widgets.Widget) -> widgets.Widget:
+        result = original(widget)
+        if "nbchat-approval" in widget._dom_classes:
+            card_shown.set()
+        return result
+
+    ui.messages.add = add  # type: ignore[method-assign]
+    ui.send("run it")
+    assert card_shown.wait(20)
+    ui.stop()
+    assert ui.wait(20)
+    assert ui.conversation.history.rows[-1].role in ("tool", "system")
+
+
+def test_switching_session_while_streaming_stops_the_old_turn_first(
+    ui: ChatUI, server: FakeServer, store: Store
+) -> None:
+    other = store.create_session("Other chat")
+    store.append_rows(other, [user("from the other session"), assistant("its reply")])
+    server.enqueue(Reply(text="slow " * 2000, chunk_size=5, delay=0.005))
+    ui.send("first")
+    ui.refresh_sessions()
+    ui._picker.value = other
+    assert ui.wait(20)
+    assert ui.conversation.session_id == other
+    assert "from the other session" in texts(ui)
+    first = next(s for s in store.list_sessions() if s.id != other)
+    first_rows = store.load_active(first.id)
+    assert first_rows[-1].content == "Stopped by you; the reply so far was kept."
+
+
+def test_new_starts_an_empty_session_and_keeps_the_old_one(
+    ui: ChatUI, server: FakeServer, store: Store
+) -> None:
+    ui.send("keep me")
+    assert ui.wait(20)
+    old = ui.conversation.session_id
+    ui._new_button.click()
+    assert ui.wait(20)
+    assert ui.conversation.session_id != old
+    assert store.load_active(str(old))[0] == user("keep me")
+    assert "keep me" not in texts(ui)
+
+
+def run_command(ui: ChatUI, text: str) -> str:
+    ui.send(text)
+    assert ui.wait(20)
+    return texts(ui)
+
+
+def test_slash_help_and_unknown_commands_list_the_commands(ui: ChatUI) -> None:
+    shown = run_command(ui, "/help")
+    for name in COMMANDS:
+        assert f"/{name}" in shown
+    assert "Unknown command /frobnicate" in run_command(ui, "/frobnicate")
+
+
+def test_slash_session_commands(
+    ui: ChatUI, server: FakeServer, store: Store, settings: Settings
+) -> None:
+    ui.send("hello")
+    assert ui.wait(20)
+    run_command(ui, "/rename Parser work")
+    session_id = str(ui.conversation.session_id)
+    assert store.get_session(session_id).title == "Parser work"
+    assert "Parser work" in run_command(ui, "/sessions")
+    run_command(ui, "/new")
+    assert ui.conversation.session_id != session_id
+    run_command(ui, "/resume parser")
+    assert ui.conversation.session_id == session_id
+    run_command(ui, "/clear")
+    assert ui.conversation.session_id != session_id and len(store.list_sessions()) >= 2
+    run_command(ui, f"/resume {session_id}")
+    shown = run_command(ui, "/export json")
+    exported = settings.workspace / f"nbchat-parser-work-{session_id}.json"
+    assert str(exported) in shown
+    assert json.loads(exported.read_text())["session"]["id"] == session_id
+    run_command(ui, "/export")
+    assert (settings.workspace / f"nbchat-parser-work-{session_id}.md").exists()
+    assert "No session matches 'nothing-like-it'" in run_command(ui, "/resume nothing-like-it")
+    assert "/resume needs <title or id>" in run_command(ui, "/resume")
+
+
+def test_slash_model_retry_edit_and_compact(ui: ChatUI, server: FakeServer) -> None:
+    run_command(ui, "/model other-model")
+    assert ui.conversation.settings.model == "other-model"
+    server.enqueue(Reply(text="one"), Reply(text="two"))
+    ui.send("question")
+    assert ui.wait(20)
+    run_command(ui, "/retry")
+    assert ui.conversation.history.rows[-1] == assistant("two")
+    assert server.chat_requests()[-1]["model"] == "other-model"
+    run_command(ui, "/edit")
+    assert ui.input.value == "question"
+    assert ui.conversation.history.rows == []
+    shown = run_command(ui, "/compact keep the file names")
+    assert "Nothing compacted" in shown
+
+
+def test_repr_is_short_and_stable(ui: ChatUI) -> None:
+    assert repr(ui) == "ChatUI(model='qwen2.5-coder-0.5b-instruct')"
+
+
+def test_close_ends_the_worker_thread_mid_stream(
+    server: FakeServer, store: Store, settings: Settings
+) -> None:
+    before = set(threading.enumerate())
+    chat = make_ui(server, store, settings)
+    server.enqueue(Reply(text="long " * 3000, chunk_size=5, delay=0.005))
+    chat.send("go")
+    chat.close()
+    assert set(threading.enumerate()) - before == set()
+
+
+def test_streaming_sends_few_updates_and_few_bytes(
+    ui: ChatUI, server: FakeServer, recording_comms: list[tuple[float, str, int]]
+) -> None:
+    paragraphs = [f"Paragraph {i}: " + "lorem ipsum dolor sit amet " * 10 for i in range(53)]
+    reply = "\n\n".join(paragraphs)[:15_000]
+    chunks = 3000
+    server.enqueue(Reply(text=reply, chunk_size=len(reply) // chunks, delay=0.001))
+    ui.send("write a lot")
+    recording_comms.clear()
+    started = time.monotonic()
+    assert ui.wait(60)
+    duration = time.monotonic() - started
+    messages = list(recording_comms)
+    sent = sum(size for _, _, size in messages)
+    # One refresh of the page = the messages sent together (a few widgets in one flush).
+    gaps = [b[0] - a[0] for a, b in itertools.pairwise(messages)]
+    refreshes = 1 + sum(1 for gap in gaps if gap > 0.005)
+    naive = sum(len(reply[: (i + 1) * 5]) for i in range(chunks))
+    print(
+        f"\nstream {duration:.2f}s: {refreshes} refreshes ({refreshes / duration:.1f}/s), "
+        f"{len(messages)} widget messages, {sent:,} bytes (naive per-chunk re-send: "
+        f"{naive:,} bytes)"
+    )
+    assert ui.conversation.history.rows[-1] == assistant(reply), texts(ui)[-2000:]
+    assert refreshes <= 20 * duration + 5
+    assert len(messages) <= 4 * refreshes
+    assert sent < naive / 20
