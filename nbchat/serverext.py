@@ -85,11 +85,11 @@ class Extension:
 
     def store(self, settings: Settings) -> Store:
         """The store at the settings' DB path (`Store` keeps one connection per thread)."""
-        assert settings.db_path is not None  # Settings always resolves it
         with self._lock:
-            if settings.db_path not in self._stores:
-                self._stores[settings.db_path] = Store(settings.db_path)
-            return self._stores[settings.db_path]
+            path = settings.database_path
+            if path not in self._stores:
+                self._stores[path] = Store(path)
+            return self._stores[path]
 
     def model_status(self, home: Path) -> dict[str, Any]:
         return self._status(find_running(home=home))
