@@ -167,9 +167,16 @@ class Conversation:
 
     # Turns
 
-    def send(self, text: str, stop: threading.Event | None = None) -> Iterator[Event]:
-        """Add the user's message and run the turn; ends with exactly one `Done` or `Failed`."""
-        yield from self._exclusive(lambda s: self._turn(text, s), stop, unsent_text=text)
+    def send(
+        self, text: str, stop: threading.Event | None = None, *, tool_choice: str | None = None
+    ) -> Iterator[Event]:
+        """Add the user's message and run the turn; ends with exactly one `Done` or `Failed`.
+
+        `tool_choice` (a tool's name, or "required") applies to the first request of the turn.
+        """
+        yield from self._exclusive(
+            lambda s: self._turn(text, s, tool_choice), stop, unsent_text=text
+        )
 
     def retry(self, stop: threading.Event | None = None) -> Iterator[Event]:
         """Ask for the last reply again: what followed the last user message is archived."""
@@ -230,13 +237,21 @@ class Conversation:
         rows = self.history.rows[-50:]
         return "" if any(r.role == "user" and r.content == text for r in rows) else text
 
-    def _turn(self, text: str, stop: threading.Event) -> Steps:
+    def _turn(self, text: str, stop: threading.Event, tool_choice: str | None) -> Steps:
         if not text.strip():
             yield Failed(ValueError("empty message"), "Type a message first.")
             return
+        if tool_choice not in (None, "auto", "required", "none") and tool_choice not in self.tools:
+            yield Failed(
+                ValueError("unknown tool"),
+                f"No tool named {tool_choice!r} to require. "
+                f"Tools: {', '.join(self.tools.names())}.",
+                unsent_text=text,
+            )
+            return
         self._check_fits(text)
         yield from self._save(Row("user", text))
-        yield from self._rounds(stop)
+        yield from self._rounds(stop, tool_choice)
 
     def _retry(self, stop: threading.Event) -> Steps:
         index = self.session.last_user_index()
@@ -247,10 +262,10 @@ class Conversation:
             self.session.archive_last(len(self.history) - 1 - index, kind="retry")
         yield from self._rounds(stop)
 
-    def _rounds(self, stop: threading.Event) -> Steps:
+    def _rounds(self, stop: threading.Event, tool_choice: str | None = None) -> Steps:
         guard = FailureGuard()
         for number in range(1, self.settings.max_tool_turns + 1):
-            state = Round(number)
+            state = Round(number, tool_choice=tool_choice if number == 1 else None)
             yield from self._compact_if_needed(state, stop)
             reply = yield from self._request(state, stop)
             if reply.stopped or stop.is_set():
@@ -285,7 +300,7 @@ class Conversation:
         while True:
             yield RequestStarted(state.number, 2 if state.overflow_retried else 1)
             try:
-                reply = yield from self._stream(stop)
+                reply = yield from self._stream(stop, state.tool_choice)
                 break
             except ContextOverflowError as exc:
                 if state.overflow_retried:
@@ -301,7 +316,9 @@ class Conversation:
         yield from self._save_reply(reply)
         return reply
 
-    def _stream(self, stop: threading.Event) -> Generator[Event, None, Reply]:
+    def _stream(
+        self, stop: threading.Event, tool_choice: str | None
+    ) -> Generator[Event, None, Reply]:
         """Stream one reply; a failure keeps what arrived (as complete rows), then raises."""
         reply = Reply(request_rows=len(self.history))
         messages = build_messages(self.history.rows, self.settings.system_prompt)
@@ -315,6 +332,7 @@ class Conversation:
                 temperature=self.settings.temperature,
                 stop=stop,
                 json_tool_fallback=self.settings.uses_json_tool_fallback(),
+                tool_choice=tool_choice,
             ):
                 reply.take(event)
                 if isinstance(event, ReasoningDelta | TextDelta):

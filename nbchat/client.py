@@ -153,8 +153,11 @@ def stream_chat(
     response_format: dict[str, Any] | None = None,
     stop: threading.Event | None = None,
     json_tool_fallback: bool = False,
+    tool_choice: str | None = None,
 ) -> Iterator[StreamEvent]:
     """Stream one chat completion as events; the last one is always a `Finish`.
+
+    `tool_choice` is "auto", "required", "none" or the name of one tool the model must call.
 
     Deltas are yielded as they arrive; then `ToolCallsReady` (if any), `Usage` (if the server
     reported it) and `Finish`. Stop ends the reply with `Finish("stopped")`, never an exception.
@@ -172,6 +175,7 @@ def stream_chat(
             stream=True,
             stream_options={"include_usage": True},
             tools=cast(Any, list(tools)) if tools else openai.omit,
+            tool_choice=cast(Any, _tool_choice(tool_choice)) if tools else openai.omit,
             max_tokens=_given(max_tokens),
             temperature=_given(temperature),
             response_format=cast(Any, _given(response_format)),
@@ -196,6 +200,14 @@ def stream_chat(
             f"complete. {partial_note(reader.received)}"
         )
     yield from reader.finish()
+
+
+def _tool_choice(choice: str | None) -> str | dict[str, Any] | openai.Omit:
+    if choice is None:
+        return openai.omit
+    if choice in ("auto", "required", "none"):
+        return choice
+    return {"type": "function", "function": {"name": choice}}
 
 
 def _given(value: T | None) -> T | openai.Omit:

@@ -39,6 +39,7 @@ class Round:
     number: int
     compacted: bool = False
     overflow_retried: bool = False
+    tool_choice: str | None = None
 
     def may_compact(self) -> bool:
         return not self.compacted

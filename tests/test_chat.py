@@ -467,3 +467,23 @@ def test_nothing_is_connected_until_the_first_send(
 ) -> None:
     chat = Conversation(settings.replace(base_url="http://127.0.0.1:9/v1"), store)
     assert chat.session_id is None and len(chat.history) == 0
+
+
+def test_tool_choice_names_the_tool_on_the_first_request_only(
+    chat: Conversation, server: FakeServer
+) -> None:
+    server.enqueue(Reply(tool_calls=[call("c1", "list_files")]), Reply(text="listed"))
+    run_events = list(chat.send("list them", tool_choice="list_files"))
+    assert isinstance(run_events[-1], Done)
+    first, second = server.chat_requests()[-2:]
+    assert first["tool_choice"] == {"type": "function", "function": {"name": "list_files"}}
+    assert "tool_choice" not in second
+
+
+def test_an_unknown_required_tool_is_refused_before_sending(
+    chat: Conversation, server: FakeServer
+) -> None:
+    events = list(chat.send("go", tool_choice="teleport"))
+    assert isinstance(events[-1], Failed) and events[-1].unsent_text == "go"
+    assert events[-1].message.startswith("No tool named 'teleport' to require.")
+    assert server.chat_requests() == []
