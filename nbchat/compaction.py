@@ -93,11 +93,14 @@ class CompactionEngine:
         self.system_prompt = system_prompt
         self.client = client
         self.trigger_factor: float = _pick(
-            trigger_factor, settings, "trigger_factor", DEFAULT_TRIGGER_FACTOR
+            trigger_factor, settings, name="trigger_factor", default=DEFAULT_TRIGGER_FACTOR
         )
         self.tool_schemas = tuple(tool_schemas)
         self.summary_max_tokens: int = _pick(
-            summary_max_tokens, settings, "summary_max_tokens", DEFAULT_SUMMARY_MAX_TOKENS
+            summary_max_tokens,
+            settings,
+            name="summary_max_tokens",
+            default=DEFAULT_SUMMARY_MAX_TOKENS,
         )
         self.summary_format = summary_format
         self.extra_body = dict(extra_body) if extra_body else None
@@ -225,7 +228,12 @@ class CompactionEngine:
                 result = pruned  # the cheap layer was enough: no model call
             else:
                 result = self._summarise_pruned(
-                    rows, estimates, pruned, pruned_estimates, focus=focus, cancel=cancel
+                    rows,
+                    estimates,
+                    pruned,
+                    pruned_estimates=pruned_estimates,
+                    focus=focus,
+                    cancel=cancel,
                 )
         return replace(result, duration=time.monotonic() - started)
 
@@ -234,8 +242,8 @@ class CompactionEngine:
         rows: list[Row],
         estimates: list[int],
         pruned: CompactionResult,
-        pruned_estimates: list[int],
         *,
+        pruned_estimates: list[int],
         focus: str | None,
         cancel: threading.Event | None,
     ) -> CompactionResult:
@@ -320,20 +328,16 @@ class CompactionEngine:
             over_trigger=over,
         )
         if split is None:
-            return CompactionResult.unchanged(
-                rows, measured, "fewer than two rows before the kept tail"
-            )
-        rows_tokens, tail_tokens = sum(estimates), sum(estimates[split.start :])
+            reason = "fewer than two rows before the kept tail"
+            return CompactionResult.unchanged(rows, measured, reason)
         facts = render_facts(facts_of(original[: split.start]))
         # Checked before any tokens are spent: even a summary of nothing must save something.
-        if text_tokens(facts) + tail_tokens >= rows_tokens:
-            return CompactionResult.unchanged(
-                rows, measured, "a summary would not shrink the history"
-            )
-        previous = previous_summary(rows[: split.start])
+        if text_tokens(facts) + sum(estimates[split.start :]) >= sum(estimates):
+            reason = "a summary would not shrink the history"
+            return CompactionResult.unchanged(rows, measured, reason)
         said = self._writer().write(
             to_blocks(original[: split.start]),
-            previous=previous,
+            previous=previous_summary(rows[: split.start]),
             max_tokens=self.summary_max_tokens,
             fmt=self.summary_format,
             instruction=self.summary_prompt,
@@ -342,25 +346,13 @@ class CompactionEngine:
         )
         if said.cancelled:
             return self._with_usage(CompactionResult.unchanged(rows, measured, "cancelled"), said)
-        row = Row("compacted", f"{said.text}\n\n{facts}")
-        after = estimate_tokens(row) + tail_tokens
-        if after >= rows_tokens:
-            return self._with_usage(
-                CompactionResult.unchanged(rows, measured, "the summary would not shrink it"), said
-            )
-        result = CompactionResult(
-            rows=(row, *rows[split.start :]),
-            changed=True,
-            layer="chunked" if said.chunks > 1 else "summary",
-            reason=f"{split.start} rows summarised ({split.rule} split)",
-            tokens_before=measured,
-            tokens_after=measured - (rows_tokens - after),
-            rows_summarised=split.start,
-            summary=row.content,
-            keep_tail=len(rows) - split.start,
-            summary_row=row,
+        summary_row = Row("compacted", f"{said.text}\n\n{facts}")
+        result = CompactionResult.summarised(
+            rows, estimates, summary_row, start=split.start, rule=split.rule, measured=measured
         )
-        return self._with_usage(result, said)
+        return self._with_usage(
+            replace(result, layer="chunked" if said.chunks > 1 else "summary"), said
+        )
 
     def _with_usage(self, result: CompactionResult, said: Digest) -> CompactionResult:
         return replace(
@@ -386,7 +378,7 @@ class CompactionEngine:
         return self._summary_writer
 
 
-def _pick(value: Any, settings: Settings | None, name: str, default: Any) -> Any:
+def _pick(value: Any, settings: Settings | None, *, name: str, default: Any) -> Any:
     """An explicit value, else the settings' value, else the default."""
     if value is not None:
         return value

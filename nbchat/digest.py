@@ -198,18 +198,9 @@ def write_digest(
     if not blocks:
         return Digest(text=previous or NOTHING_SAID)
     reply_tokens = min(max_tokens, window // 4)
-    overhead = request_overhead(
-        previous_tokens=max(reply_tokens, text_tokens(previous) if previous else 0),
-        instruction=instruction,
-        focus=focus,
+    budget = _chunk_budget(
+        window, reply_tokens, previous=previous, instruction=instruction, focus=focus
     )
-    budget = window - reply_tokens - overhead - window // 20  # 5% margin: len//3 is a guess
-    if budget < MIN_CHUNK_TOKENS:
-        raise CompactionError(
-            f"The summariser's window ({window:,} tokens) leaves no room for the transcript "
-            f"after the prompts and a {reply_tokens:,}-token reply. The history was left as it "
-            "was; raise summariser_context or lower summary_max_tokens."
-        )
     chunks = chunk_blocks(blocks, budget=budget)
     digest = Digest(text=previous, chunks=len(chunks))
     for chunk in chunks:
@@ -226,6 +217,25 @@ def write_digest(
         if digest.cancelled:
             return digest
     return digest
+
+
+def _chunk_budget(
+    window: int, reply_tokens: int, *, previous: str, instruction: str | None, focus: str | None
+) -> int:
+    """Transcript tokens one request may carry beside its prompts, summary so far and reply."""
+    overhead = request_overhead(
+        previous_tokens=max(reply_tokens, text_tokens(previous) if previous else 0),
+        instruction=instruction,
+        focus=focus,
+    )
+    budget = window - reply_tokens - overhead - window // 20  # 5% margin: len//3 is a guess
+    if budget < MIN_CHUNK_TOKENS:
+        raise CompactionError(
+            f"The summariser's window ({window:,} tokens) leaves no room for the transcript "
+            f"after the prompts and a {reply_tokens:,}-token reply. The history was left as it "
+            "was; raise summariser_context or lower summary_max_tokens."
+        )
+    return budget
 
 
 def _read_reply(digest: Digest, reply: SummaryReply, *, cancelled: bool) -> Digest:

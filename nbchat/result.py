@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Literal, Protocol
 
-from nbchat.history import Row
+from nbchat.history import Row, estimate_tokens
 
 __all__ = ["CompactionResult", "CompactionStore", "Layer", "apply_compaction"]
 
@@ -62,6 +62,35 @@ class CompactionResult:
     @property
     def rows_pruned(self) -> int:
         return len(self.replacements)
+
+    @classmethod
+    def summarised(
+        cls,
+        rows: Sequence[Row],
+        estimates: Sequence[int],
+        summary_row: Row,
+        *,
+        start: int,
+        rule: str,
+        measured: int,
+    ) -> CompactionResult:
+        """`[summary_row, *rows[start:]]`, or a no-op when that would not shrink the rows."""
+        rows_tokens = sum(estimates)
+        after = estimate_tokens(summary_row) + sum(estimates[start:])
+        if after >= rows_tokens:
+            return cls.unchanged(rows, measured, "the summary would not shrink it")
+        return cls(
+            rows=(summary_row, *rows[start:]),
+            changed=True,
+            layer="summary",
+            reason=f"{start} rows summarised ({rule} split)",
+            tokens_before=measured,
+            tokens_after=measured - (rows_tokens - after),
+            rows_summarised=start,
+            summary=summary_row.content,
+            keep_tail=len(rows) - start,
+            summary_row=summary_row,
+        )
 
     @classmethod
     def unchanged(cls, rows: Sequence[Row], tokens: int, reason: str) -> CompactionResult:
@@ -133,14 +162,14 @@ def apply_compaction(
     pruned_to = result.tokens_before - result.pruned_tokens
     with store.transaction("save the compaction"):
         if result.replacements:
-            record = _record(result, "prune", result.tokens_before, pruned_to, summary=False)
+            record = _record(result, "prune", before=result.tokens_before, after=pruned_to)
             ids.append(
                 store.replace_rows(
                     session_id, result.replacements, expected_active=expected_active, record=record
                 )
             )
         if result.summary_row is not None:
-            record = _record(result, result.layer, pruned_to, result.tokens_after, summary=True)
+            record = _record(result, result.layer, before=pruned_to, after=result.tokens_after)
             ids.append(
                 store.replace_with_compacted(
                     session_id,
@@ -153,9 +182,9 @@ def apply_compaction(
     return ids
 
 
-def _record(
-    result: CompactionResult, kind: str, before: int, after: int, *, summary: bool
-) -> _Record:
+def _record(result: CompactionResult, kind: str, *, before: int, after: int) -> _Record:
+    """The store's record of one layer; the summariser's figures belong to the summary only."""
+    summary = kind != "prune"
     return _Record(
         kind=kind,
         summary=result.summary if summary else "",

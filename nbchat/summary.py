@@ -72,8 +72,10 @@ MARKDOWN_FORMAT = (
 )
 JSON_FORMAT = (
     "Reply with ONE JSON object and nothing else, with these keys: "
-    '"goal" (a string), and "constraints", "done", "in_progress", "blocked", "decisions", '
-    '"next_steps", "critical_context" (each a list of short strings; [] when empty).'
+    '"goal" (a string: what the user wants), and "constraints", "done", "in_progress", '
+    '"blocked", "decisions", "next_steps", "critical_context" (each a list of short strings; '
+    '[] when empty). "done" lists what was achieved: files read or changed, commands run and '
+    "what they showed."
 )
 FOCUS_PROMPT = "Pay particular attention to: {focus}"
 

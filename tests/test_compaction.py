@@ -595,3 +595,20 @@ def test_an_unchanged_result_writes_nothing(store: Store) -> None:
     result = engine_with().compact(CONVERSATION)
     assert apply_compaction(store, session, result, expected_active=len(CONVERSATION)) == []
     assert store.list_compactions(session) == []
+
+
+def test_placeholders_in_the_kept_tail_and_the_summary_are_stored_together(store: Store) -> None:
+    last_turn = one_long_turn(6)
+    rows = [*chatty(20), *last_turn, assistant("all done")]
+    session = store.create_session("both layers")
+    store.append_rows(session, rows)
+    engine = engine_with(threshold=20_000, tail_messages=4, summary_max_tokens=200)
+    result = engine.compact(store.load_active(session))
+    ids = apply_compaction(store, session, result, expected_active=len(rows))
+    assert result.layer == "chunked"  # 20,000 tokens of answers do not fit one request
+    assert sorted(result.replacements) == [len(rows) - 12, len(rows) - 10]
+    assert result.keep_tail == len(last_turn) + 1
+    assert [c["kind"] for c in store.list_compactions(session)] == ["prune", "chunked"]
+    assert len(ids) == 2
+    assert store.load_active(session) == list(result.rows)
+    assert result.pruned_tokens == 2 * (1000 - estimate_tokens(result.replacements[len(rows) - 12]))

@@ -96,7 +96,7 @@ def test_an_update_request_carries_the_previous_summary() -> None:
     content = build_request("[User]: more", previous="## Goal\nold", fmt="json")[1]["content"]
     assert "<previous-summary>\n## Goal\nold\n</previous-summary>\n\n" + UPDATE_PROMPT in content
     assert SUMMARY_PROMPT not in content
-    assert '"goal" (a string)' in content
+    assert '"goal" (a string: what the user wants)' in content
 
 
 def test_a_custom_instruction_replaces_the_default_prompt() -> None:
