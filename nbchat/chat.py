@@ -14,7 +14,6 @@ ipywidgets, hold widget state, or contain SQL.
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 import traceback
@@ -22,10 +21,11 @@ from collections.abc import Callable, Generator, Iterator
 
 import openai
 
+from nbchat.budget import Budget
 from nbchat.client import ReasoningDelta, TextDelta, ToolCall, stream_chat
 from nbchat.compaction import CompactionEngine
 from nbchat.config import Settings
-from nbchat.connection import Connection, connect
+from nbchat.connection import Connection
 from nbchat.errors import CompactionError, ContextOverflowError, NbchatError, StoreError
 from nbchat.events import (
     CompactionFinished,
@@ -40,7 +40,7 @@ from nbchat.events import (
     ToolStarted,
     UsageReported,
 )
-from nbchat.history import History, Row, build_messages, estimate_tokens
+from nbchat.history import History, Row, build_messages
 from nbchat.session import Session
 from nbchat.store import Store
 from nbchat.tools import ApprovalRequest, ToolExecutor, ToolRegistry, default_registry
@@ -51,6 +51,7 @@ __all__ = ["Conversation"]
 STOPPED_NOTICE = "Stopped by you; the reply so far was kept."
 EMPTY_REPLY_NOTICE = "The model sent an empty reply. Try rephrasing, or /retry."
 NOTHING_TO_RETRY = "There is no message to retry yet."
+NOT_RUN = "Not run: stopped by the user."
 Approver = Callable[[ApprovalRequest], bool]
 Steps = Generator[Event, None, None]
 
@@ -72,10 +73,8 @@ class Conversation:
         self.store = store
         self.approver = approver
         self.session = Session(store, settings)
-        self._client = client
-        self._connection: Connection | None = None
-        self._engine: CompactionEngine | None = None
         self.tools = (tools if tools is not None else default_registry()).copy()
+        self.budget = Budget(settings, self.tools.schemas, client)
         self.tools.register(archived_output_tool(self.session))
         self._lock = threading.Lock()  # one turn at a time
         if session_id is not None:
@@ -116,54 +115,28 @@ class Conversation:
     def set_model(self, model: str) -> None:
         """Switch the chat model; the server's last usage figure no longer applies."""
         self.settings = self.session.settings = self.settings.replace(model=model)
-        self._engine = None
+        self.budget.use_settings(self.settings)
         self.history.forget_usage()
 
-    # Server and budget
+    # Server and budget (see `Budget`)
 
     def connect(
         self, *, start: bool | None = None, progress: Callable[[str], None] | None = None
     ) -> Connection:
         """Connect now (starting the embedded model when `start`); later calls reuse it."""
-        if self._connection is None:
-            self._connection = connect(
-                self.settings, client=self._client, start=start, progress=progress
-            )
-        return self._connection
+        return self.budget.connect(start=start, progress=progress)
 
     @property
     def engine(self) -> CompactionEngine:
-        if self._engine is None:
-            budget = self.settings.replace(context_token_threshold=self.threshold)
-            self._engine = CompactionEngine.from_settings(
-                budget,
-                client=self.connect().client,
-                system_prompt=self.settings.system_prompt,
-                tool_schemas=self.tools.schemas(),
-            )
-        return self._engine
+        return self.budget.engine
 
     @property
     def threshold(self) -> int:
-        """The token budget: the setting, else the server's window minus the reply."""
-        if self.settings.context_token_threshold is not None:
-            return self.settings.context_token_threshold
-        return self.connect().threshold
-
-    def threshold_if_known(self) -> int:
-        """The budget without contacting a server (the default until connected)."""
-        if self._connection is not None:
-            return self._connection.threshold
-        return self.settings.threshold_for(None)
+        return self.budget.threshold
 
     def context_tokens(self) -> int:
         """Tokens the next request takes: reported usage + rows since, else the estimate."""
-        reported = self.history.reported_tokens
-        if reported is not None:
-            return reported
-        fixed = estimate_tokens(("system", self.settings.system_prompt, "", "", ""))
-        schemas = max(1, len(json.dumps(self.tools.schemas())) // 3)
-        return self.history.total_tokens + fixed + schemas
+        return self.budget.context_tokens(self.history)
 
     # Turns
 
@@ -249,7 +222,7 @@ class Conversation:
                 unsent_text=text,
             )
             return
-        self._check_fits(text)
+        self.budget.check_fits(text)
         yield from self._save(Row("user", text))
         yield from self._rounds(stop, tool_choice)
 
@@ -284,17 +257,6 @@ class Conversation:
         )
         yield Done()
 
-    def _check_fits(self, text: str) -> None:
-        tokens = estimate_tokens(("user", text, "", "", ""))
-        if tokens > self.threshold:
-            raise ContextOverflowError(
-                f"Your message is about {tokens:,} tokens, more than the whole budget "
-                f"({self.threshold:,}). Shorten it, or save it to a file in the workspace and "
-                "ask the model to read the parts it needs.",
-                prompt_tokens=tokens,
-                context_size=self.threshold,
-            )
-
     def _request(self, state: Round, stop: threading.Event) -> Generator[Event, None, Reply]:
         """One streamed request; after an overflow, one forced compaction and one retry."""
         while True:
@@ -324,7 +286,7 @@ class Conversation:
         messages = build_messages(self.history.rows, self.settings.system_prompt)
         try:
             for event in stream_chat(
-                self.connect().client,
+                self.budget.connect().client,
                 messages,
                 model=self.settings.model,
                 tools=self.tools.schemas(),
@@ -379,24 +341,13 @@ class Conversation:
     ) -> Generator[Event, None, bool]:
         """Run each call and store its result; returns True when the turn has ended."""
         # Without an approver the executor's own "ask with no approver means deny" applies.
-        executor = ToolExecutor(
-            self.tools,
-            workspace=self.settings.workspace,
-            policy=self.settings.tool_policy,
-            approver=self._approve if self.approver else None,
-            timeout=self.settings.tool_timeout,
-            output_limit=self.settings.tool_output_limit,
-            env_allow=self.settings.tool_env_allow,
-        )
+        approver = self._approve if self.approver else None
+        executor = ToolExecutor.from_settings(self.settings, self.tools, approver=approver)
         gave_up = False
         for index, call in enumerate(calls):
             if stop.is_set():  # every call still needs a result row
-                yield from self._save(
-                    *[
-                        Row("tool", "Not run: stopped by the user.", c.id, c.name)
-                        for c in calls[index:]
-                    ]
-                )
+                skipped = [Row("tool", NOT_RUN, c.id, c.name) for c in calls[index:]]
+                yield from self._save(*skipped)
                 yield Done(stopped=True)
                 return True
             yield ToolStarted(call)

@@ -266,7 +266,7 @@ class ChatUI(widgets.VBox):
 
     def _update_meter(self) -> None:
         conversation = self.conversation
-        threshold = conversation.threshold_if_known()
+        threshold = conversation.budget.threshold_if_known()
         trigger = int(threshold * conversation.settings.trigger_factor)
         tokens = conversation.context_tokens()
         self._meter.show(
