@@ -381,7 +381,7 @@ class Conversation:
         self, reason: str, stop: threading.Event, *, focus: str | None = None, force: bool = False
     ) -> Steps:
         yield CompactionStarted(reason)
-        result = self.engine.compact(self.history.rows, force=force, focus=focus, cancel=stop)
+        result = self.engine.compact(self.history, force=force, focus=focus, cancel=stop)
         if result.changed:
             self.session.apply(result)
         yield CompactionFinished(result)

@@ -487,3 +487,16 @@ def test_an_unknown_required_tool_is_refused_before_sending(
     assert isinstance(events[-1], Failed) and events[-1].unsent_text == "go"
     assert events[-1].message.startswith("No tool named 'teleport' to require.")
     assert server.chat_requests() == []
+
+
+def test_the_servers_reported_prompt_size_triggers_compaction(chat: Conversation,
+                                                             server: FakeServer) -> None:
+    for i in range(5):
+        server.enqueue(Reply(text=f"answer {i} " + "x" * 300))
+        run(chat, f"question {i} " + "y" * 300)
+    assert not chat.engine.should_compact(chat.history)  # the estimate alone is far below
+    server.enqueue(Reply(text="short", usage=(45_000, 2)), Reply(text=SUMMARY))
+    events = run(chat, "and now?")
+    results = [e.result for e in events if isinstance(e, CompactionFinished)]
+    assert len(results) == 1 and results[0].changed
+    assert chat.history.rows[0].role == "compacted"
