@@ -156,11 +156,8 @@ def test_a_server_error_shows_a_bubble_and_the_input_is_usable_again(
     assert ui.conversation.history.rows[-1] == assistant("back")
 
 
-def test_a_tool_approval_round(ui: ChatUI, server: FakeServer) -> None:
-    server.enqueue(
-        Reply(tool_calls=[("c1", "run_shell", json.dumps({"command": "echo hi"}))]),
-        Reply(text="it said hi"),
-    )
+def watch_for_approval_card(ui: ChatUI) -> threading.Event:
+    """An event set when the worker shows an approval card."""
     card_shown = threading.Event()
     original = ui.messages.add
 
@@ -171,6 +168,15 @@ def test_a_tool_approval_round(ui: ChatUI, server: FakeServer) -> None:
         return result
 
     ui.messages.add = add  # type: ignore[method-assign]
+    return card_shown
+
+
+def test_a_tool_approval_round(ui: ChatUI, server: FakeServer) -> None:
+    server.enqueue(
+        Reply(tool_calls=[("c1", "run_shell", json.dumps({"command": "echo hi"}))]),
+        Reply(text="it said hi"),
+    )
+    card_shown = watch_for_approval_card(ui)
     ui.send("run echo")
     assert card_shown.wait(20)
     card = next(w for w in ui.messages.box.children if "nbchat-approval" in w._dom_classes)
@@ -183,16 +189,7 @@ def test_a_tool_approval_round(ui: ChatUI, server: FakeServer) -> None:
 
 def test_stop_while_waiting_for_approval_denies(ui: ChatUI, server: FakeServer) -> None:
     server.enqueue(Reply(tool_calls=[("c1", "run_shell", json.dumps({"command": "echo no"}))]))
-    card_shown = threading.Event()
-    original = ui.messages.add
-
-    def add(widget: widgets.Widget) -> widgets.Widget:
-        result = original(widget)
-        if "nbchat-approval" in widget._dom_classes:
-            card_shown.set()
-        return result
-
-    ui.messages.add = add  # type: ignore[method-assign]
+    card_shown = watch_for_approval_card(ui)
     ui.send("run it")
     assert card_shown.wait(20)
     ui.stop()
