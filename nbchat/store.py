@@ -1,10 +1,8 @@
 """`Store`: every session, row, compaction and request record, in one SQLite file.
 
-The storage model is drawn in `nbchat.migrations`. Here: one connection per thread (SQLite
-connections must not cross threads), WAL with `synchronous=NORMAL`, a busy timeout, and every
-write in one `BEGIN IMMEDIATE` transaction, so concurrent writers (threads or kernels) queue
-instead of failing and a failure half-way leaves nothing behind. sqlite3 errors stop here and
-become `StoreError`s that say what to do.
+The storage model is drawn in `nbchat.migrations`; connections, migrations, transactions and
+sqlite3 error translation live in `nbchat.connections`; the writer lease in `nbchat.lease`. Every
+write here is one transaction, so a failure half-way leaves nothing behind.
 
 Compaction never deletes: `replace_with_compacted` and `replace_rows` archive the replaced rows
 and link them to a compaction record. The active history (what the model sees) and the full
@@ -17,24 +15,27 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
-import socket
-import sqlite3
-import threading
-import time
 import uuid
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import asdict, dataclass
-from datetime import datetime, timezone
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 from sqlite_utils import Database
 
+from nbchat import lease
+from nbchat.connections import Connections
 from nbchat.errors import StoreError
 from nbchat.export import to_markdown
-from nbchat.history import ROLES, Row, estimate_tokens, parse_tool_calls, to_row
-from nbchat.migrations import KNOWN, MIGRATIONS
+from nbchat.history import Row, estimate_tokens, to_row
+from nbchat.records import (
+    CompactionRecord,
+    SessionInfo,
+    StoredRow,
+    now,
+    stored_to_dict,
+    to_stored_row,
+)
 
 __all__ = ["CompactionRecord", "SessionInfo", "Store", "StoredRow"]
 
@@ -44,60 +45,14 @@ ROW_COLUMNS = (
 )
 
 
-@dataclass(frozen=True)
-class SessionInfo:
-    """A session as listed: title, model, times and row counts."""
-
-    id: str
-    title: str
-    model: str
-    created: str
-    updated: str
-    active_rows: int
-    total_rows: int
-
-
-@dataclass(frozen=True)
-class StoredRow:
-    """A row as stored, with its place in the transcript and its archive link."""
-
-    id: int
-    position: int
-    row: Row
-    created: str
-    archived: bool
-    compaction_id: int | None
-
-
-@dataclass(frozen=True)
-class CompactionRecord:
-    """What a compaction did, recorded beside the rows it archived."""
-
-    kind: str
-    summary: str = ""
-    tokens_before: int = 0
-    tokens_after: int = 0
-    model: str = ""
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    duration: float = 0.0
-
-
-def now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="microseconds")
-
-
 class Store:
     """The SQLite store at `path`; created and migrated on first use by any thread."""
 
     def __init__(self, path: str | Path, *, busy_timeout: float = 10.0) -> None:
         self.path = Path(path)
         self.busy_timeout = busy_timeout
-        self._local = threading.local()
-        self._connections: list[tuple[threading.Thread, sqlite3.Connection]] = []
-        self._lock = threading.Lock()
-        self._migrated = False
-        self._owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self.connections = Connections(self.path, busy_timeout=busy_timeout)
+        self._owner = lease.new_owner()
 
     def __repr__(self) -> str:
         return f"Store({str(self.path)!r})"
@@ -105,115 +60,18 @@ class Store:
     @property
     def db(self) -> Database:
         """This thread's sqlite-utils `Database` (opened and migrated on first use)."""
-        db: Database | None = getattr(self._local, "db", None)
-        if db is None:
-            db = self._connect()
-            self._local.db = db
-        return db
+        return self.connections.db
 
     def close(self) -> None:
         """Close every thread's connection; the store reopens on next use."""
-        with self._lock:
-            for _, conn in self._connections:
-                conn.close()
-            self._connections.clear()
-            self._local = threading.local()
+        self.connections.close()
 
-    def _adopt(self, conn: sqlite3.Connection) -> None:
-        """Track this thread's connection; close those of threads that have ended."""
-        with self._lock:
-            alive = []
-            for thread, other in self._connections:
-                if thread.is_alive():
-                    alive.append((thread, other))
-                else:
-                    other.close()
-            alive.append((threading.current_thread(), conn))
-            self._connections = alive
+    def transaction(self, action: str) -> contextlib.AbstractContextManager[Database]:
+        """One `BEGIN IMMEDIATE` transaction; nested uses join the outer one."""
+        return self.connections.transaction(action)
 
-    def _connect(self) -> Database:
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            # Each connection is used by its own thread only; check_same_thread=False lets
-            # close() and the dead-thread sweep close it from another thread.
-            conn = sqlite3.connect(self.path, timeout=self.busy_timeout, check_same_thread=False)
-        except (OSError, sqlite3.Error) as exc:
-            raise StoreError(
-                f"Cannot open the session database {self.path}: {exc}. "
-                "Check that the directory is writable or set NBCHAT_HOME."
-            ) from exc
-        conn.text_factory = lambda data: data.decode("utf-8", "replace")
-        self._adopt(conn)
-        db = Database(conn, execute_plugins=False)
-        with self._errors("open"):
-            conn.execute("PRAGMA synchronous=NORMAL")
-            conn.execute("PRAGMA foreign_keys=ON")
-            if not self._migrated:
-                self._migrate(db)
-        return db
-
-    def _migrate(self, db: Database) -> None:
-        with self._lock:  # threads of this process; other processes wait on the write lock
-            applied = {m.name for m in MIGRATIONS.applied(db)}
-            newer = sorted(applied - KNOWN)
-            if newer:
-                raise StoreError(
-                    f"{self.path} was written by a newer version of nbchat (schema "
-                    f"{', '.join(newer)}). Upgrade nbchat, or point NBCHAT_HOME elsewhere; "
-                    "the file was not changed."
-                )
-            if applied != KNOWN:
-                self._apply_migrations(db)
-            self._migrated = True
-
-    def _apply_migrations(self, db: Database) -> None:
-        lock_path = self.path.with_name(self.path.name + ".migrate-lock")
-        with open(lock_path, "a+b") as lock_file:
-            _lock_file(lock_file)
-            MIGRATIONS.apply(db)
-
-    @contextlib.contextmanager
-    def _errors(self, action: str) -> Iterator[None]:
-        """Translate sqlite3 errors into `StoreError`s that say what to do."""
-        try:
-            yield
-        except sqlite3.Error as exc:
-            raise self._translate(exc, action) from exc
-
-    def _translate(self, exc: sqlite3.Error, action: str) -> StoreError:
-        text = str(exc)
-        if "locked" in text or "busy" in text:
-            return StoreError(
-                f"Could not {action}: the session database {self.path} stayed locked by another "
-                f"process for more than {self.busy_timeout:g}s. Close other kernels or programs "
-                "using it and try again; nothing was written."
-            )
-        if "full" in text:
-            return StoreError(
-                f"Could not {action}: the disk holding {self.path} is full. Free some space and "
-                "try again; nothing was written."
-            )
-        return StoreError(f"Could not {action} in {self.path}: {text}.")
-
-    @contextlib.contextmanager
-    def transaction(self, action: str) -> Iterator[Database]:
-        """One `BEGIN IMMEDIATE` transaction: all of it is written, or none of it.
-
-        Nested uses join the outer transaction, so several store calls can be made atomic
-        together (`with store.transaction("..."): store.replace_rows(...); ...`).
-        """
-        db = self.db
-        if db.conn.in_transaction:
-            yield db
-            return
-        with self._errors(action):
-            db.conn.execute("BEGIN IMMEDIATE")
-            try:
-                yield db
-            except BaseException:
-                db.conn.rollback()
-                raise
-            db.conn.commit()
+    def _errors(self, action: str) -> contextlib.AbstractContextManager[None]:
+        return self.connections.errors(action)
 
     # Sessions
 
@@ -289,17 +147,10 @@ class Store:
         with self.transaction("save the message") as db:
             self._require_session(db, session_id)
             position = self._next_position(db, session_id)
-            stamp = now()
-            ids = []
-            for offset, row in enumerate(checked):
-                cursor = db.execute(
-                    "INSERT INTO rows (session_id, position, role, content, tool_id, tool_name, "
-                    "tool_args, tokens, created, archived) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 0)",
-                    [session_id, position + offset, *row, estimate_tokens(row), stamp],
-                )
-                ids.append(int(cursor.lastrowid or 0))
-            self._touch(db, session_id, stamp)
-        return ids
+            return [
+                self._insert_at(db, session_id, row, position + offset)
+                for offset, row in enumerate(checked)
+            ]
 
     def load_active(
         self, session_id: str, *, problems: list[StoreError] | None = None
@@ -342,7 +193,7 @@ class Store:
         loaded = []
         for record in records:
             try:
-                loaded.append(_to_stored_row(record))
+                loaded.append(to_stored_row(record))
             except ValueError as exc:
                 error = StoreError(
                     f"Session {session_id}: row {record[0]} (position {record[1]}) is corrupt: "
@@ -362,7 +213,7 @@ class Store:
                 "AND role = 'tool' ORDER BY archived DESC, id DESC LIMIT 1",
                 [session_id, tool_id],
             ).fetchone()
-        return _to_stored_row(record) if record else None
+        return to_stored_row(record) if record else None
 
     # Compaction
 
@@ -453,25 +304,15 @@ class Store:
     def _record_compaction(
         self, db: Database, session_id: str, record: CompactionRecord, rows_replaced: int
     ) -> int:
-        cursor = db.execute(
-            "INSERT INTO compactions (session_id, kind, summary, rows_replaced, tokens_before, "
-            "tokens_after, model, prompt_tokens, completion_tokens, duration, created) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            [
-                session_id,
-                record.kind,
-                record.summary,
-                rows_replaced,
-                record.tokens_before,
-                record.tokens_after,
-                record.model,
-                record.prompt_tokens,
-                record.completion_tokens,
-                record.duration,
-                now(),
-            ],
+        table = db.table("compactions").insert(
+            {
+                **asdict(record),
+                "session_id": session_id,
+                "rows_replaced": rows_replaced,
+                "created": now(),
+            }
         )
-        return int(cursor.lastrowid or 0)
+        return _last_id(table.last_pk)
 
     def _archive(self, db: Database, row_ids: list[int], compaction_id: int) -> None:
         db.conn.executemany(
@@ -479,15 +320,21 @@ class Store:
             [(compaction_id, row_id) for row_id in row_ids],
         )
 
-    def _insert_at(self, db: Database, session_id: str, row: Row, position: int) -> None:
-        # Same position as the last row replaced, higher id: it sorts right after it.
+    def _insert_at(self, db: Database, session_id: str, row: Row, position: int) -> int:
+        # Appended rows take the next position; a row standing in for replaced ones takes the
+        # position of the last of them and, with its higher id, sorts right after it.
         stamp = now()
-        db.execute(
-            "INSERT INTO rows (session_id, position, role, content, tool_id, tool_name, "
-            "tool_args, tokens, created, archived) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 0)",
-            [session_id, position, *row, estimate_tokens(row), stamp],
-        )
+        record = {
+            "session_id": session_id,
+            "position": position,
+            **row._asdict(),
+            "tokens": estimate_tokens(row),
+            "created": stamp,
+            "archived": 0,
+        }
+        row_id = _last_id(db.table("rows").insert(record).last_pk)
         self._touch(db, session_id, stamp)
+        return row_id
 
     # Requests (usage)
 
@@ -503,21 +350,18 @@ class Store:
         active_rows: int = 0,
     ) -> None:
         """One request's reported usage (None where the server did not say)."""
+        record = {
+            "session_id": session_id,
+            "kind": kind,
+            "model": model,
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": completion_tokens,
+            "duration": duration,
+            "active_rows": active_rows,
+            "created": now(),
+        }
         with self.transaction("record usage") as db:
-            db.execute(
-                "INSERT INTO requests (session_id, kind, model, prompt_tokens, "
-                "completion_tokens, duration, active_rows, created) VALUES (?,?,?,?,?,?,?,?)",
-                [
-                    session_id,
-                    kind,
-                    model,
-                    prompt_tokens,
-                    completion_tokens,
-                    duration,
-                    active_rows,
-                    now(),
-                ],
-            )
+            db.table("requests").insert(record)
 
     def list_requests(self, session_id: str) -> list[dict[str, Any]]:
         with self._errors("list requests"):
@@ -525,38 +369,21 @@ class Store:
                 self.db.table("requests").rows_where("session_id = ?", [session_id], order_by="id")
             )
 
-    # Writer lease: one kernel writes a session, others read it.
+    # Writer lease: one kernel writes a session, others read it (see `nbchat.lease`).
 
     def acquire_lease(
         self, session_id: str, *, owner: str | None = None, seconds: float = LEASE_SECONDS
     ) -> bool:
         """Take or renew the writer lease; False when another live process holds it."""
-        owner = owner or self._owner
-        host, pid = socket.gethostname(), os.getpid()
         with self.transaction("take the session lease") as db:
-            found = db.execute(
-                "SELECT lease_owner, lease_pid, lease_host, lease_until FROM sessions WHERE id = ?",
-                [session_id],
-            ).fetchone()
-            if found is None:
-                raise StoreError(f"No session {session_id!r} in {self.path}.")
-            holder, holder_pid, holder_host, until = found
-            if holder and holder != owner and _lease_is_live(holder_pid, holder_host, until):
-                return False
-            db.execute(
-                "UPDATE sessions SET lease_owner = ?, lease_pid = ?, lease_host = ?, "
-                "lease_until = ? WHERE id = ?",
-                [owner, pid, host, time.time() + seconds, session_id],
-            )
-        return True
+            taken = lease.take(db, session_id, owner=owner or self._owner, seconds=seconds)
+        if taken is None:
+            raise StoreError(f"No session {session_id!r} in {self.path}.")
+        return taken
 
     def release_lease(self, session_id: str, *, owner: str | None = None) -> None:
         with self.transaction("release the session lease") as db:
-            db.execute(
-                "UPDATE sessions SET lease_owner = NULL, lease_pid = NULL, "
-                "lease_host = NULL, lease_until = NULL WHERE id = ? AND lease_owner = ?",
-                [session_id, owner or self._owner],
-            )
+            lease.give_back(db, session_id, owner=owner or self._owner)
 
     # Export
 
@@ -565,7 +392,7 @@ class Store:
         info = self.get_session(session_id)
         document = {
             "session": asdict(info),
-            "rows": [_stored_to_dict(stored) for stored in self.load_full(session_id, problems=[])],
+            "rows": [stored_to_dict(stored) for stored in self.load_full(session_id, problems=[])],
             "compactions": self.list_compactions(session_id),
             "requests": self.list_requests(session_id),
         }
@@ -574,7 +401,7 @@ class Store:
     def export_markdown(self, session_id: str) -> str:
         """The full transcript as Markdown, archived rows marked."""
         info = self.get_session(session_id)
-        rows = [_stored_to_dict(s) for s in self.load_full(session_id, problems=[])]
+        rows = [stored_to_dict(s) for s in self.load_full(session_id, problems=[])]
         return to_markdown(asdict(info), rows)
 
     # Helpers
@@ -593,49 +420,7 @@ class Store:
         db.execute("UPDATE sessions SET updated = ? WHERE id = ?", [stamp, session_id])
 
 
-def _to_stored_row(record: Sequence[Any]) -> StoredRow:
-    row_id, position, role, content, tool_id, tool_name, tool_args, created, archived, cid = record
-    fields = (role, content, tool_id, tool_name, tool_args)
-    if not all(isinstance(value, str) or value is None for value in fields):
-        raise ValueError("a text field holds a non-text value")
-    if role not in ROLES:
-        raise ValueError(f"unknown role {role!r}")
-    row = to_row(fields)
-    if role == "assistant_full":
-        parse_tool_calls(row.tool_args)
-    if role == "tool" and not row.tool_id:
-        raise ValueError("a tool result without the id of its call")
-    return StoredRow(int(row_id), int(position), row, created, bool(archived), cid)
-
-
-def _stored_to_dict(stored: StoredRow) -> dict[str, Any]:
-    return {
-        "id": stored.id,
-        "position": stored.position,
-        **stored.row._asdict(),
-        "created": stored.created,
-        "archived": stored.archived,
-        "compaction_id": stored.compaction_id,
-    }
-
-
-def _lease_is_live(pid: int | None, host: str | None, until: float | None) -> bool:
-    if until is not None and until < time.time():
-        return False
-    if host == socket.gethostname() and pid:
-        try:
-            os.kill(int(pid), 0)
-        except ProcessLookupError:
-            return False
-        except PermissionError:
-            return True
-    return True
-
-
-def _lock_file(lock_file: Any) -> None:
-    """Hold an exclusive lock on `lock_file` until it is closed (POSIX; no-op elsewhere)."""
-    try:
-        import fcntl
-    except ImportError:  # pragma: no cover - Windows: migrations race only on first creation
-        return
-    fcntl.flock(lock_file.fileno(), fcntl.LOCK_EX)
+def _last_id(pk: object) -> int:
+    """The id SQLite gave the row just inserted (always set for an INTEGER PRIMARY KEY)."""
+    assert isinstance(pk, int)
+    return pk
