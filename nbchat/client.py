@@ -29,7 +29,12 @@ from nbchat.config import Settings
 from nbchat.errors import ServerError, ServerUnavailableError
 from nbchat.servererrors import midstream_error, partial_note, public_url, translate_error
 from nbchat.stopping import StopSignal
-from nbchat.tools.fallback import call_from_text, looks_like_call_start, schemas_by_name
+from nbchat.tools.fallback import (
+    call_from_text,
+    forced_call_format,
+    looks_like_call_start,
+    schemas_by_name,
+)
 
 __all__ = [
     "Finish",
@@ -158,6 +163,8 @@ def stream_chat(
     """Stream one chat completion as events; the last one is always a `Finish`.
 
     `tool_choice` is "auto", "required", "none" or the name of one tool the model must call.
+    With the JSON fallback on, a forced call is asked for as JSON content (`forced_call_format`)
+    instead, because llama.cpp's server ignores a named `tool_choice`.
 
     Deltas are yielded as they arrive; then `ToolCallsReady` (if any), `Usage` (if the server
     reported it) and `Finish`. Stop ends the reply with `Finish("stopped")`, never an exception.
@@ -168,6 +175,9 @@ def stream_chat(
     if stop is not None and stop.is_set():
         yield Finish("stopped")
         return
+    forced = None
+    if json_tool_fallback and response_format is None:
+        forced = forced_call_format(tools, tool_choice)
     try:
         stream = client.chat.completions.create(
             model=model,
@@ -175,10 +185,12 @@ def stream_chat(
             stream=True,
             stream_options={"include_usage": True},
             tools=cast(Any, list(tools)) if tools else openai.omit,
-            tool_choice=cast(Any, _tool_choice(tool_choice)) if tools else openai.omit,
+            tool_choice=cast(Any, _tool_choice(tool_choice))
+            if tools and not forced
+            else openai.omit,
             max_tokens=_given(max_tokens),
             temperature=_given(temperature),
-            response_format=cast(Any, _given(response_format)),
+            response_format=cast(Any, _given(forced or response_format)),
             extra_body=extra_body,
         )
     except openai.OpenAIError as exc:

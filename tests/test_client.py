@@ -596,6 +596,68 @@ def test_without_the_fallback_a_json_reply_is_just_text(
     assert events == [TextDelta(FALLBACK_CALL), Usage(1, 1), Finish("stop")]
 
 
+FORCED_READ_FILE = {
+    "type": "object",
+    "properties": {
+        "name": {"const": "read_file"},
+        "arguments": READ_FILE_TOOL["function"]["parameters"],  # type: ignore[index]
+    },
+    "required": ["name", "arguments"],
+    "additionalProperties": False,
+}
+
+
+def test_a_forced_tool_is_asked_for_as_json_content_when_the_fallback_is_on(
+    fake: FakeServer, client: openai.OpenAI
+) -> None:
+    fake.enqueue(Reply(text=FALLBACK_CALL, chunk_size=5, usage=(1, 1)))
+    events = collect(
+        client, tools=[READ_FILE_TOOL], json_tool_fallback=True, tool_choice="read_file"
+    )
+    (body,) = fake.chat_requests()
+    assert "tool_choice" not in body
+    assert body["response_format"] == {
+        "type": "json_schema",
+        "json_schema": {"name": "tool_call", "schema": FORCED_READ_FILE},
+    }
+    ready = events[0]
+    assert isinstance(ready, ToolCallsReady)
+    assert [call.name for call in ready.calls] == ["read_file"]
+
+
+def test_required_with_the_fallback_on_allows_a_call_of_any_offered_tool(
+    fake: FakeServer, client: openai.OpenAI
+) -> None:
+    other = {"type": "function", "function": {"name": "now", "parameters": {"type": "object"}}}
+    fake.enqueue(Reply(text=FALLBACK_CALL, usage=(1, 1)))
+    collect(client, tools=[READ_FILE_TOOL, other], json_tool_fallback=True, tool_choice="required")
+    (body,) = fake.chat_requests()
+    calls = body["response_format"]["json_schema"]["schema"]["anyOf"]
+    assert [call["properties"]["name"] for call in calls] == [
+        {"const": "read_file"},
+        {"const": "now"},
+    ]
+    assert "tool_choice" not in body
+
+
+@pytest.mark.parametrize(
+    ("choice", "fallback", "sent"),
+    [
+        ("read_file", False, {"type": "function", "function": {"name": "read_file"}}),
+        ("auto", True, "auto"),
+        ("none", True, "none"),
+    ],
+)
+def test_tool_choice_is_sent_as_is_when_nothing_is_forced_through_the_fallback(
+    fake: FakeServer, client: openai.OpenAI, choice: str, fallback: bool, sent: object
+) -> None:
+    fake.enqueue(Reply(text="ok", usage=(1, 1)))
+    collect(client, tools=[READ_FILE_TOOL], json_tool_fallback=fallback, tool_choice=choice)
+    (body,) = fake.chat_requests()
+    assert body["tool_choice"] == sent
+    assert "response_format" not in body
+
+
 def test_held_back_text_is_delivered_before_a_broken_stream_raises(
     fake: FakeServer, client: openai.OpenAI
 ) -> None:

@@ -24,8 +24,10 @@ import openai
 import pytest
 
 from nbchat import localmodel
+from nbchat.client import ToolCallsReady, stream_chat
 from nbchat.errors import ConfigError, ServerUnavailableError
 from nbchat.local import LocalServer, ensure_server, find_running, model_path, start_server
+from nbchat.tools import default_registry
 
 REPO = Path(__file__).resolve().parent.parent
 SMOLLM_CTX = 512
@@ -251,6 +253,32 @@ def test_smollm_serves_models_and_a_streamed_chat_with_usage(shared_smollm: Loca
     assert text.strip() != ""
     assert usage is not None and usage.prompt_tokens > 0
     assert 0 < usage.completion_tokens <= 8
+
+
+@pytest.mark.slow
+@pytest.mark.model
+@pytest.mark.timeout(60)
+def test_a_forced_tool_call_comes_back_from_the_embedded_model_as_that_call(
+    shared_smollm: LocalServer,
+) -> None:
+    # llama.cpp ignores a tool_choice naming a function; the client forces it as JSON content.
+    read_file = default_registry().get("read_file")
+    assert read_file is not None
+    events = list(
+        stream_chat(
+            client_for(shared_smollm),
+            [{"role": "user", "content": "Show me notes.txt"}],
+            model="smollm",
+            tools=[read_file.to_schema()],
+            max_tokens=128,
+            json_tool_fallback=True,
+            tool_choice="read_file",
+        )
+    )
+    ready = [event for event in events if isinstance(event, ToolCallsReady)]
+    assert len(ready) == 1 and ready[0].from_content
+    assert [call.name for call in ready[0].calls] == ["read_file"]
+    assert isinstance(ready[0].calls[0].parsed_arguments()["path"], str)
 
 
 @pytest.mark.slow

@@ -3,7 +3,11 @@
 Owns the rule: the whole reply (stripped; optionally inside a ```json fence or `<tool_call>`
 tags) is exactly `{"name": <an offered tool>, "arguments": {...}}` (or `"parameters"`), and the
 arguments validate against that tool's schema. Anything else is ordinary text. Also owns
-`looks_like_call_start`, which tells the client when to hold streamed text back.
+`looks_like_call_start`, which tells the client when to hold streamed text back, and
+`forced_call_format`, the `response_format` that makes a model write such a call: llama.cpp's
+server ignores a `tool_choice` that names a function (it accepts only strings), and with
+"required" it lets small models pad a call with whitespace up to `max_tokens`, but it does apply a
+JSON schema to the content, so a forced call is asked for that way and read back by this fallback.
 
 Must not: assemble streams or call tools; it only reads text.
 """
@@ -17,7 +21,13 @@ from typing import Any
 
 from nbchat.tools.schema import validate
 
-__all__ = ["CALL_OPENINGS", "call_from_text", "looks_like_call_start", "schemas_by_name"]
+__all__ = [
+    "CALL_OPENINGS",
+    "call_from_text",
+    "forced_call_format",
+    "looks_like_call_start",
+    "schemas_by_name",
+]
 
 CALL_OPENINGS = ("{", "```", "<tool_call>")
 FENCED = re.compile(r"^```(?:json)?\s*(.*?)\s*```$", re.DOTALL)
@@ -32,6 +42,31 @@ def schemas_by_name(tools: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, A
         for tool in tools
         if tool.get("type", "function") == "function" and "function" in tool
     }
+
+
+def forced_call_format(
+    tools: Sequence[Mapping[str, Any]], choice: str | None
+) -> dict[str, Any] | None:
+    """A JSON-schema `response_format` whose only valid content is a call of the tool named by
+    `choice` (or, for "required", of any offered tool); None when `choice` forces nothing."""
+    schemas = schemas_by_name(tools)
+    if choice == "required":
+        names = list(schemas)
+    elif choice in schemas:
+        names = [choice]
+    else:
+        return None  # None, "auto", "none", or a name nobody offered: nothing to force
+    calls = [
+        {
+            "type": "object",
+            "properties": {"name": {"const": name}, "arguments": schemas[name]},
+            "required": ["name", "arguments"],
+            "additionalProperties": False,
+        }
+        for name in names
+    ]
+    schema = calls[0] if len(calls) == 1 else {"anyOf": calls}
+    return {"type": "json_schema", "json_schema": {"name": "tool_call", "schema": schema}}
 
 
 def looks_like_call_start(head: str) -> bool | None:
