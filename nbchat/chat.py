@@ -387,8 +387,7 @@ class Conversation:
         yield CompactionFinished(result)
 
     def _save(self, *rows: Row) -> Steps:
-        self.session.save(rows)
-        for row in rows:
+        for row in self.session.save(rows):
             yield RowSaved(row)
 
     def _notice(self, text: str) -> Steps:

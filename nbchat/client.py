@@ -27,6 +27,7 @@ from openai.types.chat import ChatCompletionChunk
 
 from nbchat.config import Settings
 from nbchat.errors import ServerError, ServerUnavailableError
+from nbchat.history import to_valid_text
 from nbchat.servererrors import midstream_error, partial_note, public_url, translate_error
 from nbchat.stopping import StopSignal
 from nbchat.tools.fallback import (
@@ -303,6 +304,7 @@ class _Reader:
         self.received = False
         self.held: list[str] = []
         self.holding: bool | None = None if self.schemas else False
+        self.halves = {"reasoning": "", "text": ""}  # a high surrogate awaiting its low half
 
     def feed(self, chunk: ChatCompletionChunk) -> Iterator[StreamEvent]:
         if chunk.usage is not None:
@@ -315,15 +317,25 @@ class _Reader:
             )
             if isinstance(reasoning, str) and reasoning:
                 self.received = True
-                yield ReasoningDelta(reasoning)
+                if reasoning := self._valid("reasoning", reasoning):
+                    yield ReasoningDelta(reasoning)
             if delta.content:
                 self.received = True
-                yield from self._text(delta.content)
+                if content := self._valid("text", delta.content):
+                    yield from self._text(content)
             for fragment in delta.tool_calls or ():
                 self.received = True
                 self._add_fragment(fragment)
             if choice.finish_reason is not None:
                 self.finish_reason = choice.finish_reason
+
+    def _valid(self, kind: str, piece: str) -> str:
+        """`piece` as valid Unicode. A server that JSON-escapes text can split a character into
+        UTF-16 halves across deltas: a trailing high half waits to be joined with the next one."""
+        piece, self.halves[kind] = self.halves[kind] + piece, ""
+        if "\ud800" <= piece[-1] <= "\udbff":
+            self.halves[kind], piece = piece[-1], piece[:-1]
+        return to_valid_text(piece)
 
     def _text(self, piece: str) -> Iterator[StreamEvent]:
         if self.holding is False:
@@ -367,6 +379,10 @@ class _Reader:
             self.held = []
             arguments = json.dumps(found[1], ensure_ascii=False)
             yield ToolCallsReady((ToolCall(new_call_id(), found[0], arguments),), from_content=True)
+        if self.halves["reasoning"]:  # a half never joined: shown as U+FFFD, like any lone half
+            yield ReasoningDelta(to_valid_text(self.halves["reasoning"]))
+        if self.halves["text"]:
+            yield from self._text(to_valid_text(self.halves["text"]))
         yield from self.flush_text()
         if calls:
             yield ToolCallsReady(calls)

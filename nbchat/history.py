@@ -2,6 +2,8 @@
 
 A row is `(role, content, tool_id, tool_name, tool_args)`: a `NamedTuple`, so a plain 5-tuple
 such as `("user", "hi", "", "", "")` compares equal to it and works wherever a row is expected.
+`to_row` checks one and makes its text valid Unicode (see `to_valid_text`), so every row that
+is stored or sent can be encoded.
 
 Roles and what the model sees (`build_messages`):
 - `user`, `assistant`: plain turns, sent as they are.
@@ -24,6 +26,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple, TypeAlias
@@ -40,6 +43,7 @@ __all__ = [
     "parse_tool_calls",
     "repair_rows",
     "to_row",
+    "to_valid_text",
 ]
 
 log = logging.getLogger(__name__)
@@ -48,6 +52,7 @@ ROLES = ("user", "assistant", "analysis", "assistant_full", "tool", "system", "c
 # Roles that never reach the model as a conversation message.
 UNSENT_ROLES = frozenset({"analysis", "system", "compacted"})
 SUMMARY_HEADING = "Summary of the earlier conversation"
+SURROGATE = re.compile("[\ud800-\udfff]")
 
 Message: TypeAlias = dict[str, Any]
 
@@ -66,9 +71,8 @@ RowLike: TypeAlias = Row | tuple[str, str, str, str, str]
 
 
 def to_row(value: Sequence[str]) -> Row:
-    """A `Row` from any 5-sequence; raises ValueError naming what is wrong."""
-    if isinstance(value, Row):
-        return value
+    """A `Row` from any 5-sequence, its text valid Unicode; raises ValueError naming what is
+    wrong."""
     if len(value) != 5:
         raise ValueError(
             f"a row has 5 fields (role, content, tool_id, tool_name, tool_args), got {len(value)}"
@@ -76,7 +80,22 @@ def to_row(value: Sequence[str]) -> Row:
     role, content, tool_id, tool_name, tool_args = value
     if role not in ROLES:
         raise ValueError(f"unknown role {role!r}; expected one of {', '.join(ROLES)}")
-    return Row(role, content or "", tool_id or "", tool_name or "", tool_args or "")
+    fields = tuple(to_valid_text(text or "") for text in (content, tool_id, tool_name, tool_args))
+    if isinstance(value, Row) and fields == tuple(value[1:]):
+        return value
+    return Row(role, *fields)
+
+
+def to_valid_text(text: str) -> str:
+    """`text` with its lone UTF-16 surrogate halves repaired: a split pair joined into its
+    character, a half on its own turned into U+FFFD.
+
+    JSON's `"\\ud83d"` escapes decode to such halves (a browser or a server can send them), and
+    neither SQLite nor the HTTP request can encode them as UTF-8.
+    """
+    if text.isascii() or not SURROGATE.search(text):
+        return text
+    return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
 
 
 def estimate_tokens(row: Sequence[str]) -> int:

@@ -18,7 +18,7 @@ from nbchat.client import ToolCall
 from nbchat.compaction import CompactionResult, apply_compaction
 from nbchat.config import Settings
 from nbchat.errors import SessionLockedError, StoreError
-from nbchat.history import History, Row
+from nbchat.history import History, Row, to_row
 from nbchat.store import Store
 
 __all__ = ["Session"]
@@ -78,11 +78,14 @@ class Session:
         self.read_only = False
         return self.id
 
-    def save(self, rows: Sequence[Row]) -> None:
-        """Write rows (one transaction), then append them to the active history."""
-        if rows:
-            self.store.append_rows(self.ensure_writable(), rows)
-            self.history.extend(rows)
+    def save(self, rows: Sequence[Row]) -> list[Row]:
+        """Write rows (one transaction), then append them to the active history; returns them
+        as stored (`to_row`: text made valid Unicode)."""
+        checked = [to_row(row) for row in rows]
+        if checked:
+            self.store.append_rows(self.ensure_writable(), checked)
+            self.history.extend(checked)
+        return checked
 
     def apply(self, result: CompactionResult) -> None:
         """Store a compaction (archiving what it replaced), then use its rows."""
