@@ -5,7 +5,8 @@ stream), gathers the text and usage, and turns every client error into a `Compac
 says what happened and what to do, with the cause kept. When the server rejects
 `response_format` (no JSON-schema support) the request is sent again without it, and later
 requests skip it. The client is built from `Settings.load()` at the first call when none was
-given, never at construction.
+given, never at construction; with no base URL that is the embedded server, found like a
+conversation finds it.
 
 Must not: know about rows, the store or the engine's decisions.
 """
@@ -21,6 +22,7 @@ import openai
 
 from nbchat.client import Finish, TextDelta, Usage, build_client, server_context_size, stream_chat
 from nbchat.config import Settings
+from nbchat.connection import connect
 from nbchat.digest import SummaryReply
 from nbchat.errors import (
     CompactionError,
@@ -135,7 +137,13 @@ class OpenAISummariser:
 
     def _get_client(self) -> openai.OpenAI:
         if self._client is None:
-            self._client = build_client(self._get_settings())
+            settings = self._get_settings()
+            # The embedded server's URL is known only once it runs (its runtime file), so it is
+            # found (or started, with autostart) the way a conversation finds it.
+            if settings.is_embedded:
+                self._client = connect(settings).client
+            else:
+                self._client = build_client(settings)
         return self._client
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -21,6 +22,7 @@ from nbchat.errors import (
     ServerUnavailableError,
 )
 from nbchat.history import Message
+from nbchat.local import start_server
 from nbchat.summariser import OpenAISummariser, to_compaction_error
 
 BLOCKS = [f"[User]: message {n} " + "x" * 1500 for n in range(12)]  # ~500 tokens each
@@ -177,3 +179,24 @@ def test_a_rejected_response_format_is_retried_and_then_skipped(
     summariser.summarise([], max_tokens=10, response_format=schema, stop=stop)
     assert first == SummaryReply("## Goal\nx", prompt_tokens=50, completion_tokens=5)
     assert sent == [schema, None, None]
+
+
+@pytest.mark.slow
+@pytest.mark.model
+@pytest.mark.timeout(120)
+def test_the_openai_summariser_finds_the_running_embedded_server(home: Path) -> None:
+    # `CompactionEngine(threshold)` in a cell, with no base URL: the embedded model answers.
+    server = start_server("smollm", home=home, n_ctx=512, timeout=60)
+    try:
+        summariser = OpenAISummariser(settings=Settings.load())
+        reply = summariser.summarise(
+            [{"role": "user", "content": "Say hi."}],
+            max_tokens=8,
+            response_format=None,
+            stop=None,
+        )
+        assert summariser.context_size() == 512
+    finally:
+        server.stop()
+    assert reply.text.strip() != ""
+    assert reply.completion_tokens > 0
