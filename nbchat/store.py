@@ -43,6 +43,10 @@ LEASE_SECONDS = 3600.0
 ROW_COLUMNS = (
     "id, position, role, content, tool_id, tool_name, tool_args, created, archived, compaction_id"
 )
+# ROW_COLUMNS for telling corrupt rows apart without reading every content: text stands as ''.
+CHECK_COLUMNS = ROW_COLUMNS.replace(
+    "content", "CASE WHEN typeof(content) = 'text' THEN '' ELSE content END"
+)
 
 
 class Store:
@@ -233,13 +237,16 @@ class Store:
         meanwhile and nothing is written.
         """
         with self.transaction("save the compaction") as db:
-            active = self._active_ids_positions(db, session_id, expected_active)
+            active, corrupt = self._active_ids_positions(db, session_id, expected_active)
             replaced = active[: len(active) - keep_tail] if keep_tail else active
             if not replaced:
                 raise StoreError("A compaction must replace at least one row.")
-            compaction_id = self._record_compaction(db, session_id, record, len(replaced))
-            self._archive(db, [row_id for row_id, _ in replaced], compaction_id)
-            self._insert_at(db, session_id, to_row(compacted), replaced[-1][1])
+            last = replaced[-1][1]
+            # A corrupt row among the replaced ones (never loaded, never sent) goes with them.
+            ids = [row_id for row_id, _ in replaced] + [i for i, p in corrupt if p <= last]
+            compaction_id = self._record_compaction(db, session_id, record, len(ids))
+            self._archive(db, ids, compaction_id)
+            self._insert_at(db, session_id, to_row(compacted), last)
         return compaction_id
 
     def replace_rows(
@@ -252,7 +259,7 @@ class Store:
     ) -> int:
         """Archive the active rows at the given indexes and put the new rows in their places."""
         with self.transaction("save the pruned rows") as db:
-            active = self._active_ids_positions(db, session_id, expected_active)
+            active, _ = self._active_ids_positions(db, session_id, expected_active)
             compaction_id = self._record_compaction(db, session_id, record, len(replacements))
             for index, new_row in sorted(replacements.items()):
                 row_id, position = active[index]
@@ -266,12 +273,14 @@ class Store:
         Nothing is deleted: the rows stay in the full transcript, linked to a record of `kind`.
         """
         with self.transaction("archive the last rows") as db:
-            active = self._active_ids_positions(db, session_id, expected_active)
+            active, corrupt = self._active_ids_positions(db, session_id, expected_active)
             if not 0 < count <= len(active):
                 raise StoreError(f"Cannot archive {count} of {len(active)} active rows.")
-            record = CompactionRecord(kind=kind)
-            record_id = self._record_compaction(db, session_id, record, count)
-            self._archive(db, [row_id for row_id, _ in active[-count:]], record_id)
+            first_id, first_position = active[-count]
+            ids = [row_id for row_id, _ in active[-count:]]
+            ids += [i for i, p in corrupt if (p, i) > (first_position, first_id)]
+            record_id = self._record_compaction(db, session_id, CompactionRecord(kind), len(ids))
+            self._archive(db, ids, record_id)
         return record_id
 
     def list_compactions(self, session_id: str) -> list[dict[str, Any]]:
@@ -284,22 +293,24 @@ class Store:
 
     def _active_ids_positions(
         self, db: Database, session_id: str, expected: int
-    ) -> list[tuple[int, int]]:
+    ) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
+        """The active rows' (id, position): the readable ones, which line up with the history
+        loaded from them (`load_active` skips corrupt rows too), and the corrupt ones."""
         self._require_session(db, session_id)
-        active = [
-            (int(i), int(p))
-            for i, p in db.execute(
-                "SELECT id, position FROM rows WHERE session_id = ? AND archived = 0 "
-                "ORDER BY position, id",
-                [session_id],
-            ).fetchall()
-        ]
-        if len(active) != expected:
+        readable: list[tuple[int, int]] = []
+        corrupt: list[tuple[int, int]] = []
+        for record in db.execute(
+            f"SELECT {CHECK_COLUMNS} FROM rows WHERE session_id = ? AND archived = 0 "
+            "ORDER BY position, id",
+            [session_id],
+        ).fetchall():
+            (readable if _is_readable(record) else corrupt).append((record[0], record[1]))
+        if len(readable) != expected:
             raise StoreError(
-                f"Session {session_id} changed while compacting ({len(active)} active rows, "
+                f"Session {session_id} changed while compacting ({len(readable)} active rows, "
                 f"expected {expected}); nothing was written. Reload the session and retry."
             )
-        return active
+        return readable, corrupt
 
     def _record_compaction(
         self, db: Database, session_id: str, record: CompactionRecord, rows_replaced: int
@@ -424,3 +435,12 @@ def _last_id(pk: object) -> int:
     """The id SQLite gave the row just inserted (always set for an INTEGER PRIMARY KEY)."""
     assert isinstance(pk, int)
     return pk
+
+
+def _is_readable(record: Sequence[Any]) -> bool:
+    """Whether `load_active` reads this row, or skips it as corrupt."""
+    try:
+        to_stored_row(record)
+    except ValueError:
+        return False
+    return True
