@@ -9,6 +9,7 @@ stored or handed back (`Failed.unsent_text`), no row is half-written, and the ne
 from __future__ import annotations
 
 import collections
+import html
 import json
 import shutil
 import signal
@@ -20,6 +21,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import ipywidgets as widgets
 import openai
 import pytest
 from factories import assistant, tool_call, tool_result, user
@@ -42,6 +44,7 @@ from nbchat.history import Row
 from nbchat.stopping import StopSignal
 from nbchat.store import Store
 from nbchat.tools import default_registry
+from nbchat.ui import ChatUI
 
 SUMMARY = json.dumps(
     {
@@ -753,13 +756,17 @@ def test_a_corrupt_row_is_named_and_the_session_keeps_working(
 
 
 def newer_database(path: Path) -> str:
-    session_id = Store(path).create_session("from the future")
+    """A DB a newer nbchat wrote, every connection closed (so it is all in the main file)."""
+    store = Store(path)
+    session_id = store.create_session("from the future")
+    store.close()
     with sqlite3.connect(path) as conn:
         conn.execute(
             "INSERT INTO _sqlite_migrations (migration_set, name, applied_at) "
             "VALUES ('nbchat', 'm999_future', '2030-01-01')"
         )
     conn.close()
+    assert not Path(f"{path}-wal").exists()
     return session_id
 
 
@@ -837,3 +844,97 @@ def test_a_full_disk_during_the_reply_keeps_the_message_and_no_half_row(
     reloaded.close()
     free_disk(store)
     assert_next_send_works(chat, script)
+
+
+# The same faults in the widget
+
+
+def ui_for(server: FakeServer, store: Store, settings: Settings) -> ChatUI:
+    client = openai.OpenAI(base_url=server.url + "/v1", api_key="test", max_retries=0)
+    return ChatUI(settings, store=store, client=client)
+
+
+def shown_text(ui: ChatUI) -> str:
+    found: list[str] = []
+
+    def walk(widget: widgets.Widget) -> None:
+        value = getattr(widget, "value", None)
+        if isinstance(value, str):
+            found.append(value)
+        for child in getattr(widget, "children", ()):
+            walk(child)
+
+    walk(ui.messages.box)
+    return html.unescape("\n".join(found))
+
+
+@pytest.mark.timeout(30)
+def test_the_stop_button_ends_a_turn_whose_stream_stalled(
+    server: FakeServer, store: Store, settings: Settings, script: Script
+) -> None:
+    ui = ui_for(server, store, settings)
+    script.chat.append(Reply(text="abcdefgh", chunk_size=4, fault="stall", stall_after=3))
+    arrived = threading.Event()
+    streamed: list[str] = []
+    handle = ui.view.handle
+
+    def watch(event: Event) -> None:
+        handle(event)
+        if isinstance(event, TextDelta):
+            streamed.append(event.text)
+            if "".join(streamed) == "abcdefgh":
+                arrived.set()
+
+    ui.view.handle = watch  # type: ignore[method-assign]
+    ui.send("talk")
+    assert arrived.wait(10)  # the server has nothing more to say: the read blocks now
+    ui.stop()
+    assert ui.wait(10)
+    assert ui.conversation.history.rows == [user("talk"), assistant("abcdefgh"), STOPPED]
+    assert not ui._send_button.disabled and ui._stop_button.disabled
+    ui.send("again")
+    assert ui.wait(10)
+    assert ui.conversation.history.rows[-1] == assistant("ok")
+    ui.close()
+
+
+@pytest.mark.timeout(30)
+def test_the_widget_gives_the_message_back_when_the_database_is_locked(
+    server: FakeServer, tmp_path: Path, settings: Settings
+) -> None:
+    store = Store(tmp_path / "locked.db", busy_timeout=0.3)
+    ui = ui_for(server, store, settings)
+    ui.send("first")
+    assert ui.wait(10)
+    locker = Locker(store.path)
+    try:
+        locker.lock()
+        ui.send("my important message")
+        assert ui.wait(10)
+        assert locked_message(store, "save the message") in shown_text(ui)
+        assert ui.input.value == "my important message"  # back in the box, ready to resend
+        assert not ui._send_button.disabled
+        locker.unlock()
+    finally:
+        locker.close()
+    ui._send_button.click()
+    assert ui.wait(10)
+    assert ui.conversation.history.rows[-2:] == [user("my important message"), assistant("ok")]
+    assert ui.input.value == ""
+    ui.close()
+    store.close()
+
+
+def test_the_widget_refuses_a_database_from_a_newer_nbchat_untouched(
+    server: FakeServer, tmp_path: Path, settings: Settings
+) -> None:
+    path = tmp_path / "newer.db"
+    newer_database(path)
+    before = path.read_bytes()
+    with pytest.raises(StoreError) as caught:
+        ui_for(server, Store(path), settings)
+    assert str(caught.value) == (
+        f"{path} was written by a newer version of nbchat (schema m999_future). Upgrade "
+        "nbchat, or point NBCHAT_HOME elsewhere; the file was not changed."
+    )
+    assert path.read_bytes() == before
