@@ -213,7 +213,7 @@ def test_after_a_server_fault_the_message_is_kept_and_the_next_send_works(
     error: str,
     partial: str,
 ) -> None:
-    client = build_client(settings.replace(request_timeout=0.5)).with_options(max_retries=0)
+    client = build_client(settings.replace(request_timeout=1.0)).with_options(max_retries=0)
     chat = Conversation(settings, store, client=client)
     script.chat.append(reply)
     failed = failure(run(chat, "hello"))
