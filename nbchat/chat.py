@@ -307,7 +307,7 @@ class Conversation:
             reply.calls = ()  # calls never complete in a cut stream; the text is kept
             yield from self._save_reply(reply)
             yield from self._notice(f"The reply was cut off: {exc}")
-            raise NbchatError(f"{exc} What arrived was kept.") from exc
+            raise  # the client's message already says the partial reply was kept
         return reply
 
     def _save_reply(self, reply: Reply) -> Steps:

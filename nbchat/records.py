@@ -15,6 +15,7 @@ from nbchat.history import ROLES, Row, parse_tool_calls, to_row
 
 __all__ = [
     "CompactionRecord",
+    "check_row",
     "SessionInfo",
     "StoredRow",
     "now",
@@ -74,12 +75,17 @@ def to_stored_row(record: Sequence[Any]) -> StoredRow:
         raise ValueError("a text field holds a non-text value")
     if role not in ROLES:
         raise ValueError(f"unknown role {role!r}")
-    row = to_row(fields)
-    if role == "assistant_full":
-        parse_tool_calls(row.tool_args)
-    if role == "tool" and not row.tool_id:
-        raise ValueError("a tool result without the id of its call")
+    row = check_row(to_row(fields))
     return StoredRow(int(row_id), int(position), row, created, bool(archived), cid)
+
+
+def check_row(row: Row) -> Row:
+    """`row` if the store can read it back; ValueError saying what is wrong otherwise."""
+    if row.role == "assistant_full":
+        parse_tool_calls(row.tool_args)
+    if row.role == "tool" and not row.tool_id:
+        raise ValueError("a tool result without the id of its call")
+    return row
 
 
 def stored_to_dict(stored: StoredRow) -> dict[str, Any]:

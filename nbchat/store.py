@@ -32,6 +32,7 @@ from nbchat.records import (
     CompactionRecord,
     SessionInfo,
     StoredRow,
+    check_row,
     now,
     stored_to_dict,
     to_stored_row,
@@ -145,7 +146,7 @@ class Store:
 
     def append_rows(self, session_id: str, rows: Iterable[Sequence[str]]) -> list[int]:
         """Append rows at the end of the session, all in one transaction; returns their ids."""
-        checked = [to_row(row) for row in rows]
+        checked = [check_row(to_row(row)) for row in rows]  # refused before anything is written
         if not checked:
             return []
         with self.transaction("save the message") as db:

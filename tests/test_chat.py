@@ -225,7 +225,9 @@ def test_a_cut_stream_keeps_what_arrived_as_complete_rows(
     rows = chat.store.load_active(str(chat.session_id))
     assert rows[:2] == [user("hi"), assistant(arrived)]
     assert rows[2].role == "system" and rows[2].content.startswith("The reply was cut off:")
-    assert isinstance(events[-1], Failed) and events[-1].message.endswith("What arrived was kept.")
+    assert isinstance(events[-1], Failed) and events[-1].message.endswith(
+        "The partial reply was kept; retry for a complete one."
+    )
 
 
 def test_overflow_compacts_once_and_the_retry_succeeds(
@@ -489,8 +491,9 @@ def test_an_unknown_required_tool_is_refused_before_sending(
     assert server.chat_requests() == []
 
 
-def test_the_servers_reported_prompt_size_triggers_compaction(chat: Conversation,
-                                                             server: FakeServer) -> None:
+def test_the_servers_reported_prompt_size_triggers_compaction(
+    chat: Conversation, server: FakeServer
+) -> None:
     for i in range(5):
         server.enqueue(Reply(text=f"answer {i} " + "x" * 300))
         run(chat, f"question {i} " + "y" * 300)

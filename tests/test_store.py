@@ -183,12 +183,36 @@ def test_rows_round_trip_in_order(store: Store) -> None:
 @given(rows=histories)
 def test_rows_read_back_build_the_same_messages(store: Store, rows: list[Row]) -> None:
     session_id = store.create_session()
-    store.append_rows(session_id, rows)
-    loaded = store.load_active(session_id, problems=[])
-    clean = [r for r in rows if r.role != "tool" or r.tool_id]
-    valid = [r for r in clean if r.role != "assistant_full" or _valid_calls(r)]
-    assert loaded == valid
-    assert build_messages(loaded, "s") == build_messages(valid, "s")
+    readable = [
+        r
+        for r in rows
+        if (r.role != "tool" or r.tool_id) and (r.role != "assistant_full" or _valid_calls(r))
+    ]
+    if len(readable) < len(rows):
+        with pytest.raises(ValueError):
+            store.append_rows(session_id, rows)
+        assert store.load_active(session_id) == []
+    store.append_rows(session_id, readable)
+    loaded = store.load_active(session_id)
+    assert loaded == readable
+    assert build_messages(loaded, "s") == build_messages(readable, "s")
+
+
+@pytest.mark.parametrize(
+    ("row", "message"),
+    [
+        (Row("assistant_full", "", "", "", "{oops"), "tool_args is not valid JSON"),
+        (Row("assistant_full", "", "", "", "[]"), "tool_args must be a non-empty JSON list"),
+        (Row("tool", "result", "", "read_file", ""), "a tool result without the id of its call"),
+    ],
+)
+def test_rows_the_store_could_not_read_back_are_refused(
+    store: Store, row: Row, message: str
+) -> None:
+    session_id = new_session(store, user("kept"))
+    with pytest.raises(ValueError, match=message):
+        store.append_rows(session_id, [user("a"), row])
+    assert store.load_active(session_id) == [user("kept")]
 
 
 def _valid_calls(row: Row) -> bool:
