@@ -19,7 +19,7 @@ import openai
 from nbchat.compaction import CompactionEngine
 from nbchat.config import Settings
 from nbchat.connection import Connection, connect
-from nbchat.errors import ContextOverflowError
+from nbchat.errors import ContextOverflowError, ServerUnavailableError
 from nbchat.history import History, estimate_tokens
 
 __all__ = ["Budget"]
@@ -54,6 +54,19 @@ class Budget:
                 self.settings, client=self._client, start=start, progress=progress
             )
         return self._connection
+
+    def lost(self, error: ServerUnavailableError) -> ServerUnavailableError:
+        """The server stopped answering. An embedded one is forgotten, so the next request
+        finds (or starts) it again; returns the error to show."""
+        connection = self._connection
+        if connection is None or not connection.embedded:
+            return error
+        self._connection = self._engine = None
+        return ServerUnavailableError(
+            f"The embedded model server at {connection.base_url} stopped. Start it again with "
+            "the Start button or `nbchat serve-model` (or set NBCHAT_AUTOSTART=1 to restart it "
+            "automatically), then resend."
+        )
 
     @property
     def engine(self) -> CompactionEngine:

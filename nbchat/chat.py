@@ -26,7 +26,13 @@ from nbchat.client import ReasoningDelta, TextDelta, ToolCall, stream_chat
 from nbchat.compaction import CompactionEngine
 from nbchat.config import Settings
 from nbchat.connection import Connection
-from nbchat.errors import CompactionError, ContextOverflowError, NbchatError, StoreError
+from nbchat.errors import (
+    CompactionError,
+    ContextOverflowError,
+    NbchatError,
+    ServerUnavailableError,
+    StoreError,
+)
 from nbchat.events import (
     CompactionFinished,
     CompactionStarted,
@@ -301,6 +307,8 @@ class Conversation:
                     yield event
         except ContextOverflowError:
             raise
+        except ServerUnavailableError as exc:
+            raise self.budget.lost(exc) from exc
         except NbchatError as exc:
             if reply.is_empty:
                 raise

@@ -21,7 +21,7 @@ import openai
 
 from nbchat.chat import Conversation
 from nbchat.config import Settings
-from nbchat.errors import NbchatError
+from nbchat.errors import NbchatError, ServerUnavailableError
 from nbchat.events import Event, Failed
 from nbchat.history import Row
 from nbchat.stopping import StopSignal
@@ -65,6 +65,7 @@ class ChatUI(widgets.VBox):
         self._worker = Worker()
         self._stop = StopSignal()
         self._picker_lock = threading.Lock()
+        self._turn_queued = threading.Event()
         self._build_widgets(live_limit, max_rate)
         super().__init__(
             [
@@ -171,9 +172,11 @@ class ChatUI(widgets.VBox):
 
     def run_turn(self, start: Callable[[threading.Event], Iterator[Event]]) -> None:
         """Queue a turn; the stop signal is fresh for each one."""
-        if self._worker.busy:
+        # A turn waits behind a connection or a switch, but not behind another turn.
+        if self._turn_queued.is_set():
             self.notice("A reply is still running; press Stop or wait for it.")
             return
+        self._turn_queued.set()
         stop = self._stop = StopSignal()
 
         def job() -> None:
@@ -181,9 +184,12 @@ class ChatUI(widgets.VBox):
             try:
                 for event in start(stop):
                     self.view.handle(event)
+                    if self._embedded_server_missing(event):
+                        self._offer_local_model(None)
             except Exception as exc:  # Conversation reports its own; this is the last resort
                 self.view.handle(Failed(exc, f"Unexpected error: {exc!r}"))
             finally:
+                self._turn_queued.clear()
                 self._set_busy(False)
                 self.refresh_sessions()
 
@@ -218,10 +224,19 @@ class ChatUI(widgets.VBox):
 
         return job
 
-    def _offer_local_model(self, message: str) -> None:
+    def _embedded_server_missing(self, event: Event) -> bool:
+        return (
+            isinstance(event, Failed)
+            and isinstance(event.error, ServerUnavailableError)
+            and self.conversation.settings.is_embedded
+        )
+
+    def _offer_local_model(self, message: str | None) -> None:
+        """A Start button for the embedded model (under `message`, when there is one)."""
         start = widgets.Button(description="Start local model", button_style="info")
         start.on_click(lambda _b: self._worker.submit(self._connect_job(start=True)))
-        self.messages.add(widgets.VBox([widgets.HTML(value=render_notice(message)), start]))
+        notice = [widgets.HTML(value=render_notice(message))] if message else []
+        self.messages.add(widgets.VBox([*notice, start]))
         self.view.set_status("no model server", error=True)
 
     def _approve(self, request: ApprovalRequest) -> bool:

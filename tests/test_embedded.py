@@ -1,0 +1,121 @@
+"""The default setup end to end on the real embedded model (SmolLM2): no server configured,
+start it, chat, lose it, get told what to do, start it again from the widget."""
+
+from __future__ import annotations
+
+import os
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+
+import ipywidgets as widgets
+import pytest
+from factories import user
+
+from nbchat import local
+from nbchat.chat import Conversation
+from nbchat.config import Settings
+from nbchat.errors import ServerUnavailableError
+from nbchat.events import Done, Failed
+from nbchat.store import Store
+from nbchat.ui import ChatUI
+
+pytestmark = [pytest.mark.slow, pytest.mark.model, pytest.mark.timeout(240)]
+
+
+@pytest.fixture
+def settings(tmp_path: Path) -> Iterator[Settings]:
+    home = tmp_path / "home"
+    yield Settings(
+        home=home,
+        workspace=tmp_path,
+        local_model="smollm",
+        local_n_ctx=2048,
+        max_tokens=48,
+        temperature=0.0,
+        tool_policy="deny",
+    )
+    running = local.find_running(home=home)
+    if running is not None:
+        running.stop()
+
+
+def kill_server(settings: Settings) -> None:
+    running = local.find_running(home=settings.home)
+    assert running is not None
+    os.kill(running.pid, signal.SIGKILL)
+
+
+def test_no_server_then_started_then_lost_says_what_to_do_each_time(settings: Settings) -> None:
+    chat = Conversation(settings, Store(settings.database_path))
+    refused = list(chat.send("hello"))[-1]
+    assert isinstance(refused, Failed) and isinstance(refused.error, ServerUnavailableError)
+    assert refused.message.startswith(
+        "No model server is configured and the embedded one is "
+        "not running. Start it with `nbchat serve-model`"
+    )
+    assert refused.unsent_text == "hello"
+
+    connection = chat.connect(start=True)
+    assert connection.embedded and connection.n_ctx == 2048
+    assert chat.threshold == 2048 - 48
+    events = list(chat.send("hello"))
+    assert events[-1] == Done()
+    assert chat.history.rows[0] == user("hello") and chat.history.rows[1].role == "assistant"
+
+    kill_server(settings)
+    lost = list(chat.send("still there?"))[-1]
+    assert isinstance(lost, Failed) and isinstance(lost.error, ServerUnavailableError)
+    assert lost.message.startswith("The embedded model server at http://127.0.0.1:")
+    assert "nbchat serve-model" in lost.message and "NBCHAT_AUTOSTART=1" in lost.message
+    assert chat.history.rows[-1] == user("still there?")  # the message was kept
+
+    chat.connect(start=True)
+    assert list(chat.send("and now?"))[-1] == Done()
+
+
+def buttons(widget: widgets.Widget) -> list[widgets.Button]:
+    found = [widget] if isinstance(widget, widgets.Button) else []
+    for child in getattr(widget, "children", ()):
+        found.extend(buttons(child))
+    return found
+
+
+def test_the_widget_offers_to_start_the_model_and_restart_it_after_it_dies(
+    settings: Settings,
+) -> None:
+    ui = ChatUI(settings)
+    try:
+        assert ui.wait(60)
+        start = [b for b in buttons(ui.messages.box) if b.description == "Start local model"]
+        assert len(start) == 1
+        start[0].click()
+        assert ui.wait(120)
+        assert local.find_running(home=settings.home) is not None
+        ui.send("hi")
+        assert ui.wait(120)
+        assert ui.conversation.history.rows[-1].role == "assistant"
+
+        kill_server(settings)
+        ui.send("are you there?")
+        assert ui.wait(60)
+        offered = [b for b in buttons(ui.messages.box) if b.description == "Start local model"]
+        assert len(offered) == 2
+        offered[-1].click()
+        assert ui.wait(120)
+        ui.send("back?")
+        assert ui.wait(120)
+        assert ui.conversation.history.rows[-1].role == "assistant"
+    finally:
+        ui.close()
+
+
+def test_autostart_starts_the_model_without_asking(settings: Settings) -> None:
+    ui = ChatUI(settings.replace(autostart=True))
+    try:
+        ui.send("hi")
+        assert ui.wait(120)
+        assert ui.conversation.history.rows[-1].role == "assistant"
+        assert not [b for b in buttons(ui.messages.box) if b.description == "Start local model"]
+    finally:
+        ui.close()
