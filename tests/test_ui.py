@@ -324,3 +324,70 @@ def test_streaming_sends_few_updates_and_few_bytes(
     assert refreshes <= 20 * duration + 5
     assert len(messages) <= 4 * refreshes
     assert sent < naive / 20
+
+
+class FakeShell:
+    """What /attach reads from IPython: the user namespace with In and Out."""
+
+    def __init__(self) -> None:
+        self.user_ns: dict[str, Any] = {
+            "In": ["", "x = 1 / 0", "data = [1, 2, 3]"],
+            "Out": {2: [1, 2, 3]},
+            "data": [1, 2, 3],
+        }
+
+
+def test_attach_sends_a_cell_a_variable_and_the_last_error_with_the_next_message(
+    ui: ChatUI, server: FakeServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from nbchat.ui import actions
+
+    monkeypatch.setattr(actions, "_ipython", lambda: FakeShell())
+    try:
+        1 / 0  # noqa: B018 - the "last error" of this kernel
+    except ZeroDivisionError as exc:
+        monkeypatch.setattr("sys.last_value", exc, raising=False)
+    assert "Attached source of cell 1 (9 characters)" in run_command(ui, "/attach cell 1")
+    run_command(ui, "/attach var data")
+    run_command(ui, "/attach error")
+    assert "There is no cell [9]" in run_command(ui, "/attach cell 9")
+    assert "No variable named 'nope'" in run_command(ui, "/attach var nope")
+    ui.send("why does it fail?")
+    assert ui.wait(20)
+    sent = server.chat_requests()[-1]["messages"][-1]["content"]
+    assert sent.startswith("Source of cell 1:\n```python\nx = 1 / 0\n```")
+    assert "The variable data (list):\n```\n[1, 2, 3]\n```" in sent
+    assert "ZeroDivisionError: division by zero" in sent
+    assert sent.endswith("why does it fail?")
+    ui.send("and this?")
+    assert ui.wait(20)
+    assert server.chat_requests()[-1]["messages"][-1]["content"] == "and this?"
+
+
+def test_attach_without_a_notebook_kernel_says_so(ui: ChatUI) -> None:
+    assert "Attaching needs a notebook (IPython) kernel." in run_command(ui, "/attach cell 1")
+
+
+def test_each_reply_shows_its_tokens_and_speed(ui: ChatUI, server: FakeServer) -> None:
+    server.enqueue(Reply(text="fine", usage=(10, 25), delay=0.01))
+    ui.send("how are you?")
+    assert ui.wait(20)
+    assert " tokens · " in texts(ui) and "tok/s" in texts(ui)
+    assert "25 tokens" in texts(ui)
+
+
+def test_a_long_session_keeps_only_the_newest_messages_live(
+    server: FakeServer, store: Store, settings: Settings
+) -> None:
+    session_id = store.create_session("long")
+    store.append_rows(session_id, [user(f"message {i}") for i in range(250)])
+    chat = make_ui(server, store, settings, session_id=session_id, live_limit=100)
+    try:
+        shown = chat.messages.box.children
+        assert len(shown) == 101 and shown[0].description == "Show earlier (150 more)"
+        assert "message 249" in texts(chat) and "message 149" not in texts(chat)
+        shown[0].click()
+        assert len(chat.messages.box.children) == 201
+        assert "message 50" in texts(chat) and "message 49" not in texts(chat)
+    finally:
+        chat.close()

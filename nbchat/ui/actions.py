@@ -11,6 +11,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from nbchat.errors import NbchatError
+from nbchat.ui.attach import Shell, attachment_from
 from nbchat.ui.commands import Command, help_text
 
 if TYPE_CHECKING:
@@ -109,6 +110,32 @@ def _edit(ui: ChatUI, _argument: str) -> None:
     ui.input.value = text
 
 
+def _attach(ui: ChatUI, argument: str) -> None:
+    if argument.strip() == "clear":
+        ui.attachments.clear()
+        ui.notice("Attachments dropped.")
+        return
+    try:
+        attachment = attachment_from(argument, _ipython())
+    except ValueError as exc:
+        ui.notice(str(exc))
+        return
+    ui.attachments.append(attachment)
+    ui.notice(
+        f"Attached {attachment.label.lower()} ({len(attachment.text):,} characters); "
+        "it goes with your next message."
+    )
+
+
+def _ipython() -> Shell | None:
+    try:
+        from IPython import get_ipython
+    except ImportError:  # pragma: no cover - ipywidgets depends on IPython
+        return None
+    shell: Shell | None = get_ipython()
+    return shell
+
+
 def _help(ui: ChatUI, _argument: str) -> None:
     ui.notice(help_text())
 
@@ -130,6 +157,7 @@ ACTIONS: dict[str, Callable[[ChatUI, str], None]] = {
     "compact": _compact,
     "model": _model,
     "export": _export,
+    "attach": _attach,
     "retry": _retry,
     "edit": _edit,
     "help": _help,

@@ -28,6 +28,7 @@ from nbchat.stopping import StopSignal
 from nbchat.store import Store
 from nbchat.tools import ApprovalRequest, ToolRegistry
 from nbchat.ui.actions import run_command
+from nbchat.ui.attach import Attachment, with_attachments
 from nbchat.ui.cards import ApprovalCard, row_widget
 from nbchat.ui.commands import Command, parse_command
 from nbchat.ui.input import ChatInput
@@ -66,6 +67,7 @@ class ChatUI(widgets.VBox):
         self._stop = StopSignal()
         self._picker_lock = threading.Lock()
         self._turn_queued = threading.Event()
+        self.attachments: list[Attachment] = []
         self._build_widgets(live_limit, max_rate)
         super().__init__(
             [
@@ -150,7 +152,9 @@ class ChatUI(widgets.VBox):
             self._run_command(command)
         elif text.strip():
             self.input.value = ""
-            self.run_turn(lambda stop: self.conversation.send(text, stop))
+            message = with_attachments(text, self.attachments)
+            self.attachments = []
+            self.run_turn(lambda stop: self.conversation.send(message, stop))
 
     def _on_send_click(self, _button: widgets.Button) -> None:
         self.input.submit()

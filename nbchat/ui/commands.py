@@ -18,11 +18,16 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "clear": ("", "start a new empty session (the old one is kept)"),
     "model": ("<name>", "switch the chat model"),
     "export": ("[md|json]", "save this session to a file in the workspace"),
+    "attach": (
+        "cell N | output N | error | var NAME",
+        "send a cell's source or output, the last error or a variable with your next "
+        "message (/attach clear drops them)",
+    ),
     "retry": ("", "ask for the last reply again"),
     "edit": ("", "put your last message back in the input to edit and resend it"),
     "help": ("", "show this list"),
 }
-NEEDS_ARGUMENT = frozenset({"resume", "rename", "model"})
+NEEDS_ARGUMENT = frozenset({"resume", "rename", "model", "attach"})
 
 
 @dataclass(frozen=True)

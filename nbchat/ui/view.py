@@ -95,6 +95,7 @@ class EventView:
         self._tool_widgets: dict[str, widgets.HTML] = {}
         self._last_status = 0.0
         self._compaction_reason = ""
+        self._usage: UsageReported | None = None
 
     def set_status(self, text: str, *, error: bool = False) -> None:
         colour = "var(--jp-error-color1,#d32f2f)" if error else "var(--jp-ui-font-color2,#666)"
@@ -148,6 +149,7 @@ class EventView:
             live.reply.finish()
             if row.role == "assistant_full":
                 self.messages.add(row_widget(Row("assistant_full", "", "", "", row.tool_args)))
+            self._add_footer()
         elif row.role == "tool":
             widget = tool_result_widget(row.tool_name or "tool", row.content)
             self._tool_widgets[row.tool_id] = widget
@@ -157,12 +159,22 @@ class EventView:
         self.update_meter()
 
     def _on_UsageReported(self, event: UsageReported) -> None:
+        self._usage = event
         if event.completion_tokens and event.duration > 0:
             rate = event.completion_tokens / event.duration
             self.set_status(
                 f"{event.completion_tokens} tokens · {rate:.1f} tok/s · {event.duration:.1f} s"
             )
         self.update_meter()
+
+    def _add_footer(self) -> None:
+        """Tokens, speed and time of the reply just finished, in small print under it."""
+        usage, self._usage = self._usage, None
+        if usage is None or not usage.completion_tokens or usage.duration <= 0:
+            return
+        rate = usage.completion_tokens / usage.duration
+        line = f"{usage.completion_tokens} tokens · {rate:.1f} tok/s · {usage.duration:.1f} s"
+        self.messages.add(widgets.HTML(value=f'<div class="nbchat-notice">{line}</div>'))
 
     def _on_ToolStarted(self, event: ToolStarted) -> None:
         self.set_status(f"running tool {event.call.name}…")
