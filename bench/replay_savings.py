@@ -114,9 +114,12 @@ def measure_requests(run: ReplayRun, bodies: Sequence[dict[str, Any]]) -> None:
 
 
 def figures(plain: ReplayRun, compacted: ReplayRun) -> list[Figure]:
+    return savings_figures(plain, compacted) + count_figures(plain, compacted)
+
+
+def savings_figures(plain: ReplayRun, compacted: ReplayRun) -> list[Figure]:
+    """The replay matches the trace; what compaction saved; the largest request."""
     ratio = compacted.total / plain.total
-    summary_tokens = sum(compacted.summary_requests)
-    layers = ", ".join(f"{count} {layer}" for layer, count in sorted(compacted.layers.items()))
     matches = plain.first_of_turn == list(TARGET_FIRST_REQUESTS)
     return [
         Figure(
@@ -143,6 +146,14 @@ def figures(plain: ReplayRun, compacted: ReplayRun) -> list[Figure]:
             f"<= {THRESHOLD:,}",
             compacted.largest <= THRESHOLD,
         ),
+    ]
+
+
+def count_figures(plain: ReplayRun, compacted: ReplayRun) -> list[Figure]:
+    """How the compacted run got there: requests, compactions, the summariser's share."""
+    summary_tokens = sum(compacted.summary_requests)
+    layers = ", ".join(f"{count} {layer}" for layer, count in sorted(compacted.layers.items()))
+    return [
         Figure(
             "replay: requests (chat + summariser)",
             f"{len(compacted.chat_requests)} + {len(compacted.summary_requests)}",
