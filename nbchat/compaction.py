@@ -350,9 +350,9 @@ class CompactionEngine:
         result = CompactionResult.summarised(
             rows, estimates, summary_row, start=split.start, rule=split.rule, measured=measured
         )
-        return self._with_usage(
-            replace(result, layer="chunked" if said.chunks > 1 else "summary"), said
-        )
+        # A summary that would not shrink the history is not applied: no layer did the work.
+        layer: Layer = ("chunked" if said.chunks > 1 else "summary") if result.changed else "none"
+        return self._with_usage(replace(result, layer=layer), said)
 
     def _with_usage(self, result: CompactionResult, said: Digest) -> CompactionResult:
         return replace(

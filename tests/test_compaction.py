@@ -354,6 +354,11 @@ class TestLayers:
         assert result.reason == "the summary would not shrink it"
         assert result.requests == 1
 
+    def test_a_summary_that_is_not_applied_names_no_layer(self) -> None:
+        fake = FakeSummariser("## Goal\n" + "very long " * 200)
+        result = engine_with(fake, threshold=10).compact(CONVERSATION)
+        assert (result.changed, result.layer) == (False, "none")
+
     def test_the_result_carries_usage_model_and_timing(self) -> None:
         result = engine_with(threshold=10, summary_model="small").compact(CONVERSATION)
         assert (result.prompt_tokens, result.completion_tokens, result.requests) == (100, 20, 1)
