@@ -1,0 +1,215 @@
+"""The demo notebooks: executed by nbval against the embedded SmolLM2 model, and kept tidy.
+
+Each notebook runs in its own `pytest --nbval` subprocess (the notebooks are not in `testpaths`,
+and `--nbval` is not a default option, so this is the only way they run), with a fresh
+NBCHAT_HOME (a new session database and its own model server, stopped afterwards) and a scratch
+workspace. Cells whose output is deterministic are compared with the outputs stored in the
+notebook, after `notebooks/sanitize.cfg` has replaced session ids and timestamps on both sides;
+cells that show model text are tagged `nbval-ignore-output`. nbval itself never compares widget
+views (their model ids are random); a widget's stored output is its text `repr`.
+
+The fast tests check what a notebook file holds: outputs only where they are compared, no saved
+widget state, and cells that call nbchat rather than hold logic.
+
+To refresh the stored outputs after changing a notebook or the demo data, run
+`.venv/bin/python tests/test_notebooks.py notebooks/NAME.ipynb`: it executes the notebook in the
+same environment and keeps only the outputs that are compared.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import nbformat
+import pytest
+
+from nbchat.local import find_running
+
+REPO = Path(__file__).resolve().parent.parent
+NOTEBOOK_DIR = REPO / "notebooks"
+NOTEBOOKS = sorted(NOTEBOOK_DIR.glob("*.ipynb"))
+SANITIZE = NOTEBOOK_DIR / "sanitize.cfg"
+IGNORE_TAG = "nbval-ignore-output"
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+# What the notebooks run with in the tests. Replies and summaries are never compared, so they are
+# kept short; the tool policy is deny unless a notebook says otherwise, so nothing the model picks
+# runs.
+TEST_SETTINGS = {
+    "NBCHAT_LOCAL_MODEL": "smollm",
+    "NBCHAT_AUTOSTART": "1",
+    "NBCHAT_MAX_TOKENS": "128",
+    "NBCHAT_SUMMARY_MAX_TOKENS": "256",
+    "NBCHAT_TEMPERATURE": "0",
+    "NBCHAT_TOOL_POLICY": "deny",
+}
+# Statements and expressions that are logic, not calls: a cell holding one belongs in nbchat.
+LOGIC = (
+    ast.FunctionDef,
+    ast.AsyncFunctionDef,
+    ast.ClassDef,
+    ast.Lambda,
+    ast.For,
+    ast.While,
+    ast.If,
+    ast.IfExp,
+    ast.With,
+    ast.Try,
+    ast.ListComp,
+    ast.SetComp,
+    ast.DictComp,
+    ast.GeneratorExp,
+)
+
+
+def notebook_environment(home: Path, scratch: Path) -> dict[str, str]:
+    """The environment a notebook's kernel gets: the test settings, a fresh home and workspace,
+    and Jupyter's and IPython's own files in a scratch directory."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NBCHAT_")}
+    env.update(TEST_SETTINGS)
+    workspace = scratch / "workspace"
+    workspace.mkdir(parents=True, exist_ok=True)
+    env.update(
+        NBCHAT_HOME=str(home),
+        NBCHAT_WORKSPACE=str(workspace),
+        JUPYTER_RUNTIME_DIR=str(scratch / "jupyter-runtime"),
+        JUPYTER_PLATFORM_DIRS="1",
+        IPYTHONDIR=str(scratch / "ipython"),
+    )
+    return env
+
+
+def run_nbval(notebook: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    command = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "--nbval",
+        "--nbval-current-env",
+        "--nbval-sanitize-with",
+        str(SANITIZE),
+        "-p",
+        "no:cacheprovider",
+        "--rootdir",
+        str(REPO),
+        "-q",
+        str(notebook),
+    ]
+    return subprocess.run(
+        command, cwd=REPO, env=env, capture_output=True, text=True, timeout=900, check=False
+    )
+
+
+@pytest.fixture
+def notebook_home(home: Path) -> Iterator[Path]:
+    """The NBCHAT_HOME a notebook runs with; its model server is stopped afterwards."""
+    yield home
+    server = find_running(home=home)
+    if server is not None:
+        server.stop()
+
+
+def code_cells(notebook: Path) -> list[Any]:
+    return [c for c in nbformat.read(notebook, as_version=4).cells if c.cell_type == "code"]
+
+
+def is_ignored(cell: Any) -> bool:
+    return IGNORE_TAG in cell.metadata.get("tags", [])
+
+
+def test_the_four_demo_notebooks_are_there() -> None:
+    assert [path.name for path in NOTEBOOKS] == [
+        "01-quickstart.ipynb",
+        "02-inspect-compaction.ipynb",
+        "03-tools.ipynb",
+        "04-sessions.ipynb",
+    ]
+
+
+@pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda path: path.stem)
+def test_a_notebook_stores_outputs_only_where_they_are_compared(notebook: Path) -> None:
+    document = nbformat.read(notebook, as_version=4)
+    assert "widgets" not in document.metadata  # widget state from a local run is not kept
+    for cell in code_cells(notebook):
+        assert "execution" not in cell.metadata  # timings from a local run are not kept
+        if cell.outputs:  # nbval refuses outputs of a cell that was never run
+            assert cell.execution_count is not None, cell.source
+        if is_ignored(cell):
+            assert cell.outputs == [], cell.source
+        for output in cell.outputs:
+            assert output.output_type in ("stream", "execute_result", "display_data")
+            assert WIDGET_VIEW not in output.get("data", {})
+            assert output.get("name") != "stderr", cell.source
+
+
+@pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda path: path.stem)
+def test_notebook_cells_hold_calls_into_nbchat_not_logic(notebook: Path) -> None:
+    for cell in code_cells(notebook):
+        tree = ast.parse(cell.source)
+        logic = [type(node).__name__ for node in ast.walk(tree) if isinstance(node, LOGIC)]
+        assert logic == [], cell.source
+        for node in ast.walk(tree):
+            assert not isinstance(node, ast.Import), cell.source
+            if isinstance(node, ast.ImportFrom):
+                assert node.module == "nbchat", cell.source
+
+
+@pytest.mark.slow
+@pytest.mark.notebook
+@pytest.mark.model
+@pytest.mark.timeout(900)
+@pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda path: path.stem)
+def test_the_notebook_runs_under_nbval_and_its_strict_outputs_match(
+    notebook: Path, notebook_home: Path, tmp_path: Path
+) -> None:
+    result = run_nbval(notebook, notebook_environment(notebook_home, tmp_path))
+    output = f"{result.stdout}\n{result.stderr}"
+    print(output)  # pytest shows it when the test fails: every cell's diff and traceback
+    assert result.returncode == 0, output[-4000:]
+    assert "failed" not in result.stdout.splitlines()[-1]
+
+
+def refresh_outputs(notebook: Path) -> None:
+    """Execute `notebook` as the tests do and store only the outputs nbval compares."""
+    from nbclient import NotebookClient
+
+    with tempfile.TemporaryDirectory(prefix="nbchat-refresh-") as scratch:
+        home = Path(scratch) / "home"
+        document = nbformat.read(notebook, as_version=4)
+        client = NotebookClient(
+            document,
+            timeout=900,
+            record_timing=False,
+            resources={"metadata": {"path": str(notebook.parent)}},
+        )
+        try:
+            client.execute(env=notebook_environment(home, Path(scratch)))
+        finally:
+            server = find_running(home=home)
+            if server is not None:
+                server.stop()
+    document.metadata.pop("widgets", None)
+    for cell in document.cells:
+        if cell.cell_type != "code":
+            continue
+        cell.metadata.pop("execution", None)
+        cell.outputs = [] if is_ignored(cell) else [_comparable(o) for o in cell.outputs]
+    nbformat.write(document, notebook)
+
+
+def _comparable(output: Any) -> Any:
+    if "data" in output:
+        output.data.pop(WIDGET_VIEW, None)
+    return output
+
+
+if __name__ == "__main__":
+    for name in sys.argv[1:]:
+        refresh_outputs(Path(name).resolve())
+        print(f"refreshed {name}")
