@@ -1,0 +1,101 @@
+"""Each benchmark's `main()` runs (on tiny sizes) and returns table rows; no timing is asserted.
+
+The benchmarks live in `bench/` and import their siblings by name, as they do when run as
+scripts, so each test puts `bench/` on `sys.path` first. The two that need the embedded model
+are marked `model` and `slow` and use SmolLM2 with the smallest inputs.
+"""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+BENCH = Path(__file__).resolve().parent.parent / "bench"
+COLUMNS = {"figure", "value", "baseline", "ratio", "target", "met"}
+
+
+def load(name: str, monkeypatch: pytest.MonkeyPatch, **constants: Any) -> ModuleType:
+    """Import `bench/<name>.py` with some of its module constants replaced for this test."""
+    monkeypatch.syspath_prepend(str(BENCH))
+    module = importlib.import_module(name)
+    for constant, value in constants.items():
+        assert hasattr(module, constant), f"{name} has no {constant}"
+        monkeypatch.setattr(module, constant, value)
+    return module
+
+
+def assert_table_rows(rows: list[dict[str, Any]]) -> None:
+    assert rows
+    for row in rows:
+        assert set(row) == COLUMNS
+        assert row["figure"] and row["value"]
+
+
+def test_replay_savings_reproduces_the_trace_without_compaction(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    module = load("replay_savings", monkeypatch)
+    rows = module.main()
+    assert_table_rows(rows)
+    first_requests = rows[0]
+    assert first_requests["met"] is True  # the replay's definition: the trace's sizes exactly
+    assert "20,264 / 22,565" in first_requests["value"]
+
+
+def test_streaming_overhead_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    module = load(
+        "streaming_overhead",
+        monkeypatch,
+        REPLY_TOKENS=300,
+        REPEATS=1,
+        TRAFFIC_CHARS=1_500,
+        TRAFFIC_CHUNKS=300,
+    )
+    assert_table_rows(module.main())
+
+
+def test_store_bench_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    module = load("store_bench", monkeypatch, SIZES=(40, 80), PER_ROW_SIZE=20, REPEATS=1)
+    rows = module.main()
+    assert_table_rows(rows)
+    assert any("replace_with_compacted" in row["figure"] for row in rows)
+
+
+def test_run_all_prints_one_table_with_the_machine(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    load("compaction_overhead", monkeypatch, SIZES=(1_000,), REPEATS=1)
+    run_all = load("run_all", monkeypatch)
+    run_all.main(["--only", "compaction_overhead"])
+    out = capsys.readouterr().out
+    assert "| figure | value | baseline | ratio | target | met? |" in out
+    assert "cores" in out and "Python" in out
+    assert "should_compact after one append, 1,000 rows" in out
+
+
+def test_run_all_refuses_an_unknown_benchmark(monkeypatch: pytest.MonkeyPatch) -> None:
+    run_all = load("run_all", monkeypatch)
+    with pytest.raises(SystemExit, match="unknown benchmark"):
+        run_all.main(["--skip", "no_such_bench"])
+
+
+@pytest.mark.slow
+@pytest.mark.model
+def test_tokenize_ratio_runs_on_smollm(monkeypatch: pytest.MonkeyPatch) -> None:
+    module = load("tokenize_ratio", monkeypatch, MODELS=("smollm",), MAX_CHARS_PER_KIND=3_000)
+    rows = module.main()
+    assert_table_rows(rows)
+    assert [row["figure"].rsplit(": ", 1)[1] for row in rows] == [*module.KINDS, "overall"]
+
+
+@pytest.mark.slow
+@pytest.mark.model
+def test_compaction_model_runs_on_smollm(monkeypatch: pytest.MonkeyPatch) -> None:
+    module = load("compaction_model", monkeypatch, MODEL="smollm", SIZES=(2_000,), N_CTX=4_096)
+    rows = module.main()
+    assert_table_rows(rows)
+    assert len(rows) == 2  # the server start, then the one history
