@@ -59,6 +59,18 @@ class Lab:
     log: Path
 
 
+def find_chromium(path: Path = CHROMIUM) -> Path:
+    """Debian's chromium, or a test failure that says how to install it (never a silent skip)."""
+    if not path.is_file() or not os.access(path, os.X_OK):
+        pytest.fail(f"{INSTALL_HINT} (not found: {path})", pytrace=False)
+    return path
+
+
+@pytest.fixture
+def chromium() -> Path:
+    return find_chromium()
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -96,11 +108,10 @@ def wait_until_up(url: str, proc: subprocess.Popen[bytes], log: Path) -> None:
         if proc.poll() is not None:
             pytest.fail(f"JupyterLab exited with {proc.returncode}:\n{log.read_text()[-3000:]}")
         try:
-            with opener.open(request, timeout=2) as answer:
-                if answer.status == 200:
-                    return
+            with opener.open(request, timeout=2):
+                return  # urllib raises for any answer but a 2xx
         except OSError:
-            time.sleep(0.2)
+            time.sleep(0.2)  # not listening yet
     pytest.fail(
         f"JupyterLab did not answer at {url} in {START_SECONDS:g} s:\n{log.read_text()[-3000:]}"
     )
@@ -171,12 +182,12 @@ def wait_for_cells_to_finish(page: Page, timeout: float) -> None:
 @pytest.mark.browser
 @pytest.mark.model
 @pytest.mark.timeout(600)
-def test_a_message_typed_into_the_widget_streams_a_reply_while_stop_is_enabled(lab: Lab) -> None:
-    if not CHROMIUM.is_file():
-        pytest.fail(INSTALL_HINT)
+def test_a_message_typed_into_the_widget_streams_a_reply_while_stop_is_enabled(
+    chromium: Path, lab: Lab
+) -> None:
     ARTIFACTS.mkdir(exist_ok=True)
     with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        browser = playwright.chromium.launch(executable_path=str(chromium), args=CHROMIUM_ARGS)
         page = browser.new_page(viewport={"width": 1280, "height": 1000})
         try:
             chat_in_the_browser(page, lab)
@@ -217,3 +228,10 @@ def chat_in_the_browser(page: Page, lab: Lab) -> None:
     stop.click()
     expect(stop).to_be_disabled(timeout=30_000)
     expect(chat.locator(".nbchat-notice", has_text="Stopped by you")).to_have_count(1)
+
+
+def test_a_missing_chromium_fails_the_test_saying_how_to_install_it(tmp_path: Path) -> None:
+    with pytest.raises(pytest.fail.Exception) as failed:
+        find_chromium(tmp_path / "chromium")
+    assert str(failed.value) == f"{INSTALL_HINT} (not found: {tmp_path / 'chromium'})"
+    assert "apt-get install chromium" in INSTALL_HINT
