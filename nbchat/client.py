@@ -312,16 +312,20 @@ class _Reader:
             self.usage = Usage(usage.prompt_tokens, usage.completion_tokens)
         for choice in chunk.choices[:1]:  # n=1: one choice
             delta = choice.delta
-            reasoning = getattr(delta, "reasoning_content", None) or getattr(
-                delta, "reasoning", None
-            )
+            # Reasoning is an extra field; reading it from the extras dict avoids pydantic's
+            # slow missing-attribute path on every chunk.
+            extra = delta.model_extra or {}
+            reasoning = extra.get("reasoning_content") or extra.get("reasoning")
             if isinstance(reasoning, str) and reasoning:
                 self.received = True
                 if reasoning := self._valid("reasoning", reasoning):
                     yield ReasoningDelta(reasoning)
             if delta.content:
                 self.received = True
-                if content := self._valid("text", delta.content):
+                content = self._valid("text", delta.content)
+                if content and self.holding is False:
+                    yield TextDelta(content)  # the common case without a generator per chunk
+                elif content:
                     yield from self._text(content)
             for fragment in delta.tool_calls or ():
                 self.received = True
@@ -332,6 +336,8 @@ class _Reader:
     def _valid(self, kind: str, piece: str) -> str:
         """`piece` as valid Unicode. A server that JSON-escapes text can split a character into
         UTF-16 halves across deltas: a trailing high half waits to be joined with the next one."""
+        if piece.isascii() and not self.halves[kind]:
+            return piece  # the common case, on every chunk: nothing to repair
         piece, self.halves[kind] = self.halves[kind] + piece, ""
         if "\ud800" <= piece[-1] <= "\udbff":
             self.halves[kind], piece = piece[-1], piece[:-1]

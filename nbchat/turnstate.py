@@ -50,18 +50,27 @@ class Reply:
     """One streamed reply as it arrives; `rows()` is what gets stored."""
 
     request_rows: int
-    reasoning: str = ""
-    text: str = ""
     calls: tuple[ToolCall, ...] = ()
     usage: Usage | None = None
     finish: str | None = None
     started: float = field(default_factory=time.monotonic)
+    # Deltas are kept as parts and joined on demand: `+=` on a long string copies it each time.
+    _reasoning: list[str] = field(default_factory=list)
+    _text: list[str] = field(default_factory=list)
+
+    @property
+    def reasoning(self) -> str:
+        return "".join(self._reasoning)
+
+    @property
+    def text(self) -> str:
+        return "".join(self._text)
 
     def take(self, event: StreamEvent) -> None:
-        if isinstance(event, ReasoningDelta):
-            self.reasoning += event.text
-        elif isinstance(event, TextDelta):
-            self.text += event.text
+        if isinstance(event, TextDelta):
+            self._text.append(event.text)
+        elif isinstance(event, ReasoningDelta):
+            self._reasoning.append(event.text)
         elif isinstance(event, ToolCallsReady):
             self.calls = event.calls
         elif isinstance(event, Usage):
@@ -75,7 +84,7 @@ class Reply:
 
     @property
     def is_empty(self) -> bool:
-        return not (self.text or self.reasoning or self.calls)
+        return not (self._text or self._reasoning or self.calls)
 
     def rows(self) -> list[Row]:
         """`analysis` (when the model reasoned), then `assistant_full` or `assistant`."""

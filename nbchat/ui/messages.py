@@ -38,7 +38,7 @@ class StreamingText:
 
     def __init__(self, *, max_rate: float = 15.0) -> None:
         self.box = widgets.VBox(layout=widgets.Layout(width="100%"))
-        self.text = ""
+        self._parts: list[str] = []  # joined at each flush: `+=` would copy the text per delta
         self.updates = 0  # widget updates sent, for the tests and the benchmark
         self._rendered_upto = 0  # characters of `text` that live in blocks
         self._blocks: list[_Block] = []
@@ -51,9 +51,15 @@ class StreamingText:
         self._interval = 1.0 / max_rate
         self._last_flush = -1e9
 
+    @property
+    def text(self) -> str:
+        if len(self._parts) > 1:
+            self._parts = ["".join(self._parts)]
+        return self._parts[0] if self._parts else ""
+
     def append(self, delta: str, *, now: float | None = None) -> None:
         """Add streamed text; re-renders only when the throttle interval has passed."""
-        self.text += delta
+        self._parts.append(delta)
         moment = time.monotonic() if now is None else now
         if moment - self._last_flush >= self._interval:
             self.flush(now=moment)
@@ -100,7 +106,7 @@ class StreamingText:
         return widgets.HTMLMath(value=value, layout=self._layout, style=self._style)
 
     def _show_tail(self, tail: str) -> None:
-        html = render_markdown(tail) if tail else ""
+        html = render_markdown(tail, highlight=False) if tail else ""  # coloured once frozen
         if self._tail.value != html:
             self._tail.value = html
             self.updates += 1

@@ -15,15 +15,15 @@ Pure: no widgets, no I/O.
 
 from __future__ import annotations
 
+import functools
 import html
 import json
 import re
 from typing import Any
 
 from markdown_it import MarkdownIt
-from pygments import highlight
-from pygments.formatters import HtmlFormatter
 from pygments.lexers import get_lexer_by_name
+from pygments.token import STANDARD_TYPES
 from pygments.util import ClassNotFound
 
 __all__ = [
@@ -95,18 +95,39 @@ def _validate_link(url: str) -> bool:
     return scheme is None or target.startswith(SAFE_SCHEMES)
 
 
-def _highlight(code: str, language: str, _attrs: Any) -> str:
+@functools.lru_cache(maxsize=64)
+def _lexer(language: str) -> Any:
     try:
-        lexer = get_lexer_by_name(language.split()[0]) if language.strip() else None
+        return get_lexer_by_name(language)
     except ClassNotFound:
-        lexer = None
+        return None
+
+
+@functools.lru_cache(maxsize=512)
+def _css_class(token_type: Any) -> str:
+    while token_type not in STANDARD_TYPES:
+        token_type = token_type.parent
+    return str(STANDARD_TYPES[token_type])
+
+
+def _highlight(code: str, language: str, _attrs: Any) -> str:
+    """Code as pygments tokens in spans with pygments' short class names (coloured by STYLE).
+
+    Written out here rather than with `HtmlFormatter`, which costs as much again as the lexing.
+    """
+    lexer = _lexer(language.split()[0]) if language.strip() else None
     if lexer is None:
         return ""  # markdown-it then escapes the code itself
-    return str(highlight(code, lexer, HtmlFormatter(nowrap=True)))
+    parts = []
+    for token_type, value in lexer.get_tokens(code):
+        css, text = _css_class(token_type), html.escape(value, quote=False)
+        parts.append(f'<span class="{css}">{text}</span>' if css else text)
+    return "".join(parts)
 
 
-def _make_parser() -> MarkdownIt:
-    parser = MarkdownIt("commonmark", {"html": False, "linkify": False, "highlight": _highlight})
+def _make_parser(*, highlight: bool) -> MarkdownIt:
+    options = {"html": False, "linkify": False, "highlight": _highlight if highlight else None}
+    parser = MarkdownIt("commonmark", options)
     parser.enable(["table", "strikethrough"])
     parser.validateLink = _validate_link  # type: ignore[method-assign]
     rules = parser.add_render_rule
@@ -133,11 +154,15 @@ def _make_parser() -> MarkdownIt:
     return parser
 
 
-_PARSER = _make_parser()
+_PARSER = _make_parser(highlight=True)
+_PLAIN_PARSER = _make_parser(highlight=False)
 
 
-def render_markdown(text: str) -> str:
-    """Safe HTML for untrusted markdown, math kept for MathJax, inside a message div."""
+def render_markdown(text: str, *, highlight: bool = True) -> str:
+    """Safe HTML for untrusted markdown, math kept for MathJax, inside a message div.
+
+    `highlight=False` leaves code uncoloured: for a streaming tail, re-rendered many times.
+    """
     # Private-use markers survive markdown-it untouched; any in the input are neutralised first.
     text = text.replace(MARK_OPEN, "\ufffd").replace(MARK_CLOSE, "\ufffd")
     spans: list[str] = []
@@ -146,7 +171,8 @@ def render_markdown(text: str) -> str:
         spans.append(match.group(0))
         return f"{MARK_OPEN}{len(spans) - 1}{MARK_CLOSE}"
 
-    rendered = _PARSER.render(MATH_PATTERN.sub(set_aside, text))
+    parser = _PARSER if highlight else _PLAIN_PARSER
+    rendered = parser.render(MATH_PATTERN.sub(set_aside, text))
     for index, span in enumerate(spans):
         rendered = rendered.replace(f"{MARK_OPEN}{index}{MARK_CLOSE}", html.escape(span), 1)
     return f'<div class="nbchat-msg">{rendered}</div>'

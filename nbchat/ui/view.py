@@ -12,6 +12,7 @@ import html
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import ipywidgets as widgets
 
@@ -61,6 +62,10 @@ class ContextMeter(widgets.HTML):
         )
 
 
+def _ignore(_event: object) -> None:
+    """Events this view has nothing to show for."""
+
+
 def _short(tokens: int) -> str:
     return f"{tokens / 1000:.1f}k" if tokens >= 1000 else str(tokens)
 
@@ -96,6 +101,7 @@ class EventView:
         self._last_status = 0.0
         self._compaction_reason = ""
         self._usage: UsageReported | None = None
+        self._handlers: dict[type, Callable[[Any], None]] = {}
 
     def set_status(self, text: str, *, error: bool = False) -> None:
         colour = "var(--jp-error-color1,#d32f2f)" if error else "var(--jp-ui-font-color2,#666)"
@@ -105,9 +111,11 @@ class EventView:
 
     def handle(self, event: Event) -> None:
         """Apply one event (called on the worker thread, in order)."""
-        handler = getattr(self, f"_on_{type(event).__name__}", None)
-        if handler is not None:
-            handler(event)
+        kind = type(event)
+        handler = self._handlers.get(kind)
+        if handler is None:  # looked up once per event type: this runs for every delta
+            handler = self._handlers[kind] = getattr(self, f"_on_{kind.__name__}", _ignore)
+        handler(event)
 
     def _on_RequestStarted(self, event: RequestStarted) -> None:
         self._live = _Live()
