@@ -152,10 +152,8 @@ class Store:
         with self.transaction("save the message") as db:
             self._require_session(db, session_id)
             position = self._next_position(db, session_id)
-            return [
-                self._insert_at(db, session_id, row, position + offset)
-                for offset, row in enumerate(checked)
-            ]
+            placed = [(row, position + offset) for offset, row in enumerate(checked)]
+            return self._insert_at(db, session_id, placed)
 
     def load_active(
         self, session_id: str, *, problems: list[StoreError] | None = None
@@ -247,7 +245,7 @@ class Store:
             ids = [row_id for row_id, _ in replaced] + [i for i, p in corrupt if p <= last]
             compaction_id = self._record_compaction(db, session_id, record, len(ids))
             self._archive(db, ids, compaction_id)
-            self._insert_at(db, session_id, to_row(compacted), last)
+            self._insert_at(db, session_id, [(to_row(compacted), last)])
         return compaction_id
 
     def replace_rows(
@@ -265,7 +263,7 @@ class Store:
             for index, new_row in sorted(replacements.items()):
                 row_id, position = active[index]
                 self._archive(db, [row_id], compaction_id)
-                self._insert_at(db, session_id, to_row(new_row), position)
+                self._insert_at(db, session_id, [(to_row(new_row), position)])
         return compaction_id
 
     def archive_last(self, session_id: str, count: int, *, expected_active: int, kind: str) -> int:
@@ -332,21 +330,26 @@ class Store:
             [(compaction_id, row_id) for row_id in row_ids],
         )
 
-    def _insert_at(self, db: Database, session_id: str, row: Row, position: int) -> int:
-        # Appended rows take the next position; a row standing in for replaced ones takes the
-        # position of the last of them and, with its higher id, sorts right after it.
+    def _insert_at(
+        self, db: Database, session_id: str, rows: Sequence[tuple[Row, int]]
+    ) -> list[int]:
+        """Insert (row, position) pairs; returns their ids.
+
+        Appended rows take the next positions; a row standing in for replaced ones takes the
+        position of the last of them and, with its higher id, sorts right after it. Plain SQL:
+        sqlite-utils' insert re-reads the table's shape on every call (3x slower per row).
+        """
         stamp = now()
-        record = {
-            "session_id": session_id,
-            "position": position,
-            **row._asdict(),
-            "tokens": estimate_tokens(row),
-            "created": stamp,
-            "archived": 0,
-        }
-        row_id = _last_id(db.table("rows").insert(record).last_pk)
+        ids = []
+        for row, position in rows:
+            cursor = db.conn.execute(
+                "INSERT INTO rows (session_id, position, role, content, tool_id, tool_name, "
+                "tool_args, tokens, created, archived) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 0)",
+                [session_id, position, *row, estimate_tokens(row), stamp],
+            )
+            ids.append(_last_id(cursor.lastrowid))
         self._touch(db, session_id, stamp)
-        return row_id
+        return ids
 
     # Requests (usage)
 
