@@ -113,7 +113,8 @@ class OpenAISummariser:
             list(messages),
             model=self.model,
             max_tokens=max_tokens,
-            extra_body=self._extra_body,
+            temperature=self._temperature(),
+            extra_body=self._body(),
             response_format=dict(schema) if schema is not None else None,
             stop=stop,
         ):
@@ -129,6 +130,20 @@ class OpenAISummariser:
             completion_tokens=usage.completion_tokens or 0,
             finish_reason=reason,
         )
+
+    def _temperature(self) -> float | None:
+        """The settings' temperature; else 0 on the embedded model, so summaries are stable."""
+        settings = self._get_settings()
+        if settings.temperature is not None:
+            return settings.temperature
+        return 0.0 if settings.is_embedded else None
+
+    def _body(self) -> dict[str, Any] | None:
+        # llama.cpp answers the same prompt differently at temperature 0 unless its prompt cache
+        # is off for the request; summaries gain nothing from that cache anyway.
+        if self._extra_body is None and self._get_settings().is_embedded:
+            return {"cache_prompt": False}
+        return self._extra_body
 
     def _get_settings(self) -> Settings:
         if self._settings is None:

@@ -75,7 +75,7 @@ JSON_FORMAT = (
     '"goal" (a string: what the user wants), and "constraints", "done", "in_progress", '
     '"blocked", "decisions", "next_steps", "critical_context" (each a list of short strings; '
     '[] when empty). "done" lists what was achieved: files read or changed, commands run and '
-    "what they showed."
+    "what they showed. At most 6 items per list, each under 25 words: the reply has a token limit."
 )
 FOCUS_PROMPT = "Pay particular attention to: {focus}"
 
@@ -256,13 +256,49 @@ def parse_reply(text: str) -> Checkpoint:
     fenced = FENCE.match(stripped)
     candidate = fenced.group(1) if fenced else stripped
     if candidate.startswith("{"):
-        try:
-            data = json.loads(candidate)
-        except ValueError:
-            data = None
-        if isinstance(data, dict):
+        data = _load_json_object(candidate)
+        if data is not None:
             return _from_json(data)
     return Checkpoint(stripped, _missing_headings(stripped), was_json=False)
+
+
+def _load_json_object(text: str) -> dict[str, Any] | None:
+    """The JSON object in `text`; a reply cut at its token limit is closed after its last
+    complete item, so what the model did write is kept."""
+    try:
+        data = json.loads(text)
+    except ValueError:
+        data = _salvage_json(text)
+    return data if isinstance(data, dict) else None
+
+
+def _salvage_json(text: str) -> Any:
+    """Close a truncated JSON object at the last comma where everything before it is complete."""
+    cuts: list[tuple[int, str]] = []  # (position of a comma, the closers needed there)
+    stack: list[str] = []
+    in_string = escaped = False
+    for index, char in enumerate(text):
+        if in_string:
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            elif char == '"':
+                in_string = False
+        elif char == '"':
+            in_string = True
+        elif char in "[{":
+            stack.append("]" if char == "[" else "}")
+        elif char in "]}" and stack:
+            stack.pop()
+        elif char == ",":
+            cuts.append((index, "".join(reversed(stack))))
+    for index, closers in reversed(cuts):
+        try:
+            return json.loads(text[:index] + closers)
+        except ValueError:
+            continue
+    return None
 
 
 def _from_json(data: Mapping[str, Any]) -> Checkpoint:

@@ -7,8 +7,10 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import openai
 import pytest
 from compaction_strategies import SUMMARY, FakeSummariser
+from fakeserver import FakeServer, Reply
 
 from nbchat import summariser as summariser_module
 from nbchat.client import Finish, StreamEvent, TextDelta, Usage
@@ -200,3 +202,24 @@ def test_the_openai_summariser_finds_the_running_embedded_server(home: Path) -> 
         server.stop()
     assert reply.text.strip() != ""
     assert reply.completion_tokens > 0
+
+
+@pytest.mark.parametrize(
+    ("embedded", "temperature", "body_extra"),
+    [(True, 0.0, {"cache_prompt": False}), (False, None, {})],
+)
+def test_summaries_on_the_embedded_model_ask_for_stable_output(
+    embedded: bool, temperature: float | None, body_extra: dict[str, Any]
+) -> None:
+    with FakeServer() as server:
+        server.enqueue(Reply(text="## Goal\nx"))
+        client = openai.OpenAI(base_url=server.url + "/v1", api_key="x", max_retries=0)
+        settings = Settings() if embedded else Settings(base_url=server.url + "/v1")
+        summariser = OpenAISummariser(client, model="m", settings=settings)
+        summariser.summarise(
+            [{"role": "user", "content": "hi"}], max_tokens=8, response_format=None, stop=None
+        )
+        sent = server.chat_requests()[-1]
+    assert sent.get("temperature") == temperature
+    assert {key: sent[key] for key in body_extra} == body_extra
+    assert ("cache_prompt" in sent) == embedded

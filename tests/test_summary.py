@@ -170,3 +170,16 @@ def test_a_markdown_reply_is_kept_and_its_headings_checked() -> None:
 def test_garbage_lacks_every_section() -> None:
     assert parse_reply("lorem ipsum").missing == SECTION_TITLES
     assert parse_reply("{not json").text == "{not json"
+
+
+@pytest.mark.parametrize("cut", [40, 70, 100, 140, 180])
+def test_a_json_summary_cut_at_its_token_limit_keeps_what_was_written(cut: int) -> None:
+    whole = (
+        '{"goal": "Fix the \\"parser\\", fast", "constraints": ["no new deps"], '
+        '"done": ["read a.py", "ran tests, 3 failed"], "in_progress": ["edit b.py"], '
+        '"blocked": [], "decisions": [], "next_steps": ["rerun"], "critical_context": []}'
+    )
+    checkpoint = parse_reply(whole[:cut])
+    assert checkpoint.was_json
+    assert checkpoint.text.startswith('## Goal\nFix the "parser", fast')
+    assert parse_reply(whole).text.count("(none)") == 3
