@@ -1,7 +1,7 @@
 """Compaction on the embedded Qwen model: wall time, tokens a second, and what comes out.
 
 The real `CompactionEngine` (JSON checkpoint under a schema, code-computed facts, chunking)
-summarises three histories cut from a real agent run (`../shared/traces/`, the matplotlib
+summarises three histories cut from a real agent run (`tests/data/traces/`, the matplotlib
 trace, its task message cut to its first 1,500 characters so the smallest history holds more
 than one turn) at about 2k, 8k and 32k estimated tokens, against Qwen2.5-Coder-0.5B served by
 `nbchat.local.ensure_server` (llama.cpp in its own process) with a 16,384-token window. Each
@@ -33,7 +33,7 @@ from nbchat.errors import NbchatError
 from nbchat.history import History, Row, estimate_tokens
 from nbchat.local import LocalServer, ensure_server
 
-TRACE = harness.REPO.parent / "shared" / "traces" / "matplotlib__matplotlib-26208.json"
+TRACE = harness.REPO / "tests" / "data" / "traces" / "matplotlib__matplotlib-26208.json"
 TASK_CHARS = 1_500
 SIZES = (2_000, 8_000, 32_000)
 N_CTX = 16_384

@@ -40,11 +40,11 @@ from typing import Any
 
 import harness  # noqa: F401 - puts tests/ on sys.path for the test server's token rule
 from fakeserver_replies import Reply, count_prompt_tokens
+from helpers import is_summary_request
 from replay_text import generated_text
 
 from nbchat.config import DEFAULT_SYSTEM_PROMPT
 from nbchat.history import Row, build_messages
-from nbchat.summary import SUMMARY_SYSTEM_PROMPT
 from nbchat.tools import Tool, ToolRegistry
 
 TARGET_FIRST_REQUESTS = (20_264, 22_565, 58_884, 77_702, 77_875, 78_703, 81_427, 89_910, 90_212)
@@ -305,11 +305,6 @@ def user_texts() -> tuple[str, ...]:
 
 def _prompt_tokens(rows: Sequence[Row]) -> int:
     return count_prompt_tokens({"messages": build_messages(rows, SYSTEM_PROMPT)})
-
-
-def is_summary_request(body: dict[str, Any]) -> bool:
-    messages = body.get("messages") or [{}]
-    return "response_format" in body or messages[0].get("content") == SUMMARY_SYSTEM_PROMPT
 
 
 class ScriptedModel:

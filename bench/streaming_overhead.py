@@ -19,22 +19,18 @@ for `bench/run_all.py`. Figures only, never an assertion.
 from __future__ import annotations
 
 import itertools
-import json
 import statistics
-import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import comm
 import harness
 import openai
-from comm.base_comm import BaseComm
 from fakeserver import Reply, start_fakeserver_process
 from fakeserver_remote import FakeServerProcess
 from harness import Figure, temporary_directory
+from helpers import RecordingComm, recording_comms
 
 from nbchat.config import Settings
 from nbchat.store import Store
@@ -48,37 +44,6 @@ TRAFFIC_CHARS = 15_000
 TRAFFIC_CHUNKS = 3_000
 REFRESH_GAP = 0.005  # messages closer together than this went out in one refresh
 TARGET_REFRESH_RATE = 20.0
-
-
-class RecordingComm(BaseComm):
-    """A comm that serialises each message as a kernel would, and records its size."""
-
-    sent: list[tuple[float, int]] = []
-    lock = threading.Lock()
-
-    def publish_msg(
-        self,
-        msg_type: str,
-        data: Any = None,
-        metadata: Any = None,
-        buffers: Any = None,
-        **keys: Any,
-    ) -> None:
-        size = len(json.dumps(data, default=str))
-        with RecordingComm.lock:
-            RecordingComm.sent.append((time.monotonic(), size))
-
-
-@contextmanager
-def recording_comms() -> Iterator[list[tuple[float, int]]]:
-    """Widgets created inside get a `RecordingComm`; the original factory is put back."""
-    original = comm.create_comm
-    RecordingComm.sent = []
-    comm.create_comm = lambda *args, **kwargs: RecordingComm(*args, **kwargs)
-    try:
-        yield RecordingComm.sent
-    finally:
-        comm.create_comm = original
 
 
 def reply_text(tokens: int) -> str:
@@ -185,7 +150,7 @@ def measure_traffic(server: FakeServerProcess, workdir: Path) -> dict[str, float
     return {
         "duration": duration,
         "messages": len(messages),
-        "bytes": sum(size for _, size in messages),
+        "bytes": sum(size for _, _, size in messages),
         "refreshes": refreshes,
         "naive_bytes": sum(len(text[: (i + 1) * chunk]) for i in range(TRAFFIC_CHUNKS)),
     }

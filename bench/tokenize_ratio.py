@@ -5,7 +5,7 @@ the embedded llama.cpp server (`nbchat.local.ensure_server`, each model in its o
 home and process) to tokenize a mixed corpus and compares, per kind and overall:
 
 - prose: the user messages, reasoning and assistant text of the five real agent runs in
-  `../shared/traces/`;
+  `tests/data/traces/`;
 - code: nbchat's own source (`nbchat/**/*.py`);
 - tool output: the shell output those agent runs saw (`tool` rows);
 - JSON: the tool-call arguments of those runs and their `*.truth.json` files.
@@ -38,7 +38,7 @@ KINDS = ("prose", "code", "tool output", "JSON")
 MAX_CHARS_PER_KIND = 150_000
 PIECE_CHARS = 20_000
 N_CTX = 2_048  # tokenizing needs no context; the smallest window starts fastest
-TRACES = harness.REPO.parent / "shared" / "traces"
+TRACES = harness.REPO / "tests" / "data" / "traces"
 
 
 @dataclass

@@ -219,13 +219,25 @@ def build_messages(rows: Iterable[RowLike], system_prompt: str = "") -> list[Mes
     return messages
 
 
+def _valid_strings(value: Any) -> Any:
+    """`value` with every string in it made valid text (a `"\\ud800"` escape in stored JSON
+    decodes to half a character, which no request can carry)."""
+    if isinstance(value, str):
+        return to_valid_text(value)
+    if isinstance(value, list):
+        return [_valid_strings(item) for item in value]
+    if isinstance(value, dict):
+        return {key: _valid_strings(item) for key, item in value.items()}
+    return value
+
+
 def to_message(row: Row) -> Message:
     """One sent row as an OpenAI message (assumes a repaired history)."""
     if row.role == "assistant_full":
         return {
             "role": "assistant",
             "content": row.content or None,
-            "tool_calls": json.loads(row.tool_args),
+            "tool_calls": _valid_strings(json.loads(row.tool_args)),
         }
     if row.role == "tool":
         return {"role": "tool", "tool_call_id": row.tool_id, "content": row.content}

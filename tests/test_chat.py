@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -12,6 +11,7 @@ import openai
 import pytest
 from factories import assistant, tool_result, user
 from fakeserver import FakeServer, Reply
+from helpers import is_summary_request, run, saved
 
 from nbchat.chat import Conversation
 from nbchat.config import Settings
@@ -22,7 +22,6 @@ from nbchat.events import (
     Event,
     Failed,
     Notice,
-    RowSaved,
     TextDelta,
     ToolFinished,
 )
@@ -42,10 +41,6 @@ SUMMARY = json.dumps(
         "critical_context": [],
     }
 )
-
-
-def is_summary_request(body: dict[str, Any]) -> bool:
-    return "response_format" in body or "checkpoint" in json.dumps(body["messages"][:1])
 
 
 @pytest.fixture
@@ -72,14 +67,6 @@ def settings(make_settings) -> Settings:  # type: ignore[no-untyped-def]
 @pytest.fixture
 def chat(server: FakeServer, store: Store, settings: Settings) -> Conversation:
     return make_conversation(server, store, settings)
-
-
-def run(conversation: Conversation, text: str, stop: threading.Event | None = None) -> list[Event]:
-    return list(conversation.send(text, stop))
-
-
-def saved(events: list[Event]) -> list[Row]:
-    return [event.row for event in events if isinstance(event, RowSaved)]
 
 
 def call(call_id: str, name: str, **arguments: object) -> tuple[str, str, str]:

@@ -7,7 +7,6 @@ processes; waits are on events, fifos, pipes and joins, never on sleeps.
 
 from __future__ import annotations
 
-import html
 import json
 import os
 import subprocess
@@ -16,11 +15,11 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
-import ipywidgets as widgets
 import openai
 import pytest
 from factories import assistant, user
 from fakeserver import FakeServer, Reply
+from helpers import is_summary_request, shown_text
 from test_tools import has_exited
 
 from nbchat.config import Settings
@@ -33,10 +32,6 @@ from nbchat.ui import ChatUI
 SUMMARY = json.dumps({"goal": "Answer the questions", "done": ["answered"]})
 STOPPED = Row("system", "Stopped by you; the reply so far was kept.")
 READ_ONLY_NOTICE = "This session is open in another kernel: read-only here."
-
-
-def is_summary_request(body: dict[str, Any]) -> bool:
-    return "response_format" in body
 
 
 @pytest.fixture
@@ -55,20 +50,6 @@ def settings(make_settings: Any, server: FakeServer) -> Settings:
 def make_ui(server: FakeServer, store: Store, settings: Settings, **kwargs: Any) -> ChatUI:
     client = openai.OpenAI(base_url=server.url + "/v1", api_key="test", max_retries=0)
     return ChatUI(settings, store=store, client=client, **kwargs)
-
-
-def shown_text(ui: ChatUI) -> str:
-    found: list[str] = []
-
-    def walk(widget: widgets.Widget) -> None:
-        value = getattr(widget, "value", None)
-        if isinstance(value, str):
-            found.append(value)
-        for child in getattr(widget, "children", ()):
-            walk(child)
-
-    walk(ui.messages.box)
-    return html.unescape("\n".join(found))
 
 
 def last_user_text(body: dict[str, Any]) -> str:
@@ -113,8 +94,8 @@ def test_two_widgets_in_one_kernel_stream_two_sessions_at_once(
         ]
         assert ui.conversation.history.rows == expected
         assert ui.store.load_active(str(ui.conversation.session_id)) == expected
-        assert f"reply to {side} question" in shown_text(ui)
-        assert f"{other} question" not in shown_text(ui)
+        assert f"reply to {side} question" in shown_text(ui.messages.box)
+        assert f"{other} question" not in shown_text(ui.messages.box)
     assert left.conversation.session_id != right.conversation.session_id
     left.close()
     right.close()
@@ -188,11 +169,11 @@ def test_a_second_kernel_on_the_same_session_is_read_only_until_the_first_lets_g
         assert other.ask("send") == "Done"
         ui = make_ui(server, store, settings, session_id=session_id)
         assert ui.conversation.read_only
-        assert READ_ONLY_NOTICE in shown_text(ui)
-        assert "from the other kernel" in shown_text(ui)  # its rows, as written there
+        assert READ_ONLY_NOTICE in shown_text(ui.messages.box)
+        assert "from the other kernel" in shown_text(ui.messages.box)  # its rows, as written there
         ui.send("mine")
         assert ui.wait(20)
-        assert READ_ONLY_MESSAGE in shown_text(ui)
+        assert READ_ONLY_MESSAGE in shown_text(ui.messages.box)
         assert ui.input.value == "mine"  # handed back, nothing written
         assert store.load_active(session_id)[-1] == assistant("ok")
         if ending == "closes the session":
@@ -243,7 +224,7 @@ def current_after(action: str, first: str, other_session: str, ui: ChatUI) -> No
         assert current not in (first, other_session) and ui.conversation.history.rows == []
     else:
         assert current == other_session
-        assert "from the other session" in shown_text(ui)
+        assert "from the other session" in shown_text(ui.messages.box)
 
 
 @pytest.mark.timeout(60)

@@ -8,9 +8,9 @@ import signal
 from collections.abc import Iterator
 from pathlib import Path
 
-import ipywidgets as widgets
 import pytest
 from factories import user
+from helpers import buttons
 
 from nbchat import local
 from nbchat.chat import Conversation
@@ -72,13 +72,6 @@ def test_no_server_then_started_then_lost_says_what_to_do_each_time(settings: Se
 
     chat.connect(start=True)
     assert list(chat.send("and now?"))[-1] == Done()
-
-
-def buttons(widget: widgets.Widget) -> list[widgets.Button]:
-    found = [widget] if isinstance(widget, widgets.Button) else []
-    for child in getattr(widget, "children", ()):
-        found.extend(buttons(child))
-    return found
 
 
 def test_the_widget_offers_to_start_the_model_and_restart_it_after_it_dies(

@@ -27,8 +27,9 @@ from nbchat.facts import (
 )
 from nbchat.history import Row, to_row
 
-TRACES = Path(__file__).resolve().parents[2] / "shared" / "traces"
+TRACES = Path(__file__).resolve().parent / "data" / "traces"
 TRACE_NAMES = sorted(p.name.removesuffix(".truth.json") for p in TRACES.glob("*.truth.json"))
+assert len(TRACE_NAMES) == 5, f"the real traces are missing from {TRACES}"
 
 
 @pytest.mark.parametrize(

@@ -9,7 +9,6 @@ stored or handed back (`Failed.unsent_text`), no row is half-written, and the ne
 from __future__ import annotations
 
 import collections
-import html
 import json
 import shutil
 import signal
@@ -21,11 +20,11 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-import ipywidgets as widgets
 import openai
 import pytest
 from factories import assistant, tool_call, tool_result, user
 from fakeserver import FakeServer, Reply
+from helpers import is_summary_request, run, saved, shown_text
 
 from nbchat.chat import Conversation
 from nbchat.client import build_client
@@ -37,7 +36,6 @@ from nbchat.events import (
     Event,
     Failed,
     Notice,
-    RowSaved,
     TextDelta,
 )
 from nbchat.history import Row
@@ -59,10 +57,6 @@ SUMMARY = json.dumps(
     }
 )
 STOPPED = Row("system", "Stopped by you; the reply so far was kept.")
-
-
-def is_summary_request(body: dict[str, Any]) -> bool:
-    return "response_format" in body or "checkpoint" in json.dumps(body["messages"][:1])
 
 
 class Script:
@@ -108,14 +102,6 @@ def conversation(
 @pytest.fixture
 def chat(server: FakeServer, store: Store, settings: Settings) -> Conversation:
     return conversation(server, store, settings)
-
-
-def run(chat: Conversation, text: str, stop: threading.Event | None = None) -> list[Event]:
-    return list(chat.send(text, stop))
-
-
-def saved(events: list[Event]) -> list[Row]:
-    return [event.row for event in events if isinstance(event, RowSaved)]
 
 
 def failure(events: list[Event]) -> Failed:
@@ -854,20 +840,6 @@ def ui_for(server: FakeServer, store: Store, settings: Settings) -> ChatUI:
     return ChatUI(settings, store=store, client=client)
 
 
-def shown_text(ui: ChatUI) -> str:
-    found: list[str] = []
-
-    def walk(widget: widgets.Widget) -> None:
-        value = getattr(widget, "value", None)
-        if isinstance(value, str):
-            found.append(value)
-        for child in getattr(widget, "children", ()):
-            walk(child)
-
-    walk(ui.messages.box)
-    return html.unescape("\n".join(found))
-
-
 @pytest.mark.timeout(30)
 def test_the_stop_button_ends_a_turn_whose_stream_stalled(
     server: FakeServer, store: Store, settings: Settings, script: Script
@@ -911,7 +883,7 @@ def test_the_widget_gives_the_message_back_when_the_database_is_locked(
         locker.lock()
         ui.send("my important message")
         assert ui.wait(10)
-        assert locked_message(store, "save the message") in shown_text(ui)
+        assert locked_message(store, "save the message") in shown_text(ui.messages.box)
         assert ui.input.value == "my important message"  # back in the box, ready to resend
         assert not ui._send_button.disabled
         locker.unlock()

@@ -23,6 +23,7 @@ from compaction_strategies import FakeSummariser
 from fakeserver import FakeServer, Reply
 from fixtures_server import CHAT, Canned, ScriptedServer, chunk, client_for
 from fuzz_strategies import hostile_histories, hostile_rows, read_file_arguments
+from helpers import is_loadable, saved
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_render import executable_parts
@@ -32,7 +33,7 @@ from nbchat.client import ReasoningDelta, TextDelta, ToolCall, stream_chat
 from nbchat.compaction import CompactionEngine
 from nbchat.config import Settings
 from nbchat.errors import CompactionError
-from nbchat.events import Done, Event, RowSaved
+from nbchat.events import Done
 from nbchat.history import UNSENT_ROLES, History, Message, Row, build_messages, to_row
 from nbchat.prune import apply_replacements, find_prunable, is_placeholder, protected_start
 from nbchat.split import choose_split, is_cut_point
@@ -190,30 +191,6 @@ def shared_store() -> Iterator[Store]:
         store.close()
 
 
-def loadable(row: Row) -> bool:
-    """The store's own test of a readable row: a result names its call, calls parse."""
-    if row.role == "tool":
-        return bool(row.tool_id)
-    if row.role != "assistant_full":
-        return True
-    try:
-        calls = json.loads(row.tool_args)
-    except ValueError:
-        return False
-    return (
-        isinstance(calls, list)
-        and bool(calls)
-        and all(
-            isinstance(c, dict)
-            and isinstance(c.get("id"), str)
-            and c["id"]
-            and isinstance(c.get("function"), dict)
-            and isinstance(c["function"].get("name"), str)
-            for c in calls
-        )
-    )
-
-
 @given(rows=hostile_histories)
 @SAFE_SETTINGS
 def test_any_history_round_trips_through_the_store_and_reloads_as_it_was_live(
@@ -221,7 +198,7 @@ def test_any_history_round_trips_through_the_store_and_reloads_as_it_was_live(
 ) -> None:
     session_id = shared_store.create_session("fuzz")
     live = History(rows)
-    readable = [row for row in live.rows if loadable(row)]
+    readable = [row for row in live.rows if is_loadable(row)]
     if len(readable) < len(rows):  # what the store could not read back is refused up front
         with pytest.raises(ValueError):
             shared_store.append_rows(session_id, rows)
@@ -251,7 +228,7 @@ def test_any_stored_row_is_shown_without_error_or_executable_markup(
     shared_store: Store, rows: list[Row]
 ) -> None:
     session_id = shared_store.create_session("<script>alert(1)</script>")
-    shared_store.append_rows(session_id, [row for row in History(rows).rows if loadable(row)])
+    shared_store.append_rows(session_id, [row for row in History(rows).rows if is_loadable(row)])
     shown = [factory() for factory in transcript_factories(shared_store, session_id)]
     shown += [row_widget(row) for row in rows]  # straight from memory, unrepaired
     for widget in shown:
@@ -297,10 +274,6 @@ def server() -> Iterator[FakeServer]:
 def conversation_for(url: str, store: Store, settings: Settings) -> Conversation:
     client = openai.OpenAI(base_url=url + "/v1", api_key="test", max_retries=0)
     return Conversation(settings, store, client=client)
-
-
-def saved(events: list[Event]) -> list[Row]:
-    return [event.row for event in events if isinstance(event, RowSaved)]
 
 
 TEN_MB = "x" * 10_000_000

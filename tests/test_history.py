@@ -203,3 +203,13 @@ def test_history_total_equals_a_rescan(rows: list[Row]) -> None:
     for row in rows:
         history.append(row)
     assert history.total_tokens == sum(estimate_tokens(r) for r in rows)
+
+
+def test_a_lone_surrogate_escaped_in_stored_tool_calls_is_sent_as_valid_text() -> None:
+    calls = '[{"id": "a", "type": "function", "function": {"name": "f", "arguments": "\\ud800"}}]'
+    messages = build_messages(
+        [user("go"), Row("assistant_full", "", "", "", calls), tool_result("a", "ok", "f")]
+    )
+    arguments = messages[1]["tool_calls"][0]["function"]["arguments"]
+    assert arguments == "\ufffd"
+    json.dumps(messages, ensure_ascii=False).encode("utf-8")  # would raise on a lone half

@@ -30,6 +30,7 @@ import openai
 import pytest
 from factories import assistant
 from fakeserver import FakeServer, Reply
+from helpers import is_summary_request
 from ipywidgets.widgets.widget import _instances
 from test_render import XSS_PAYLOADS, executable_parts
 
@@ -39,10 +40,6 @@ from nbchat.store import Store
 from nbchat.tools import ApprovalRequest, ToolExecutor, default_registry
 from nbchat.ui import ChatUI
 from nbchat.ui.render import STYLE
-
-
-def is_summary_request(body: dict[str, Any]) -> bool:
-    return "response_format" in body
 
 
 @pytest.fixture

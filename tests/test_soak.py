@@ -32,13 +32,13 @@ import openai
 import pytest
 from fakeserver import FakeServer, Reply
 from fakeserver_replies import count_prompt_tokens
+from helpers import is_summary_request
 
 from nbchat.chat import Conversation
 from nbchat.config import Settings
 from nbchat.events import CompactionFinished, Failed
 from nbchat.history import estimate_tokens
 from nbchat.store import Store
-from nbchat.summary import SUMMARY_SYSTEM_PROMPT
 from nbchat.tools import ToolRegistry
 
 pytestmark = [pytest.mark.slow, pytest.mark.soak, pytest.mark.timeout(1200)]
@@ -80,11 +80,6 @@ def notes(day: int) -> str:
     return (
         f"# Day {day}\n" + f"Measured channel {day % 5} at {day % 24:02d}:00, all nominal.\n" * 30
     )
-
-
-def is_summary_request(body: dict[str, Any]) -> bool:
-    first = (body.get("messages") or [{}])[0]
-    return "response_format" in body or first.get("content") == SUMMARY_SYSTEM_PROMPT
 
 
 def respond(body: dict[str, Any]) -> Reply:

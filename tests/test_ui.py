@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import html
 import itertools
 import json
 import threading
@@ -10,13 +9,12 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-import comm
 import ipywidgets as widgets
 import openai
 import pytest
-from comm.base_comm import BaseComm
 from factories import assistant, user
 from fakeserver import FakeServer, Reply
+from helpers import buttons, recording_comms, shown_text
 
 from nbchat.config import Settings
 from nbchat.store import Store
@@ -24,30 +22,10 @@ from nbchat.ui import ChatUI
 from nbchat.ui.commands import COMMANDS
 
 
-class RecordingComm(BaseComm):
-    """A comm that records every message a widget would send to the browser."""
-
-    sent: list[tuple[float, str, int]] = []  # (time, comm id, bytes)
-    lock = threading.Lock()
-
-    def publish_msg(
-        self,
-        msg_type: str,
-        data: Any = None,
-        metadata: Any = None,
-        buffers: Any = None,
-        **keys: Any,
-    ) -> None:
-        size = len(json.dumps(data, default=str))
-        with RecordingComm.lock:
-            RecordingComm.sent.append((time.monotonic(), self.comm_id, size))
-
-
 @pytest.fixture(autouse=True)
-def recording_comms(monkeypatch: pytest.MonkeyPatch) -> list[tuple[float, str, int]]:
-    RecordingComm.sent = []
-    monkeypatch.setattr(comm, "create_comm", lambda *a, **k: RecordingComm(*a, **k))
-    return RecordingComm.sent
+def recording() -> Iterator[list[tuple[float, str, int]]]:
+    with recording_comms() as sent:
+        yield sent
 
 
 @pytest.fixture
@@ -74,31 +52,12 @@ def ui(server: FakeServer, store: Store, settings: Settings) -> Iterator[ChatUI]
 
 
 def texts(ui: ChatUI) -> str:
-    """All HTML currently shown in the message list (recursively)."""
-    found: list[str] = []
-
-    def walk(widget: widgets.Widget) -> None:
-        value = getattr(widget, "value", None)
-        if isinstance(value, str):
-            found.append(value)
-        for child in getattr(widget, "children", ()):
-            walk(child)
-
-    walk(ui.messages.box)
-    return html.unescape("\n".join(found))
+    """All HTML currently shown in the message list."""
+    return shown_text(ui.messages.box)
 
 
-def buttons(widget: widgets.Widget) -> dict[str, widgets.Button]:
-    found: dict[str, widgets.Button] = {}
-
-    def walk(item: widgets.Widget) -> None:
-        if isinstance(item, widgets.Button):
-            found[item.description] = item
-        for child in getattr(item, "children", ()):
-            walk(child)
-
-    walk(widget)
-    return found
+def button_named(widget: widgets.Widget, name: str) -> widgets.Button:
+    return next(b for b in buttons(widget) if b.description == name)
 
 
 def test_typing_and_clicking_send_shows_the_streamed_reply(ui: ChatUI, server: FakeServer) -> None:
@@ -180,11 +139,11 @@ def test_a_tool_approval_round(ui: ChatUI, server: FakeServer) -> None:
     ui.send("run echo")
     assert card_shown.wait(20)
     card = next(w for w in ui.messages.box.children if "nbchat-approval" in w._dom_classes)
-    buttons(card)["Approve"].click()
+    button_named(card, "Approve").click()
     assert ui.wait(20)
     tool_row = ui.conversation.history.rows[2]
     assert tool_row.role == "tool" and "hi" in tool_row.content
-    assert buttons(card)["Approve"].disabled
+    assert button_named(card, "Approve").disabled
 
 
 def test_stop_while_waiting_for_approval_denies(ui: ChatUI, server: FakeServer) -> None:
@@ -298,18 +257,18 @@ def test_close_ends_the_worker_thread_mid_stream(
 
 
 def test_streaming_sends_few_updates_and_few_bytes(
-    ui: ChatUI, server: FakeServer, recording_comms: list[tuple[float, str, int]]
+    ui: ChatUI, server: FakeServer, recording: list[tuple[float, str, int]]
 ) -> None:
     paragraphs = [f"Paragraph {i}: " + "lorem ipsum dolor sit amet " * 10 for i in range(53)]
     reply = "\n\n".join(paragraphs)[:15_000]
     chunks = 3000
     server.enqueue(Reply(text=reply, chunk_size=len(reply) // chunks, delay=0.001))
     ui.send("write a lot")
-    recording_comms.clear()
+    recording.clear()
     started = time.monotonic()
     assert ui.wait(60)
     duration = time.monotonic() - started
-    messages = list(recording_comms)
+    messages = list(recording)
     sent = sum(size for _, _, size in messages)
     # One refresh of the page = the messages sent together (a few widgets in one flush).
     gaps = [b[0] - a[0] for a, b in itertools.pairwise(messages)]

@@ -1,0 +1,101 @@
+"""What several test files (and the benchmarks) need alike: recognising a summary request,
+running a turn, reading back what a widget shows, recording what widgets would send."""
+
+from __future__ import annotations
+
+import html
+import json
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import comm
+import ipywidgets as widgets
+from comm.base_comm import BaseComm
+
+from nbchat.chat import Conversation
+from nbchat.events import Event, RowSaved
+from nbchat.history import Row
+from nbchat.records import check_row
+from nbchat.summary import SUMMARY_SYSTEM_PROMPT
+
+
+def is_summary_request(body: dict[str, Any]) -> bool:
+    """Whether a request the test server received came from the summariser."""
+    first = (body.get("messages") or [{}])[0]
+    return "response_format" in body or first.get("content") == SUMMARY_SYSTEM_PROMPT
+
+
+def run(chat: Conversation, text: str, stop: threading.Event | None = None) -> list[Event]:
+    """Every event of one turn."""
+    return list(chat.send(text, stop))
+
+
+def saved(events: list[Event]) -> list[Row]:
+    """The rows a turn stored, in order."""
+    return [event.row for event in events if isinstance(event, RowSaved)]
+
+
+def is_loadable(row: Row) -> bool:
+    """Whether the store would accept (and read back) the row."""
+    try:
+        check_row(row)
+    except ValueError:
+        return False
+    return True
+
+
+def shown_text(root: widgets.Widget) -> str:
+    """Every string value under `root` (HTML unescaped), in order."""
+    found: list[str] = []
+
+    def walk(widget: widgets.Widget) -> None:
+        value = getattr(widget, "value", None)
+        if isinstance(value, str):
+            found.append(value)
+        for child in getattr(widget, "children", ()):
+            walk(child)
+
+    walk(root)
+    return html.unescape("\n".join(found))
+
+
+def buttons(root: widgets.Widget) -> list[widgets.Button]:
+    """Every button under `root`, in order."""
+    found = [root] if isinstance(root, widgets.Button) else []
+    for child in getattr(root, "children", ()):
+        found.extend(buttons(child))
+    return found
+
+
+class RecordingComm(BaseComm):
+    """A comm that serialises each message as a kernel would and records (time, comm, bytes)."""
+
+    sent: list[tuple[float, str, int]] = []
+    lock = threading.Lock()
+
+    def publish_msg(
+        self,
+        msg_type: str,
+        data: Any = None,
+        metadata: Any = None,
+        buffers: Any = None,
+        **keys: Any,
+    ) -> None:
+        size = len(json.dumps(data, default=str))
+        with RecordingComm.lock:
+            RecordingComm.sent.append((time.monotonic(), self.comm_id, size))
+
+
+@contextmanager
+def recording_comms() -> Iterator[list[tuple[float, str, int]]]:
+    """Widgets created inside get a `RecordingComm`; the original factory is put back."""
+    original = comm.create_comm
+    RecordingComm.sent = []
+    comm.create_comm = lambda *args, **kwargs: RecordingComm(*args, **kwargs)
+    try:
+        yield RecordingComm.sent
+    finally:
+        comm.create_comm = original
