@@ -29,7 +29,8 @@ from harness import Figure, temporary_directory
 
 from nbchat.history import Row, estimate_tokens
 from nbchat.records import CompactionRecord, now
-from nbchat.store import ROW_COLUMNS, Store
+from nbchat.rowsql import ROW_COLUMNS
+from nbchat.store import Store
 
 SIZES = (10_000, 100_000)
 PER_ROW_SIZE = 10_000

@@ -15,29 +15,33 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import secrets
 import socket
 import threading
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
-from typing import Any, TypeAlias, TypeVar, cast
+from typing import Any, TypeVar, cast
 
 import openai
 from openai.types.chat import ChatCompletionChunk
 
 from nbchat.config import Settings
 from nbchat.errors import ServerError, ServerUnavailableError
-from nbchat.history import to_valid_text
+from nbchat.reader import ReplyReader
 from nbchat.servererrors import midstream_error, partial_note, public_url, translate_error
 from nbchat.stopping import StopSignal
+from nbchat.streamevents import (
+    Finish,
+    ReasoningDelta,
+    StreamEvent,
+    TextDelta,
+    ToolCall,
+    ToolCallsReady,
+    Usage,
+)
 from nbchat.tools.fallback import (
-    call_from_text,
     forced_call_format,
-    looks_like_call_start,
-    schemas_by_name,
 )
 
-__all__ = [
+__all__ = [  # the stream's events are re-exported: callers import them from here
     "Finish",
     "ReasoningDelta",
     "StreamEvent",
@@ -62,69 +66,6 @@ PROPS_TIMEOUT = 3.0
 T = TypeVar("T")
 
 
-@dataclass(frozen=True)
-class ToolCall:
-    """One assembled tool call; `arguments` is the raw JSON text exactly as the model wrote it."""
-
-    id: str
-    name: str
-    arguments: str
-
-    def to_wire(self) -> dict[str, Any]:
-        """The call as an assistant message's `tool_calls` entry."""
-        function = {"name": self.name, "arguments": self.arguments}
-        return {"id": self.id, "type": "function", "function": function}
-
-    def parsed_arguments(self) -> dict[str, Any]:
-        """The arguments as a dict; ValueError with a readable message when they are not one."""
-        try:
-            value = json.loads(self.arguments or "{}")
-        except ValueError as exc:
-            raise ValueError(
-                f"the arguments of the call to {self.name!r} are not valid JSON ({exc})"
-            ) from exc
-        if not isinstance(value, dict):
-            raise ValueError(
-                f"the arguments of the call to {self.name!r} must be a JSON object, "
-                f"got {type(value).__name__}"
-            )
-        return value
-
-
-@dataclass(frozen=True)
-class ReasoningDelta:
-    text: str
-
-
-@dataclass(frozen=True)
-class TextDelta:
-    text: str
-
-
-@dataclass(frozen=True)
-class ToolCallsReady:
-    """Every tool call of the reply, in index order; `from_content`: found by the JSON fallback."""
-
-    calls: tuple[ToolCall, ...]
-    from_content: bool = False
-
-
-@dataclass(frozen=True)
-class Usage:
-    prompt_tokens: int | None
-    completion_tokens: int | None
-
-
-@dataclass(frozen=True)
-class Finish:
-    """Why the reply ended: "stop", "length", "tool_calls", "stopped" (our Stop); None: unsaid."""
-
-    reason: str | None
-
-
-StreamEvent: TypeAlias = ReasoningDelta | TextDelta | ToolCallsReady | Usage | Finish
-
-
 def build_client(settings: Settings, *, base_url: str | None = None) -> openai.OpenAI:
     """An `openai.OpenAI` for the configured server (or `base_url`, found at run time)."""
     url = base_url if base_url is not None else settings.base_url
@@ -140,11 +81,6 @@ def build_client(settings: Settings, *, base_url: str | None = None) -> openai.O
         timeout=timeout,
         max_retries=MAX_RETRIES,
     )
-
-
-def new_call_id() -> str:
-    """A fresh tool-call id, for servers (and the JSON fallback) that give none."""
-    return "call_" + secrets.token_hex(6)
 
 
 def stream_chat(
@@ -196,7 +132,7 @@ def stream_chat(
         )
     except openai.OpenAIError as exc:
         raise translate_error(exc, base_url=url) from exc
-    reader = _Reader(tools if json_tool_fallback else ())
+    reader = ReplyReader(tools if json_tool_fallback else ())
     try:
         with _released_on_stop(stream, stop):
             yield from _read(stream, reader, stop, url)
@@ -229,7 +165,7 @@ def _given(value: T | None) -> T | openai.Omit:
 
 def _read(
     stream: openai.Stream[ChatCompletionChunk],
-    reader: _Reader,
+    reader: ReplyReader,
     stop: threading.Event | None,
     url: str,
 ) -> Iterator[StreamEvent]:
@@ -284,117 +220,6 @@ def _shut_down(response: Any) -> None:
         return
     with contextlib.suppress(OSError):  # already closed: the read it would release is over
         sock.shutdown(socket.SHUT_RDWR)
-
-
-@dataclass
-class _ToolCallParts:
-    id: str = ""
-    name: str = ""
-    arguments: list[str] = field(default_factory=list)
-
-
-class _Reader:
-    """The state of one streamed reply: tool-call fragments, usage, finish, held-back text."""
-
-    def __init__(self, fallback_tools: Sequence[dict[str, Any]]) -> None:
-        self.schemas = schemas_by_name(fallback_tools)
-        self.calls: dict[int, _ToolCallParts] = {}
-        self.usage: Usage | None = None
-        self.finish_reason: str | None = None
-        self.received = False
-        self.held: list[str] = []
-        self.holding: bool | None = None if self.schemas else False
-        self.halves = {"reasoning": "", "text": ""}  # a high surrogate awaiting its low half
-
-    def feed(self, chunk: ChatCompletionChunk) -> Iterator[StreamEvent]:
-        if chunk.usage is not None:
-            usage = chunk.usage
-            self.usage = Usage(usage.prompt_tokens, usage.completion_tokens)
-        for choice in chunk.choices[:1]:  # n=1: one choice
-            delta = choice.delta
-            # Reasoning is an extra field; reading it from the extras dict avoids pydantic's
-            # slow missing-attribute path on every chunk.
-            extra = delta.model_extra or {}
-            reasoning = extra.get("reasoning_content") or extra.get("reasoning")
-            if isinstance(reasoning, str) and reasoning:
-                self.received = True
-                if reasoning := self._valid("reasoning", reasoning):
-                    yield ReasoningDelta(reasoning)
-            if delta.content:
-                self.received = True
-                content = self._valid("text", delta.content)
-                if content and self.holding is False:
-                    yield TextDelta(content)  # the common case without a generator per chunk
-                elif content:
-                    yield from self._text(content)
-            for fragment in delta.tool_calls or ():
-                self.received = True
-                self._add_fragment(fragment)
-            if choice.finish_reason is not None:
-                self.finish_reason = choice.finish_reason
-
-    def _valid(self, kind: str, piece: str) -> str:
-        """`piece` as valid Unicode. A server that JSON-escapes text can split a character into
-        UTF-16 halves across deltas: a trailing high half waits to be joined with the next one."""
-        if piece.isascii() and not self.halves[kind]:
-            return piece  # the common case, on every chunk: nothing to repair
-        piece, self.halves[kind] = self.halves[kind] + piece, ""
-        if "\ud800" <= piece[-1] <= "\udbff":
-            self.halves[kind], piece = piece[-1], piece[:-1]
-        return to_valid_text(piece)
-
-    def _text(self, piece: str) -> Iterator[StreamEvent]:
-        if self.holding is False:
-            yield TextDelta(piece)
-            return
-        self.held.append(piece)
-        if self.holding:
-            return
-        # Once it opens like a call, hold the rest until the end; None: too short to tell yet.
-        self.holding = looks_like_call_start("".join(self.held).lstrip())
-        if self.holding is False:
-            yield from self.flush_text()
-
-    def _add_fragment(self, fragment: Any) -> None:
-        index = fragment.index
-        if index is None:  # servers that omit it: a fragment with a new id starts a new call
-            last = max(self.calls, default=-1)
-            is_new = fragment.id and (last < 0 or self.calls[last].id not in ("", fragment.id))
-            index = last + 1 if is_new or last < 0 else last
-        parts = self.calls.setdefault(index, _ToolCallParts())
-        # id and name arrive once (some servers repeat them); the arguments arrive in pieces.
-        parts.id = parts.id or (fragment.id or "")
-        if fragment.function is not None:
-            parts.name = parts.name or (fragment.function.name or "")
-            if fragment.function.arguments:
-                parts.arguments.append(fragment.function.arguments)
-
-    def flush_text(self) -> Iterator[StreamEvent]:
-        """The held-back text as one delta (when there is any)."""
-        text, self.held = "".join(self.held), []
-        if text:
-            yield TextDelta(text)
-
-    def finish(self) -> Iterator[StreamEvent]:
-        calls = tuple(
-            ToolCall(parts.id or new_call_id(), parts.name, "".join(parts.arguments))
-            for _, parts in sorted(self.calls.items())
-        )
-        found = None if calls or not self.held else call_from_text("".join(self.held), self.schemas)
-        if found is not None:
-            self.held = []
-            arguments = json.dumps(found[1], ensure_ascii=False)
-            yield ToolCallsReady((ToolCall(new_call_id(), found[0], arguments),), from_content=True)
-        if self.halves["reasoning"]:  # a half never joined: shown as U+FFFD, like any lone half
-            yield ReasoningDelta(to_valid_text(self.halves["reasoning"]))
-        if self.halves["text"]:
-            yield from self._text(to_valid_text(self.halves["text"]))
-        yield from self.flush_text()
-        if calls:
-            yield ToolCallsReady(calls)
-        if self.usage is not None:
-            yield self.usage
-        yield Finish(self.finish_reason)
 
 
 def complete_chat(

@@ -23,11 +23,11 @@ from typing import Any
 
 from sqlite_utils import Database
 
-from nbchat import lease
+from nbchat import lease, rowsql
 from nbchat.connections import Connections
 from nbchat.errors import StoreError
 from nbchat.export import to_markdown
-from nbchat.history import Row, estimate_tokens, to_row
+from nbchat.history import Row, to_row
 from nbchat.records import (
     CompactionRecord,
     SessionInfo,
@@ -41,13 +41,6 @@ from nbchat.records import (
 __all__ = ["CompactionRecord", "SessionInfo", "Store", "StoredRow"]
 
 LEASE_SECONDS = 3600.0
-ROW_COLUMNS = (
-    "id, position, role, content, tool_id, tool_name, tool_args, created, archived, compaction_id"
-)
-# ROW_COLUMNS for telling corrupt rows apart without reading every content: text stands as ''.
-CHECK_COLUMNS = ROW_COLUMNS.replace(
-    "content", "CASE WHEN typeof(content) = 'text' THEN '' ELSE content END"
-)
 
 
 class Store:
@@ -150,10 +143,10 @@ class Store:
         if not checked:
             return []
         with self.transaction("save the message") as db:
-            self._require_session(db, session_id)
-            position = self._next_position(db, session_id)
+            rowsql.require_session(db, session_id)
+            position = rowsql.next_position(db, session_id)
             placed = [(row, position + offset) for offset, row in enumerate(checked)]
-            return self._insert_at(db, session_id, placed)
+            return rowsql.insert_rows(db, session_id, placed)
 
     def load_active(
         self, session_id: str, *, problems: list[StoreError] | None = None
@@ -189,7 +182,7 @@ class Store:
         self.get_session(session_id)
         with self._errors("load the session"):
             records = self.db.execute(
-                f"SELECT {ROW_COLUMNS} FROM rows WHERE session_id = ? {where} "
+                f"SELECT {rowsql.ROW_COLUMNS} FROM rows WHERE session_id = ? {where} "
                 "ORDER BY position, id",
                 [session_id],
             ).fetchall()
@@ -212,7 +205,7 @@ class Store:
         """The newest `tool` row answering `tool_id`, archived or not (original first)."""
         with self._errors("read an archived row"):
             record = self.db.execute(
-                f"SELECT {ROW_COLUMNS} FROM rows WHERE session_id = ? AND tool_id = ? "
+                f"SELECT {rowsql.ROW_COLUMNS} FROM rows WHERE session_id = ? AND tool_id = ? "
                 "AND role = 'tool' ORDER BY archived DESC, id DESC LIMIT 1",
                 [session_id, tool_id],
             ).fetchone()
@@ -236,16 +229,16 @@ class Store:
         meanwhile and nothing is written.
         """
         with self.transaction("save the compaction") as db:
-            active, corrupt = self._active_ids_positions(db, session_id, expected_active)
+            active, corrupt = rowsql.active_positions(db, session_id, expected_active)
             replaced = active[: len(active) - keep_tail] if keep_tail else active
             if not replaced:
                 raise StoreError("A compaction must replace at least one row.")
             last = replaced[-1][1]
             # A corrupt row among the replaced ones (never loaded, never sent) goes with them.
             ids = [row_id for row_id, _ in replaced] + [i for i, p in corrupt if p <= last]
-            compaction_id = self._record_compaction(db, session_id, record, len(ids))
-            self._archive(db, ids, compaction_id)
-            self._insert_at(db, session_id, [(to_row(compacted), last)])
+            compaction_id = rowsql.record_compaction(db, session_id, record, len(ids))
+            rowsql.archive(db, ids, compaction_id)
+            rowsql.insert_rows(db, session_id, [(to_row(compacted), last)])
         return compaction_id
 
     def replace_rows(
@@ -258,12 +251,12 @@ class Store:
     ) -> int:
         """Archive the active rows at the given indexes and put the new rows in their places."""
         with self.transaction("save the pruned rows") as db:
-            active, _ = self._active_ids_positions(db, session_id, expected_active)
-            compaction_id = self._record_compaction(db, session_id, record, len(replacements))
+            active, _ = rowsql.active_positions(db, session_id, expected_active)
+            compaction_id = rowsql.record_compaction(db, session_id, record, len(replacements))
             for index, new_row in sorted(replacements.items()):
                 row_id, position = active[index]
-                self._archive(db, [row_id], compaction_id)
-                self._insert_at(db, session_id, [(to_row(new_row), position)])
+                rowsql.archive(db, [row_id], compaction_id)
+                rowsql.insert_rows(db, session_id, [(to_row(new_row), position)])
         return compaction_id
 
     def archive_last(self, session_id: str, count: int, *, expected_active: int, kind: str) -> int:
@@ -272,14 +265,14 @@ class Store:
         Nothing is deleted: the rows stay in the full transcript, linked to a record of `kind`.
         """
         with self.transaction("archive the last rows") as db:
-            active, corrupt = self._active_ids_positions(db, session_id, expected_active)
+            active, corrupt = rowsql.active_positions(db, session_id, expected_active)
             if not 0 < count <= len(active):
                 raise StoreError(f"Cannot archive {count} of {len(active)} active rows.")
             first_id, first_position = active[-count]
             ids = [row_id for row_id, _ in active[-count:]]
             ids += [i for i, p in corrupt if (p, i) > (first_position, first_id)]
-            record_id = self._record_compaction(db, session_id, CompactionRecord(kind), len(ids))
-            self._archive(db, ids, record_id)
+            record_id = rowsql.record_compaction(db, session_id, CompactionRecord(kind), len(ids))
+            rowsql.archive(db, ids, record_id)
         return record_id
 
     def list_compactions(self, session_id: str) -> list[dict[str, Any]]:
@@ -289,67 +282,6 @@ class Store:
                     "session_id = ?", [session_id], order_by="id"
                 )
             )
-
-    def _active_ids_positions(
-        self, db: Database, session_id: str, expected: int
-    ) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
-        """The active rows' (id, position): the readable ones, which line up with the history
-        loaded from them (`load_active` skips corrupt rows too), and the corrupt ones."""
-        self._require_session(db, session_id)
-        readable: list[tuple[int, int]] = []
-        corrupt: list[tuple[int, int]] = []
-        for record in db.execute(
-            f"SELECT {CHECK_COLUMNS} FROM rows WHERE session_id = ? AND archived = 0 "
-            "ORDER BY position, id",
-            [session_id],
-        ).fetchall():
-            (readable if _is_readable(record) else corrupt).append((record[0], record[1]))
-        if len(readable) != expected:
-            raise StoreError(
-                f"Session {session_id} changed while compacting ({len(readable)} active rows, "
-                f"expected {expected}); nothing was written. Reload the session and retry."
-            )
-        return readable, corrupt
-
-    def _record_compaction(
-        self, db: Database, session_id: str, record: CompactionRecord, rows_replaced: int
-    ) -> int:
-        table = db.table("compactions").insert(
-            {
-                **asdict(record),
-                "session_id": session_id,
-                "rows_replaced": rows_replaced,
-                "created": now(),
-            }
-        )
-        return _last_id(table.last_pk)
-
-    def _archive(self, db: Database, row_ids: list[int], compaction_id: int) -> None:
-        db.conn.executemany(
-            "UPDATE rows SET archived = 1, compaction_id = ? WHERE id = ?",
-            [(compaction_id, row_id) for row_id in row_ids],
-        )
-
-    def _insert_at(
-        self, db: Database, session_id: str, rows: Sequence[tuple[Row, int]]
-    ) -> list[int]:
-        """Insert (row, position) pairs; returns their ids.
-
-        Appended rows take the next positions; a row standing in for replaced ones takes the
-        position of the last of them and, with its higher id, sorts right after it. Plain SQL:
-        sqlite-utils' insert re-reads the table's shape on every call (3x slower per row).
-        """
-        stamp = now()
-        ids = []
-        for row, position in rows:
-            cursor = db.conn.execute(
-                "INSERT INTO rows (session_id, position, role, content, tool_id, tool_name, "
-                "tool_args, tokens, created, archived) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 0)",
-                [session_id, position, *row, estimate_tokens(row), stamp],
-            )
-            ids.append(_last_id(cursor.lastrowid))
-        self._touch(db, session_id, stamp)
-        return ids
 
     # Requests (usage)
 
@@ -418,33 +350,3 @@ class Store:
         info = self.get_session(session_id)
         rows = [stored_to_dict(s) for s in self.load_full(session_id, problems=[])]
         return to_markdown(asdict(info), rows)
-
-    # Helpers
-
-    def _require_session(self, db: Database, session_id: str) -> None:
-        if db.execute("SELECT 1 FROM sessions WHERE id = ?", [session_id]).fetchone() is None:
-            raise StoreError(f"No session {session_id!r} in {self.path}.")
-
-    def _next_position(self, db: Database, session_id: str) -> int:
-        found = db.execute(
-            "SELECT MAX(position) FROM rows WHERE session_id = ?", [session_id]
-        ).fetchone()
-        return 0 if found[0] is None else int(found[0]) + 1
-
-    def _touch(self, db: Database, session_id: str, stamp: str) -> None:
-        db.execute("UPDATE sessions SET updated = ? WHERE id = ?", [stamp, session_id])
-
-
-def _last_id(pk: object) -> int:
-    """The id SQLite gave the row just inserted (always set for an INTEGER PRIMARY KEY)."""
-    assert isinstance(pk, int)
-    return pk
-
-
-def _is_readable(record: Sequence[Any]) -> bool:
-    """Whether `load_active` reads this row, or skips it as corrupt."""
-    try:
-        to_stored_row(record)
-    except ValueError:
-        return False
-    return True

@@ -270,7 +270,9 @@ def test_a_forced_tool_call_comes_back_from_the_embedded_model_as_that_call(
             [{"role": "user", "content": "Show me notes.txt"}],
             model="smollm",
             tools=[read_file.to_schema()],
-            max_tokens=128,
+            max_tokens=256,
+            temperature=0.0,  # and no prompt cache: the same answer every run
+            extra_body={"cache_prompt": False},
             json_tool_fallback=True,
             tool_choice="read_file",
         )

@@ -15,6 +15,7 @@ from hypothesis import HealthCheck, given
 from hypothesis import settings as hypothesis_settings
 from strategies import histories
 
+from nbchat import rowsql
 from nbchat.errors import StoreError
 from nbchat.history import Row, build_messages
 from nbchat.migrations import MIGRATIONS
@@ -286,7 +287,7 @@ def test_replace_with_compacted_is_atomic(store: Store, monkeypatch: pytest.Monk
     def explode(*args: object, **kwargs: object) -> None:
         raise RuntimeError("power cut")
 
-    monkeypatch.setattr(Store, "_insert_at", explode)  # after the archive, before the insert
+    monkeypatch.setattr(rowsql, "insert_rows", explode)  # after the archive, before the insert
     with pytest.raises(RuntimeError, match="power cut"):
         compact(store, session_id, keep_tail=2, expected=4)
     assert store.load_active(session_id) == rows
