@@ -10,7 +10,6 @@ Must not: store rows or yield events.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from typing import Any
 
@@ -20,7 +19,7 @@ from nbchat.compaction import CompactionEngine
 from nbchat.config import Settings
 from nbchat.connection import Connection, connect
 from nbchat.errors import ContextOverflowError, ServerUnavailableError
-from nbchat.history import History, estimate_tokens
+from nbchat.history import History, estimate_tokens, request_overhead_tokens
 
 __all__ = ["Budget"]
 
@@ -94,13 +93,13 @@ class Budget:
         return self.settings.threshold_for(None)
 
     def context_tokens(self, history: History) -> int:
-        """Tokens the next request takes: reported usage + rows since, else the estimate."""
+        """Tokens the next request takes, counted as the engine counts them (without needing
+        a connection): reported usage + rows since, else rows + system prompt + tool schemas."""
         reported = history.reported_tokens
         if reported is not None:
             return reported
-        prompt = estimate_tokens(("system", self.settings.system_prompt, "", "", ""))
-        schemas = max(1, len(json.dumps(self._tool_schemas())) // 3)
-        return history.total_tokens + prompt + schemas
+        overhead = request_overhead_tokens(self.settings.system_prompt, self._tool_schemas())
+        return history.total_tokens + overhead
 
     def check_fits(self, text: str) -> None:
         """Refuse a message that alone is bigger than the whole budget, before it is sent."""

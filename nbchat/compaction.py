@@ -19,7 +19,6 @@ the code-computed facts (`nbchat.facts`), the prompts, transcript and chunks
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 import time
@@ -30,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from nbchat.digest import Digest, Summariser, SummaryWriter
 from nbchat.facts import facts_of, previous_summary, render_facts
-from nbchat.history import History, Row, estimate_tokens, to_row
+from nbchat.history import History, Row, estimate_tokens, request_overhead_tokens, to_row
 from nbchat.prune import apply_replacements, find_prunable, protected_start
 from nbchat.result import CompactionResult, CompactionStore, Layer, apply_compaction
 from nbchat.split import choose_split
@@ -152,10 +151,7 @@ class CompactionEngine:
             or cached[0] is not self.system_prompt
             or cached[1] is not self.tool_schemas
         ):
-            schemas = json.dumps(list(self.tool_schemas)) if self.tool_schemas else ""
-            tokens = (text_tokens(self.system_prompt) if self.system_prompt else 0) + (
-                text_tokens(schemas) if schemas else 0
-            )
+            tokens = request_overhead_tokens(self.system_prompt, self.tool_schemas)
             self._overhead = cached = (self.system_prompt, self.tool_schemas, tokens)
         return cached[2]
 

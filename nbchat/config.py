@@ -146,11 +146,6 @@ class Settings:
         """True when nbchat runs its own local model server instead of a configured URL."""
         return self.base_url is None
 
-    @property
-    def trigger_tokens(self) -> int:
-        """Where compaction triggers for the configured (or default) threshold."""
-        return int(self.threshold_for(None) * self.trigger_factor)
-
     def threshold_for(self, n_ctx: int | None) -> int:
         """The token budget: explicit, else the server's window minus the reply (at least half
         the window), else 10,000."""

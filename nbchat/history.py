@@ -27,7 +27,7 @@ from __future__ import annotations
 import json
 import logging
 import re
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple, TypeAlias
 
@@ -41,6 +41,7 @@ __all__ = [
     "build_messages",
     "estimate_tokens",
     "parse_tool_calls",
+    "request_overhead_tokens",
     "repair_rows",
     "to_row",
     "to_valid_text",
@@ -105,6 +106,13 @@ def estimate_tokens(row: Sequence[str]) -> int:
     if tool_args:
         tokens += max(1, len(tool_args) // 3)
     return tokens
+
+
+def request_overhead_tokens(system_prompt: str, tool_schemas: Sequence[Mapping[str, Any]]) -> int:
+    """What a request spends besides its rows: the system prompt and the tool schemas (len//3
+    each, nothing for what is absent)."""
+    schemas = json.dumps(list(tool_schemas)) if tool_schemas else ""
+    return sum(max(1, len(text) // 3) for text in (system_prompt, schemas) if text)
 
 
 def parse_tool_calls(tool_args: str) -> list[dict[str, Any]]:

@@ -25,7 +25,7 @@ from nbchat.events import (
     TextDelta,
     ToolFinished,
 )
-from nbchat.history import Row, build_messages
+from nbchat.history import History, Row, build_messages
 from nbchat.stopping import StopSignal
 from nbchat.store import Store
 
@@ -490,3 +490,15 @@ def test_the_servers_reported_prompt_size_triggers_compaction(
     results = [e.result for e in events if isinstance(e, CompactionFinished)]
     assert len(results) == 1 and results[0].changed
     assert chat.history.rows[0].role == "compacted"
+
+
+def test_the_meter_counts_the_next_request_as_the_engine_does(
+    chat: Conversation, server: FakeServer
+) -> None:
+    expected = chat.engine.context_tokens(History([]))
+    assert chat.context_tokens() == expected
+    server.enqueue(Reply(text="fine", usage=None))
+    run(chat, "hello " * 50)
+    assert chat.context_tokens() == chat.engine.context_tokens(chat.history)
+    chat.history.forget_usage()
+    assert chat.context_tokens() == chat.engine.context_tokens(chat.history)
