@@ -3,7 +3,9 @@
 Owns building the `openai.OpenAI` client from `Settings`, reading one streamed chat completion
 as a sequence of `StreamEvent`s (reasoning and text deltas as they arrive; assembled tool calls,
 usage and the finish reason at the end), Stop (checked at every chunk; a `StopSignal` also
-releases a read blocked on a stalled server), the plain-JSON tool-call fallback for small local
+releases a read blocked on a stalled server), the reply's bounds (a server that ignores
+`max_tokens` is cut at `reply_char_limit`; one that sends only keep-alive comments is given up
+after the read timeout, see `nbchat.idle`), the plain-JSON tool-call fallback for small local
 models, asking a llama.cpp server for its context size, and translating every openai/httpx error
 into an `NbchatError` whose message says what to do. The API key never appears in a message.
 
@@ -17,7 +19,8 @@ import json
 import logging
 import socket
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any, TypeVar, cast
 
 import openai
@@ -25,6 +28,7 @@ from openai.types.chat import ChatCompletionChunk
 
 from nbchat.config import Settings
 from nbchat.errors import ServerError, ServerUnavailableError
+from nbchat.idle import IdleWatch
 from nbchat.reader import ReplyReader
 from nbchat.servererrors import midstream_error, partial_note, public_url, translate_error
 from nbchat.stopping import StopSignal
@@ -50,7 +54,7 @@ __all__ = [  # the stream's events are re-exported: callers import them from her
     "ToolCallsReady",
     "Usage",
     "build_client",
-    "complete_chat",
+    "reply_char_limit",
     "server_context_size",
     "stream_chat",
     "translate_error",
@@ -62,6 +66,17 @@ log = logging.getLogger(__name__)
 # starts, so a retry never repeats tokens the caller already has.
 MAX_RETRIES = 2
 PROPS_TIMEOUT = 3.0
+# A token is 3-4 characters on average and rarely over 16: a reply longer than max_tokens × 16
+# characters comes from a server that ignores max_tokens, and is cut there.
+CHARS_PER_TOKEN_BOUND = 16
+MIN_REPLY_CHARS = 16_384
+DEFAULT_REPLY_TOKENS = 32_768  # the bound's basis when a request sets no max_tokens
+IDLE_GRACE = 1.0  # seconds past the read timeout before a stream of keep-alives is given up
+# What a stream raises when its socket is shut under it (by Stop or the idle watch).
+STREAM_CLOSED_ERRORS = (openai.APIConnectionError,)
+# What a misbehaving server causes while the body is read: a broken stream, a chunk that is not
+# JSON, bytes that are not UTF-8.
+SERVER_FAULTS = (openai.OpenAIError, json.JSONDecodeError, UnicodeDecodeError)
 
 T = TypeVar("T")
 
@@ -105,8 +120,9 @@ def stream_chat(
 
     Deltas are yielded as they arrive; then `ToolCallsReady` (if any), `Usage` (if the server
     reported it) and `Finish`. Stop ends the reply with `Finish("stopped")`, never an exception.
-    A failed request, or a stream that breaks or ends early, raises an `NbchatError` (after the
-    deltas that did arrive were yielded).
+    A failed request, a stream that breaks, ends early, sends bytes that are not UTF-8, goes
+    idle (no data for the read timeout) or runs past `reply_char_limit(max_tokens)` raises an
+    `NbchatError` (after the deltas that did arrive were yielded).
     """
     url = public_url(str(client.base_url))
     if stop is not None and stop.is_set():
@@ -132,10 +148,16 @@ def stream_chat(
         )
     except openai.OpenAIError as exc:
         raise translate_error(exc, base_url=url) from exc
-    reader = ReplyReader(tools if json_tool_fallback else ())
+    limit = reply_char_limit(max_tokens)
+    reader = ReplyReader(tools if json_tool_fallback else (), char_limit=limit)
     try:
-        with _released_on_stop(stream, stop):
-            yield from _read(stream, reader, stop, url)
+        with _releasable(stream) as release, IdleWatch(_idle_seconds(client), release) as idle:
+            remove = stop.add_callback(release) if isinstance(stop, StopSignal) else None
+            try:  # Stop and the idle watch may each release a read blocked on the server
+                yield from _read(stream, reader, _Watch(stop, idle, limit, url))
+            finally:
+                if remove is not None:
+                    remove()
     finally:
         stream.close()
     if stop is not None and stop.is_set():
@@ -151,6 +173,13 @@ def stream_chat(
     yield from reader.finish()
 
 
+def reply_char_limit(max_tokens: int | None) -> int:
+    """The most characters a reply may bring (reasoning, text and tool arguments together):
+    generous for any tokenizer, but a bound against a server that ignores `max_tokens`."""
+    tokens = DEFAULT_REPLY_TOKENS if max_tokens is None else max_tokens
+    return max(tokens * CHARS_PER_TOKEN_BOUND, MIN_REPLY_CHARS)
+
+
 def _tool_choice(choice: str | None) -> str | dict[str, Any] | openai.Omit:
     if choice is None:
         return openai.omit
@@ -163,34 +192,72 @@ def _given(value: T | None) -> T | openai.Omit:
     return openai.omit if value is None else value
 
 
+@dataclass(frozen=True)
+class _Watch:
+    """What may end a read early: the user's Stop, the idle watch, the reply's character bound
+    (and the server's URL, for the errors)."""
+
+    stop: threading.Event | None
+    idle: IdleWatch
+    limit: int
+    url: str
+
+    @property
+    def stopped(self) -> bool:
+        return self.stop is not None and self.stop.is_set()
+
+
 def _read(
-    stream: openai.Stream[ChatCompletionChunk],
-    reader: ReplyReader,
-    stop: threading.Event | None,
-    url: str,
+    stream: openai.Stream[ChatCompletionChunk], reader: ReplyReader, watch: _Watch
 ) -> Iterator[StreamEvent]:
     try:
         for chunk in stream:
-            if stop is not None and stop.is_set():
+            watch.idle.touch()
+            if watch.stopped:
                 return
             yield from reader.feed(chunk)
+            if reader.cut:
+                yield from reader.flush_text()
+                raise _too_long(watch.url, watch.limit)
     except Exception as exc:
-        if stop is not None and stop.is_set():
+        closed = isinstance(exc, STREAM_CLOSED_ERRORS)
+        if closed and watch.stopped:
             return  # Stop released the read (or raced it); what arrived is kept, no error.
-        if not isinstance(exc, (openai.OpenAIError, json.JSONDecodeError)):
+        if not closed and not isinstance(exc, SERVER_FAULTS):
             raise  # not the server's doing: a bug here should surface as itself
         yield from reader.flush_text()
-        raise midstream_error(exc, url, reader.received) from exc
+        if closed and watch.idle.fired:
+            raise _idle_error(watch, reader.received) from exc
+        raise midstream_error(exc, watch.url, reader.received) from exc
+
+
+def _too_long(url: str, limit: int) -> ServerError:
+    return ServerError(
+        f"The model server at {url} sent more than {limit:,} characters for one reply, far "
+        "more than its max_tokens allows, so the reply was cut there. The partial reply was "
+        "kept; check that the server honours max_tokens, or raise NBCHAT_MAX_TOKENS."
+    )
+
+
+def _idle_error(watch: _Watch, received: bool) -> ServerError:
+    return ServerError(
+        f"The model server at {watch.url} sent no data for {watch.idle.timeout:g} s (only "
+        f"keep-alive comments), so the reply was given up. {partial_note(received)} If the "
+        "model is just slow, raise NBCHAT_REQUEST_TIMEOUT."
+    )
+
+
+def _idle_seconds(client: openai.OpenAI) -> float | None:
+    """How long a stream may go without data: the client's read timeout plus a grace second,
+    so a server that sends nothing at all is reported by the read timeout itself."""
+    timeout = client.timeout
+    read = timeout.read if isinstance(timeout, openai.Timeout) else timeout
+    return float(read) + IDLE_GRACE if isinstance(read, int | float) else None
 
 
 @contextlib.contextmanager
-def _released_on_stop(
-    stream: openai.Stream[ChatCompletionChunk], stop: threading.Event | None
-) -> Iterator[None]:
-    """While the body is read, let a `StopSignal` release a read blocked on a stalled server."""
-    if not isinstance(stop, StopSignal):
-        yield
-        return
+def _releasable(stream: openai.Stream[ChatCompletionChunk]) -> Iterator[Callable[[], None]]:
+    """A `release()` another thread may call to end a read blocked on a stalled server."""
     guard = threading.Lock()
     reading = [True]
 
@@ -200,11 +267,9 @@ def _released_on_stop(
             if reading[0]:
                 _shut_down(stream.response)
 
-    remove = stop.add_callback(release)
     try:
-        yield
+        yield release
     finally:
-        remove()
         with guard:
             reading[0] = False
 
@@ -220,41 +285,6 @@ def _shut_down(response: Any) -> None:
         return
     with contextlib.suppress(OSError):  # already closed: the read it would release is over
         sock.shutdown(socket.SHUT_RDWR)
-
-
-def complete_chat(
-    client: openai.OpenAI,
-    messages: list[dict[str, Any]],
-    *,
-    model: str,
-    max_tokens: int | None = None,
-    temperature: float | None = None,
-    extra_body: dict[str, Any] | None = None,
-    response_format: dict[str, Any] | None = None,
-    stop: threading.Event | None = None,
-) -> tuple[str, Usage]:
-    """The whole reply text and its usage (Nones when unreported), for callers that don't stream.
-
-    On Stop it returns what arrived; the caller knows from its own event that it was stopped.
-    """
-    parts: list[str] = []
-    usage = Usage(None, None)
-    events = stream_chat(
-        client,
-        messages,
-        model=model,
-        max_tokens=max_tokens,
-        temperature=temperature,
-        extra_body=extra_body,
-        response_format=response_format,
-        stop=stop,
-    )
-    for event in events:
-        if isinstance(event, TextDelta):
-            parts.append(event.text)
-        elif isinstance(event, Usage):
-            usage = event
-    return "".join(parts), usage
 
 
 def server_context_size(client: openai.OpenAI) -> int | None:

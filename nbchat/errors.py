@@ -8,7 +8,6 @@ NbchatError                     anything nbchat raises deliberately; the UI show
 ├── ServerError                 the server answered with any other error (its message kept)
 ├── CompactionError             summarisation failed; the history was left as it was
 ├── ToolError                   a tool could not run (unknown, bad arguments, refused, timed out)
-│   └── ApprovalDeniedError     the user (or the policy) said no
 └── StoreError                  the SQLite store cannot be read or written as asked
     └── SessionLockedError      another kernel holds the writer lease on this session
 ```
@@ -20,7 +19,6 @@ re-raised as one of these with a message that says what happened and what to do.
 from __future__ import annotations
 
 __all__ = [
-    "ApprovalDeniedError",
     "CompactionError",
     "ConfigError",
     "ContextOverflowError",
@@ -76,10 +74,6 @@ class CompactionError(NbchatError):
 
 class ToolError(NbchatError):
     """A tool call could not be carried out."""
-
-
-class ApprovalDeniedError(ToolError):
-    """The user or the tool policy refused a tool call."""
 
 
 class StoreError(NbchatError):

@@ -2,7 +2,8 @@
 
 It turns each chunk into events (reasoning and text deltas, valid Unicode even when a server
 splits a character across chunks), assembles tool-call fragments by index, keeps the usage and
-the finish reason, and — with the JSON fallback on — holds back text that opens like a tool call
+the finish reason, counts the characters against the reply's bound (what passes it is dropped
+and `cut` is set), and — with the JSON fallback on — holds back text that opens like a tool call
 written as JSON, to hand it over as a call (or as text) at the end.
 
 Pure: no I/O; the HTTP stream is read by `nbchat.client`.
@@ -43,7 +44,12 @@ class ToolCallParts:
 class ReplyReader:
     """The state of one streamed reply: tool-call fragments, usage, finish, held-back text."""
 
-    def __init__(self, fallback_tools: Sequence[dict[str, Any]]) -> None:
+    def __init__(
+        self, fallback_tools: Sequence[dict[str, Any]], *, char_limit: int | None = None
+    ) -> None:
+        self.char_limit = char_limit
+        self.chars = 0  # reasoning, text and tool arguments received so far
+        self.cut = False  # the reply reached `char_limit`: what came after was dropped
         self.schemas = schemas_by_name(fallback_tools)
         self.calls: dict[int, ToolCallParts] = {}
         self.usage: Usage | None = None
@@ -65,11 +71,11 @@ class ReplyReader:
             reasoning = extra.get("reasoning_content") or extra.get("reasoning")
             if isinstance(reasoning, str) and reasoning:
                 self.received = True
-                if reasoning := self._valid("reasoning", reasoning):
+                if reasoning := self._valid("reasoning", self._bounded(reasoning)):
                     yield ReasoningDelta(reasoning)
             if delta.content:
                 self.received = True
-                content = self._valid("text", delta.content)
+                content = self._valid("text", self._bounded(delta.content))
                 if content and self.holding is False:
                     yield TextDelta(content)  # the common case without a generator per chunk
                 elif content:
@@ -79,6 +85,14 @@ class ReplyReader:
                 self._add_fragment(fragment)
             if choice.finish_reason is not None:
                 self.finish_reason = choice.finish_reason
+
+    def _bounded(self, piece: str) -> str:
+        """`piece`, cut to what is left of `char_limit` (then `cut` is set)."""
+        self.chars += len(piece)
+        if self.char_limit is None or self.chars <= self.char_limit:
+            return piece
+        self.cut = True
+        return piece[: max(0, len(piece) - (self.chars - self.char_limit))]
 
     def _valid(self, kind: str, piece: str) -> str:
         """`piece` as valid Unicode. A server that JSON-escapes text can split a character into
@@ -114,7 +128,7 @@ class ReplyReader:
         if fragment.function is not None:
             parts.name = parts.name or (fragment.function.name or "")
             if fragment.function.arguments:
-                parts.arguments.append(fragment.function.arguments)
+                parts.arguments.append(self._bounded(fragment.function.arguments))
 
     def flush_text(self) -> Iterator[StreamEvent]:
         """The held-back text as one delta (when there is any)."""

@@ -137,6 +137,7 @@ def _overflow_error(body: dict[str, Any], message: str) -> ContextOverflowError 
 
 
 def midstream_error(exc: Exception, url: str, received: bool) -> NbchatError:
+    """The error for a stream that broke while its body was read (`received`: text arrived)."""
     if isinstance(exc, openai.APITimeoutError):
         error = ServerError(
             f"The model server at {url} stopped answering in the middle of the reply (the read "
@@ -149,6 +150,11 @@ def midstream_error(exc: Exception, url: str, received: bool) -> NbchatError:
         )
     elif isinstance(exc, json.JSONDecodeError):
         error = ServerError(f"The model server at {url} sent a stream that is not valid JSON.")
+    elif isinstance(exc, UnicodeDecodeError):
+        error = ServerError(
+            f"The model server at {url} sent bytes that are not UTF-8 in the middle of the "
+            f"reply (byte {exc.object[exc.start : exc.start + 1].hex()})."
+        )
     else:
         return _finished(_classify(exc, url), exc, partial_note(received))
     return _finished(error, exc, partial_note(received))

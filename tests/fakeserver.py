@@ -2,7 +2,8 @@
 
 Owns the transport: a real `ThreadingHTTPServer` speaking `POST /v1/chat/completions` (SSE when
 `"stream": true`) and `GET /v1/models`, a FIFO of scripted `Reply`s, the request log, fault
-injection at the socket level (refused, dropped, cut, stalled) and the `/_control/*` endpoints
+injection at the socket level (refused, dropped, cut, stalled, bad bytes, keep-alives only,
+a flood that ignores max_tokens) and the `/_control/*` endpoints
 that let another process script it. What the replies say lives in `fakeserver_replies.py`; the
 client side of another process's server in `fakeserver_remote.py` (re-exported here).
 
@@ -26,7 +27,7 @@ import signal
 import socket
 import threading
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from typing import Any
@@ -36,12 +37,15 @@ from fakeserver_replies import (
     CHAT_PATH,
     CONTROL_PREFIX,
     DEFAULT_REPLY,
+    KEEPALIVE_COMMENT,
     MODEL_NAME,
     RecordedRequest,
     Reply,
+    bad_bytes_event,
     completion_body,
     count_prompt_tokens,
     error_response,
+    flood_events,
     llama_overflow_body,
     stream_events,
 )
@@ -61,6 +65,7 @@ HOST = "127.0.0.1"
 HTTP_ERROR_FAULTS = frozenset({"http500", "http429", "overflow_llama", "overflow_openai"})
 # How often idle loops look for a stop; down() shuts sockets, so this is only a backstop.
 STOP_CHECK_SECONDS = 0.05
+KEEPALIVE_SECONDS = 0.05
 
 Responder = Callable[[dict[str, Any]], Reply]
 
@@ -201,21 +206,50 @@ class _Handler(BaseHTTPRequestHandler):
         self._drop_connection()
 
     def _stream(self, reply: Reply, body: dict[str, Any]) -> None:
-        events = stream_events(reply, body, self.server.fake.new_completion_id())
-        limits = {"cut": reply.cut_after, "stall": reply.stall_after}
+        completion_id = self.server.fake.new_completion_id()
+        events = stream_events(reply, body, completion_id)
+        if reply.fault == "flood":
+            events = flood_events(reply, body, completion_id)
+        elif reply.fault == "bad_bytes":
+            events = _inserted(events, reply.cut_after, bad_bytes_event(body, completion_id))
+        limits = {
+            "cut": reply.cut_after,
+            "stall": reply.stall_after,
+            "keepalive": reply.stall_after,
+        }
         limit = limits.get(reply.fault or "")
         self._send_headers(200, {"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
         for count, event in enumerate(itertools.islice(events, limit)):
             if count and reply.delay and self.server.stopping.wait(reply.delay):
                 self._drop_connection()
                 return
-            self.wfile.write(b"%x\r\n%s\r\n" % (len(event), event))
+            if self.server.stopping.is_set():  # a flood ends when the server goes down
+                self._drop_connection()
+                return
+            self._write_chunk(event)
         if reply.fault == "cut":
             self._drop_connection()
         elif reply.fault == "stall":
             self._stall()
+        elif reply.fault == "keepalive":
+            self._keep_alive(reply.delay or KEEPALIVE_SECONDS)
         else:
             self.wfile.write(b"0\r\n\r\n")
+
+    def _write_chunk(self, data: bytes) -> None:
+        self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+
+    def _keep_alive(self, every: float) -> None:
+        """Only SSE comments (no data) until the client hangs up or the server goes down."""
+        while not self.server.stopping.is_set():
+            readable, _, _ = select.select([self.connection], [], [], every)
+            if readable:  # EOF from the client, or down() shut the socket
+                break
+            try:
+                self._write_chunk(KEEPALIVE_COMMENT)
+            except OSError:
+                break
+        self.close_connection = True
 
     def _stall(self) -> None:
         """Send nothing until the client hangs up or the server goes down."""
@@ -249,6 +283,14 @@ class _Handler(BaseHTTPRequestHandler):
             status, {"Content-Type": "application/json", **(headers or {})}, len(data)
         )
         self.wfile.write(data)
+
+
+def _inserted(events: Iterator[bytes], position: int, extra: bytes) -> Iterator[bytes]:
+    """`events` with `extra` sent after the first `position` of them."""
+    for count, event in enumerate(events):
+        if count == position:
+            yield extra
+        yield event
 
 
 class FakeServer:

@@ -20,7 +20,18 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, get_args
 
-Fault = Literal["http500", "http429", "cut", "stall", "overflow_llama", "overflow_openai", "drop"]
+Fault = Literal[
+    "http500",
+    "http429",
+    "cut",
+    "stall",
+    "overflow_llama",
+    "overflow_openai",
+    "drop",
+    "bad_bytes",  # a delta with a byte that is not UTF-8 after `cut_after` events
+    "keepalive",  # after `stall_after` events, only SSE comments, every `delay` (or 0.05 s)
+    "flood",  # ignores max_tokens: `chunk_size`-character deltas until the client hangs up
+]
 FAULTS: frozenset[str] = frozenset(get_args(Fault))
 FINISH_REASONS = frozenset({"stop", "tool_calls", "length"})
 ToolCall = tuple[str, str, str]  # (call id, function name, arguments as a JSON string)
@@ -46,8 +57,10 @@ class Reply:
     `usage` is `(prompt_tokens, completion_tokens)`; None means computed from the request and
     the output. `finish_reason` None means "tool_calls" when there are tool calls, else "stop".
     `delay` is the pause between stream chunks. `cut_after` / `stall_after` count SSE events,
-    the first (role-only) chunk included. `n_ctx` and `n_prompt_tokens` (None: computed from
-    the request) fill the overflow bodies; `retry_after` is the 429's Retry-After in seconds.
+    the first (role-only) chunk included; `cut_after` also places the `bad_bytes` delta and
+    `stall_after` the start of the `keepalive` comments. `n_ctx` and `n_prompt_tokens` (None:
+    computed from the request) fill the overflow bodies; `retry_after` is the 429's Retry-After
+    in seconds.
     """
 
     text: str = ""
@@ -216,10 +229,8 @@ def stream_events(reply: Reply, body: dict[str, Any], completion_id: str) -> Ite
     The chunk envelope is serialised once and only each delta per event, so a 20,000-token
     reply costs one small `json.dumps` per chunk.
     """
-    header = {"id": completion_id, "object": "chat.completion.chunk", "created": int(time.time())}
-    header["model"] = body.get("model") or MODEL_NAME
-    envelope = json.dumps(header, separators=(",", ":"))[:-1]
-    prefix = ("data: " + envelope + ',"choices":[{"index":0,"delta":').encode()
+    envelope = _envelope(body, completion_id)
+    prefix = _chunk_prefix(body, completion_id)
     for delta in _deltas(reply):
         yield prefix + _dumps(delta) + b',"finish_reason":null}]}\n\n'
     yield prefix + b'{},"finish_reason":' + _dumps(reply.effective_finish_reason) + b"}]}\n\n"
@@ -227,6 +238,36 @@ def stream_events(reply: Reply, body: dict[str, Any], completion_id: str) -> Ite
         usage = _dumps(usage_dict(reply, body))
         yield ("data: " + envelope).encode() + b',"choices":[],"usage":' + usage + b"}\n\n"
     yield b"data: [DONE]\n\n"
+
+
+BAD_BYTE_DELTA = b'{"content":"bad \xff byte"}'  # 0xff is never valid UTF-8
+KEEPALIVE_COMMENT = b": keep-alive\n\n"
+
+
+def bad_bytes_event(body: dict[str, Any], completion_id: str) -> bytes:
+    """One chunk event whose delta holds a byte that is not UTF-8 (the rest is valid)."""
+    return _chunk_prefix(body, completion_id) + BAD_BYTE_DELTA + b',"finish_reason":null}]}\n\n'
+
+
+def flood_events(reply: Reply, body: dict[str, Any], completion_id: str) -> Iterator[bytes]:
+    """Endless `chunk_size`-character content deltas: a server ignoring max_tokens."""
+    prefix = _chunk_prefix(body, completion_id)
+    yield prefix + b'{"role":"assistant","content":""},"finish_reason":null}]}\n\n'
+    event = prefix + _dumps({"content": "y" * reply.chunk_size}) + b',"finish_reason":null}]}\n\n'
+    while True:
+        yield event
+
+
+def _envelope(body: dict[str, Any], completion_id: str) -> str:
+    """The chunk object without its closing brace (the choices or usage follow)."""
+    header = {"id": completion_id, "object": "chat.completion.chunk", "created": int(time.time())}
+    header["model"] = body.get("model") or MODEL_NAME
+    return json.dumps(header, separators=(",", ":"))[:-1]
+
+
+def _chunk_prefix(body: dict[str, Any], completion_id: str) -> bytes:
+    """An SSE chunk event up to its delta."""
+    return ("data: " + _envelope(body, completion_id) + ',"choices":[{"index":0,"delta":').encode()
 
 
 def _dumps(value: Any) -> bytes:

@@ -23,7 +23,6 @@ from nbchat.client import (
     ToolCallsReady,
     Usage,
     build_client,
-    complete_chat,
     server_context_size,
     stream_chat,
 )
@@ -477,19 +476,6 @@ def test_build_client_without_any_url_says_how_to_get_a_server(tmp_path: Path) -
         "No model server URL is known yet: start the embedded one with `nbchat serve-model` "
         "or set NBCHAT_BASE_URL."
     )
-
-
-def test_complete_chat_returns_the_text_and_the_usage(
-    fake: FakeServer, client: openai.OpenAI
-) -> None:
-    fake.enqueue(Reply(text="A summary.", usage=(100, 4)))
-    text, usage = complete_chat(
-        client, MESSAGES, model="m", max_tokens=50, temperature=0.0, response_format=None
-    )
-    assert (text, usage) == ("A summary.", Usage(100, 4))
-    request = fake.chat_requests()[0]
-    assert (request["max_tokens"], request["temperature"]) == (50, 0.0)
-    assert "response_format" not in request
 
 
 def test_server_context_size_is_none_without_props(fake: FakeServer, client: openai.OpenAI) -> None:

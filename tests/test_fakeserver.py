@@ -354,7 +354,7 @@ def test_reply_survives_a_json_round_trip() -> None:
 
 
 def test_unknown_fault_is_rejected_with_the_known_names() -> None:
-    with pytest.raises(ValueError, match=r"unknown fault 'boom'; expected one of \['cut', "):
+    with pytest.raises(ValueError, match=r"unknown fault 'boom'; expected one of \['bad_bytes', "):
         Reply.from_dict({"fault": "boom"})
 
 

@@ -13,7 +13,6 @@ from nbchat.ui.render import (
     render_compacted,
     render_markdown,
     render_notice,
-    render_reasoning,
     render_tool_call,
     render_tool_result,
     split_stable_blocks,
@@ -104,7 +103,6 @@ def executable_parts(markup: str) -> list[str]:
 def every_rendering(text: str) -> list[str]:
     return [
         render_markdown(text),
-        render_reasoning(text),
         render_tool_call(text, text),
         render_tool_result(text, text, ok=False),
         render_compacted(text, rows_replaced=3, tokens_before=10, tokens_after=2),

@@ -56,9 +56,6 @@ class ToolContext:
         shown = path.relative_to(self.workspace).as_posix()
         return shown if shown else "."
 
-    def is_stopped(self) -> bool:
-        return self.stop is not None and self.stop.is_set()
-
     def child_environment(self) -> dict[str, str]:
         """The environment a child process gets: `env`, or this process's without secrets."""
         return dict(self.env) if self.env is not None else safe_environment()

@@ -32,7 +32,6 @@ __all__ = [
     "render_compacted",
     "render_markdown",
     "render_notice",
-    "render_reasoning",
     "render_tool_call",
     "render_tool_result",
     "split_stable_blocks",
@@ -201,15 +200,6 @@ def split_stable_blocks(text: str) -> tuple[str, str]:
     if boundary <= 0:
         return "", text
     return text[:boundary], text[boundary:]
-
-
-def render_reasoning(text: str, *, open_: bool = False) -> str:
-    """The model's reasoning, collapsed under its reply."""
-    state = " open" if open_ else ""
-    return (
-        f'<details class="nbchat-reasoning"{state}><summary>Reasoning</summary>'
-        f"{render_markdown(text)}</details>"
-    )
 
 
 def render_tool_call(name: str, arguments: str) -> str:
