@@ -18,8 +18,9 @@ import openai
 from nbchat.compaction import CompactionEngine
 from nbchat.config import Settings
 from nbchat.connection import Connection, connect
+from nbchat.digest import Summariser
 from nbchat.errors import ContextOverflowError, ServerUnavailableError
-from nbchat.history import History, estimate_tokens, request_overhead_tokens
+from nbchat.history import estimate_tokens, request_overhead_tokens
 
 __all__ = ["Budget"]
 
@@ -32,8 +33,11 @@ class Budget:
         settings: Settings,
         tool_schemas: Callable[[], list[dict[str, Any]]],
         client: openai.OpenAI | None = None,
+        *,
+        summariser: Summariser | None = None,
     ) -> None:
         self.settings = settings
+        self._summariser = summariser
         self._tool_schemas = tool_schemas
         self._client = client
         self._connection: Connection | None = None
@@ -76,6 +80,7 @@ class Budget:
                 client=self.connect().client,
                 system_prompt=self.settings.system_prompt,
                 tool_schemas=self._tool_schemas(),
+                summariser=self._summariser,
             )
         return self._engine
 
@@ -92,23 +97,23 @@ class Budget:
             return self._connection.threshold
         return self.settings.threshold_for(None)
 
-    def context_tokens(self, history: History) -> int:
-        """Tokens the next request takes, counted as the engine counts them (without needing
-        a connection): reported usage + rows since, else rows + system prompt + tool schemas."""
-        reported = history.reported_tokens
-        if reported is not None:
-            return reported
-        overhead = request_overhead_tokens(self.settings.system_prompt, self._tool_schemas())
-        return history.total_tokens + overhead
+    def overhead_tokens(self) -> int:
+        """What every request spends besides its rows: the system prompt and the tool schemas
+        (counted as the engine counts them, without needing a connection)."""
+        return request_overhead_tokens(self.settings.system_prompt, self._tool_schemas())
 
     def check_fits(self, text: str) -> None:
-        """Refuse a message that alone is bigger than the whole budget, before it is sent."""
-        tokens = estimate_tokens(("user", text, "", "", ""))
-        if tokens > self.threshold:
+        """Refuse, before it is sent, a message that cannot stay whole in what the model sees:
+        with the system prompt and the tool descriptions it is bigger than the whole budget
+        (compaction keeps the latest message whole, so it must fit beside them)."""
+        tokens = estimate_tokens(text)
+        overhead = self.overhead_tokens()
+        if tokens + overhead > self.threshold:
+            beside = f" beside the system prompt and tools ({overhead:,})" if overhead else ""
             raise ContextOverflowError(
-                f"Your message is about {tokens:,} tokens, more than the whole budget "
-                f"({self.threshold:,}). Shorten it, or save it to a file in the workspace and "
-                "ask the model to read the parts it needs.",
-                prompt_tokens=tokens,
+                f"Your message is about {tokens:,} tokens, too big{beside} for the whole "
+                f"budget ({self.threshold:,}). Shorten it, or save it to a file in the "
+                "workspace and ask the model to read the parts it needs.",
+                prompt_tokens=tokens + overhead,
                 context_size=self.threshold,
             )

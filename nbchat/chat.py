@@ -14,6 +14,7 @@ ipywidgets, hold widget state, or contain SQL.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 import traceback
@@ -23,9 +24,10 @@ import openai
 
 from nbchat.budget import Budget
 from nbchat.client import ReasoningDelta, TextDelta, ToolCall, stream_chat
-from nbchat.compaction import CompactionEngine
+from nbchat.compaction import CompactionEngine, CompactionResult
 from nbchat.config import Settings
 from nbchat.connection import Connection
+from nbchat.digest import Summariser
 from nbchat.errors import (
     CompactionError,
     ContextOverflowError,
@@ -46,13 +48,15 @@ from nbchat.events import (
     ToolStarted,
     UsageReported,
 )
-from nbchat.history import History, Row, build_messages
+from nbchat.history import History, Row, build_messages, context_tokens
 from nbchat.session import Session
 from nbchat.store import Store
 from nbchat.tools import ApprovalRequest, ToolExecutor, ToolRegistry, default_registry
 from nbchat.turnstate import FailureGuard, Reply, Round, archived_output_tool
 
 __all__ = ["Conversation"]
+
+log = logging.getLogger(__name__)
 
 STOPPED_NOTICE = "Stopped by you; the reply so far was kept."
 EMPTY_REPLY_NOTICE = "The model sent an empty reply. Try rephrasing, or /retry."
@@ -74,13 +78,14 @@ class Conversation:
         tools: ToolRegistry | None = None,
         *,
         approver: Approver | None = None,
+        summariser: Summariser | None = None,
     ) -> None:
         self.settings = settings
         self.store = store
         self.approver = approver
         self.session = Session(store, settings)
         self.tools = (tools if tools is not None else default_registry()).copy()
-        self.budget = Budget(settings, self.tools.schemas, client)
+        self.budget = Budget(settings, self.tools.schemas, client, summariser=summariser)
         self.tools.register(archived_output_tool(self.session))
         self._lock = threading.Lock()  # one turn at a time
         if session_id is not None:
@@ -142,7 +147,7 @@ class Conversation:
 
     def context_tokens(self) -> int:
         """Tokens the next request takes: reported usage + rows since, else the estimate."""
-        return self.budget.context_tokens(self.history)
+        return context_tokens(self.history, self.budget.overhead_tokens())
 
     # Turns
 
@@ -266,6 +271,7 @@ class Conversation:
     def _request(self, state: Round, stop: threading.Event) -> Generator[Event, None, Reply]:
         """One streamed request; after an overflow, one forced compaction and one retry."""
         while True:
+            yield from self._over_budget()
             yield RequestStarted(state.number, 2 if state.overflow_retried else 1)
             try:
                 reply = yield from self._stream(stop, state.tool_choice)
@@ -376,23 +382,49 @@ class Conversation:
         return self.approver is not None and self.approver(request)
 
     def _compact_if_needed(self, state: Round, stop: threading.Event) -> Steps:
-        """The budget check; a failed automatic compaction is reported and the turn goes on."""
+        """The budget check. A compaction that fails or cannot shrink the history is reported
+        and the turn goes on with the history as it was: a reply is never lost to it."""
         if not state.may_compact() or not self.engine.should_compact(self.history):
             return
         state.compacted = True
         try:
-            yield from self._compact("budget", stop)
+            result = yield from self._compact("budget", stop)
         except CompactionError as exc:
             yield from self._notice(f"Compaction failed; the history was kept as it was. {exc}")
+        except Exception as exc:  # a bug: logged with its traceback, the reply still comes
+            log.exception("automatic compaction failed")
+            yield from self._notice(
+                f"Compaction failed unexpectedly ({type(exc).__name__}: {exc}); the history was "
+                "kept as it was. Compact with the button or /compact to retry; if it fails "
+                "again, start a new session (/new)."
+            )
+        else:
+            if not result.changed and not result.cancelled:
+                yield from self._notice(
+                    f"Compaction could not shrink the history ({result.reason}); it was kept "
+                    "as it was."
+                )
+
+    def _over_budget(self) -> Steps:
+        """A request over the budget never goes out unannounced."""
+        tokens, threshold = self.context_tokens(), self.threshold
+        if tokens > threshold:
+            yield from self._notice(
+                f"This request is about {tokens:,} tokens, over the budget of {threshold:,}: "
+                "compaction could not bring the history under it. The server may refuse it or "
+                "drop the start of the conversation; start a new session (/new), or raise "
+                "context_token_threshold if the model's window is larger."
+            )
 
     def _compact(
         self, reason: str, stop: threading.Event, *, focus: str | None = None, force: bool = False
-    ) -> Steps:
+    ) -> Generator[Event, None, CompactionResult]:
         yield CompactionStarted(reason)
         result = self.engine.compact(self.history, force=force, focus=focus, cancel=stop)
         if result.changed:
             self.session.apply(result)
         yield CompactionFinished(result)
+        return result
 
     def _save(self, *rows: Row) -> Steps:
         for row in self.session.save(rows):

@@ -27,13 +27,22 @@ from dataclasses import replace
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
+from nbchat.config import DEFAULT_SUMMARY_MAX_TOKENS, DEFAULT_TRIGGER_FACTOR
 from nbchat.digest import Digest, Summariser, SummaryWriter
 from nbchat.facts import facts_of, previous_summary, render_facts
-from nbchat.history import History, Row, estimate_tokens, request_overhead_tokens, to_row
+from nbchat.history import (
+    History,
+    Row,
+    context_tokens,
+    estimate_tokens,
+    request_overhead_tokens,
+    to_row,
+)
+from nbchat.latest import latest_instruction, render_latest
 from nbchat.prune import apply_replacements, find_prunable, protected_start
 from nbchat.result import CompactionResult, CompactionStore, Layer, apply_compaction
-from nbchat.split import choose_split
-from nbchat.summary import SummaryFormat, text_tokens, to_blocks
+from nbchat.split import Split, choose_split
+from nbchat.summary import SummaryFormat, to_blocks
 
 if TYPE_CHECKING:
     import openai
@@ -50,8 +59,6 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-DEFAULT_TRIGGER_FACTOR = 0.75
-DEFAULT_SUMMARY_MAX_TOKENS = 1024
 DEFAULT_SUMMARY_FORMAT: SummaryFormat = "json"
 
 HistoryLike = History | Sequence[Sequence[str]]
@@ -167,11 +174,9 @@ class CompactionEngine:
         return sum(estimate_tokens(row) for row in history)
 
     def context_tokens(self, history: HistoryLike) -> int:
-        """The size of the next request: the server's report plus rows since, else the estimate
-        of rows + system prompt + tool schemas."""
-        if isinstance(history, History) and history.reported_tokens is not None:
-            return history.reported_tokens
-        return self.total_tokens(history) + self.overhead_tokens
+        """The size of the next request (`nbchat.history.context_tokens` with this engine's
+        system prompt and tool schemas)."""
+        return context_tokens(history, self.overhead_tokens)
 
     def should_compact(self, history: HistoryLike) -> bool:
         """At or over the trigger, unless the history is already `[compacted, <= tail rows]`."""
@@ -316,19 +321,15 @@ class CompactionEngine:
         cancel: threading.Event | None = None,
     ) -> CompactionResult:
         """Summarise `rows[:split]` (facts read from `original`, the rows before pruning)."""
-        split = choose_split(
-            rows,
-            estimates,
-            tail_messages=self.tail_messages,
-            budget=self._keep_budget(),
-            over_trigger=over,
-        )
+        split = self._split(rows, estimates, over=over)
         if split is None:
             reason = "fewer than two rows before the kept tail"
             return CompactionResult.unchanged(rows, measured, reason)
+        carried = render_latest(latest_instruction(rows, split.start))
         facts = render_facts(facts_of(original[: split.start]))
         # Checked before any tokens are spent: even a summary of nothing must save something.
-        if text_tokens(facts) + sum(estimates[split.start :]) >= sum(estimates):
+        kept = estimate_tokens(facts) + (estimate_tokens(carried) if carried else 0)
+        if kept + sum(estimates[split.start :]) >= sum(estimates):
             reason = "a summary would not shrink the history"
             return CompactionResult.unchanged(rows, measured, reason)
         said = self._writer().write(
@@ -342,13 +343,30 @@ class CompactionEngine:
         )
         if said.cancelled:
             return self._with_usage(CompactionResult.unchanged(rows, measured, "cancelled"), said)
-        summary_row = Row("compacted", f"{said.text}\n\n{facts}")
+        blocks = (said.text, facts, carried)
+        summary_row = Row("compacted", "\n\n".join(block for block in blocks if block))
         result = CompactionResult.summarised(
             rows, estimates, summary_row, start=split.start, rule=split.rule, measured=measured
         )
         # A summary that would not shrink the history is not applied: no layer did the work.
         layer: Layer = ("chunked" if said.chunks > 1 else "summary") if result.changed else "none"
         return self._with_usage(replace(result, layer=layer), said)
+
+    def _split(self, rows: list[Row], estimates: list[int], *, over: bool) -> Split | None:
+        """Where to cut. A cut that takes the user's latest message carries it whole in the
+        summary row, so the tail gets the budget that is left beside it."""
+        budget = self._keep_budget()
+        split = choose_split(
+            rows, estimates, tail_messages=self.tail_messages, budget=budget, over_trigger=over
+        )
+        latest = latest_instruction(rows, split.start) if split is not None else ""
+        if not latest:
+            return split
+        budget = max(0, budget - estimate_tokens(render_latest(latest)))
+        narrower = choose_split(
+            rows, estimates, tail_messages=self.tail_messages, budget=budget, over_trigger=over
+        )
+        return narrower or split
 
     def _with_usage(self, result: CompactionResult, said: Digest) -> CompactionResult:
         return replace(

@@ -18,8 +18,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+from nbchat.config import DEFAULT_N_CTX
 from nbchat.errors import CompactionError, ContextOverflowError, NbchatError
-from nbchat.history import Message
+from nbchat.history import Message, estimate_tokens
 from nbchat.summary import (
     RESPONSE_FORMAT,
     SummaryFormat,
@@ -27,7 +28,6 @@ from nbchat.summary import (
     chunk_blocks,
     parse_reply,
     request_overhead,
-    text_tokens,
 )
 
 if TYPE_CHECKING:
@@ -46,7 +46,7 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-DEFAULT_SUMMARISER_CONTEXT = 8192
+DEFAULT_SUMMARISER_CONTEXT = DEFAULT_N_CTX  # the embedded server's window, when none is known
 MIN_CHUNK_TOKENS = 256
 NOTHING_SAID = "(The earlier rows held only the assistant's reasoning.)"
 
@@ -96,7 +96,7 @@ class Digest:
 
 class SummaryWriter:
     """The engine's summariser: built at first use (OpenAI-backed unless one was injected), its
-    window asked once (else 8192), and corrected when the server reports an overflow."""
+    window asked once (else the default `DEFAULT_N_CTX`), and corrected when the server reports an overflow."""
 
     def __init__(
         self,
@@ -133,7 +133,8 @@ class SummaryWriter:
 
     @property
     def window(self) -> int:
-        """The summariser's context size: given, else asked once from the server, else 8192."""
+        """The summariser's context size: given, else asked once from the server, else
+        `DEFAULT_N_CTX`."""
         if self._window is None:
             summariser = self.summariser
             asked = summariser.context_size() if isinstance(summariser, SizedSummariser) else None
@@ -151,7 +152,8 @@ class SummaryWriter:
         focus: str | None = None,
         cancel: threading.Event | None = None,
     ) -> Digest:
-        """`write_digest` with this summariser and window; every failure a `CompactionError`."""
+        """`write_digest` with this summariser and window; every failure a `CompactionError`,
+        whatever the summariser raised (a plugged-in one may raise anything)."""
         try:
             digest = write_digest(
                 self.summariser,
@@ -166,6 +168,12 @@ class SummaryWriter:
             )
         except NbchatError as exc:
             raise self._learn_from(exc) from exc
+        except Exception as exc:  # not ours: keep its traceback in the log, tell the user
+            log.exception("the summariser raised %s", type(exc).__name__)
+            raise CompactionError(
+                f"The summariser failed with {type(exc).__name__}: {exc}. The history was left "
+                "as it was; compact again, or set another summary_model if it keeps failing."
+            ) from exc
         for warning in digest.warnings:
             log.warning("compaction: %s", warning)
         return digest
@@ -224,7 +232,7 @@ def _chunk_budget(
 ) -> int:
     """Transcript tokens one request may carry beside its prompts, summary so far and reply."""
     overhead = request_overhead(
-        previous_tokens=max(reply_tokens, text_tokens(previous) if previous else 0),
+        previous_tokens=max(reply_tokens, estimate_tokens(previous) if previous else 0),
         instruction=instruction,
         focus=focus,
     )

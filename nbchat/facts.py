@@ -21,7 +21,8 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from nbchat.history import Row
+from nbchat.history import CHARS_PER_TOKEN, Row, estimate_tokens
+from nbchat.latest import without_latest
 
 __all__ = [
     "FACTS_HEADING",
@@ -46,7 +47,7 @@ FAILURES_HEADING = "## Tool failures (newest first)"
 FIRST_MESSAGE_HEADING = "## First user message (start)"
 USER_MESSAGES_HEADING = "## Recent user messages (newest first)"
 
-# Budgets in estimated tokens (len // 3), applied when rendering.
+# Budgets in estimated tokens (`estimate_tokens`), applied when rendering.
 FILES_TOKENS = 400
 FAILURES_TOKENS = 700
 FIRST_MESSAGE_TOKENS = 300
@@ -270,16 +271,12 @@ def _tool(name: str) -> str:
     return re.sub(r"[()\s]+", "_", name) or "a_tool"
 
 
-def _tokens(text: str) -> int:
-    return max(1, len(text) // 3)
-
-
 def _budgeted(lines: Sequence[str], budget: int = FAILURES_TOKENS) -> list[str]:
     """The leading lines (the newest) that fit `budget` tokens."""
     kept: list[str] = []
     used = 0
     for line in lines:
-        used += _tokens(line)
+        used += estimate_tokens(line)
         if used > budget:
             break
         kept.append(line)
@@ -294,7 +291,7 @@ def _newest_within(paths: Sequence[str], budget: int) -> list[str]:
 
 def _head(text: str, budget: int = FIRST_MESSAGE_TOKENS) -> str:
     """At most `budget` tokens of `text`, marked when cut (cutting it again changes nothing)."""
-    limit = budget * 3
+    limit = budget * CHARS_PER_TOKEN
     return text if len(text) <= limit else text[: limit - 2].rstrip() + " …"
 
 
@@ -307,12 +304,12 @@ def _recent_messages(messages: Sequence[str], first: str) -> list[str]:
     blocks: list[str] = []
     left = USER_MESSAGES_TOKENS
     for message in dict.fromkeys(m for m in messages if m != first):
-        if _tokens(message) > left:
+        if estimate_tokens(message) > left:
             if left >= 20:
                 blocks.append(_quote(_head(message, left)))
             break
         blocks.append(_quote(message))
-        left -= _tokens(message)
+        left -= estimate_tokens(message)
     return ["\n\n".join(blocks)] if blocks else []
 
 
@@ -330,6 +327,7 @@ def _facts_start(summary: str) -> int:
 
 def parse_facts(summary: str) -> Facts:
     """The facts recorded in a previous compacted row (empty when it has none)."""
+    summary = without_latest(summary)  # the carried message is not one of the facts
     index = _facts_start(summary)
     if index < 0:
         return Facts()

@@ -261,9 +261,11 @@ def test_a_message_bigger_than_the_budget_is_refused_before_anything_is_sent(
     events = run(chat, "z" * 600)
     failed = events[-1]
     assert isinstance(failed, Failed) and failed.unsent_text == "z" * 600
+    overhead = chat.budget.overhead_tokens()
     assert failed.message == (
-        "Your message is about 200 tokens, more than the whole budget (100). Shorten it, or save "
-        "it to a file in the workspace and ask the model to read the parts it needs."
+        f"Your message is about 200 tokens, too big beside the system prompt and tools "
+        f"({overhead:,}) for the whole budget (100). Shorten it, or save it to a file in the "
+        "workspace and ask the model to read the parts it needs."
     )
     assert server.chat_requests() == []
 
