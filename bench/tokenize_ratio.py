@@ -30,8 +30,8 @@ import harness
 import httpx
 from harness import Figure, temporary_directory
 
+from nbchat.history import estimate_tokens
 from nbchat.local import LocalServer, ensure_server
-from nbchat.summary import text_tokens
 
 MODELS = ("qwen", "smollm")
 KINDS = ("prose", "code", "tool output", "JSON")
@@ -102,7 +102,7 @@ def server_tokens(client: httpx.Client, server: LocalServer, text: str) -> int:
 def count_kind(client: httpx.Client, server: LocalServer, kind: str) -> Count:
     count = Count()
     for piece in corpus(kind):
-        count.add(Count(len(piece), text_tokens(piece), server_tokens(client, server, piece)))
+        count.add(Count(len(piece), estimate_tokens(piece), server_tokens(client, server, piece)))
     return count
 
 

@@ -42,6 +42,12 @@ ENV_PREFIX = "NBCHAT_"
 CONFIG_FILE_NAME = "config.toml"
 DEFAULT_MODEL = "qwen2.5-coder-0.5b-instruct"
 DEFAULT_THRESHOLD = 10_000
+# The defaults below are written here only; the compaction engine and the summary writer
+# import them for callers that construct those without a `Settings`.
+DEFAULT_TRIGGER_FACTOR = 0.75
+DEFAULT_MAX_TOKENS = 1024
+DEFAULT_SUMMARY_MAX_TOKENS = 1024
+DEFAULT_N_CTX = 8192  # the embedded server's window; also the summariser's when none is known
 DEFAULT_SYSTEM_PROMPT = (
     "You are a helpful assistant working inside a Jupyter notebook. Answer concisely. "
     "Use the tools when they help; file paths are relative to the workspace."
@@ -75,10 +81,10 @@ class Settings:
     summary_model: str = ""
     context_token_threshold: int | None = None
     tail_messages: int = 4
-    trigger_factor: float = 0.75
+    trigger_factor: float = DEFAULT_TRIGGER_FACTOR
     max_tool_turns: int = 100
-    max_tokens: int = 1024
-    summary_max_tokens: int = 1024
+    max_tokens: int = DEFAULT_MAX_TOKENS
+    summary_max_tokens: int = DEFAULT_SUMMARY_MAX_TOKENS
     summariser_context: int | None = None
     temperature: float | None = None
     system_prompt: str = DEFAULT_SYSTEM_PROMPT
@@ -94,7 +100,7 @@ class Settings:
     connect_timeout: float = 10.0
     autostart: bool = False
     local_model: str = "qwen"
-    local_n_ctx: int = 8192
+    local_n_ctx: int = DEFAULT_N_CTX
     api_key: str | None = field(default=None, repr=False, compare=False)
     sources: Mapping[str, str] = field(default_factory=dict, repr=False, compare=False)
 

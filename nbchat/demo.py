@@ -275,8 +275,9 @@ class ScriptedSummariser:
         response_format: Mapping[str, Any] | None,
         stop: threading.Event | None,
     ) -> SummaryReply:
-        prompt = sum(len(str(message.get("content") or "")) for message in messages) // 3
-        return SummaryReply(self.text, prompt_tokens=prompt, completion_tokens=len(self.text) // 3)
+        prompt = estimate_tokens("".join(str(m.get("content") or "") for m in messages))
+        completion = estimate_tokens(self.text)
+        return SummaryReply(self.text, prompt_tokens=prompt, completion_tokens=completion)
 
 
 def add_demo_session(store: Store, *, title: str = DEMO_TITLE) -> str:

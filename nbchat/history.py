@@ -32,13 +32,16 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple, TypeAlias
 
 __all__ = [
+    "CHARS_PER_TOKEN",
     "ROLES",
+    "UNSENT_ROLES",
     "History",
     "Message",
     "Repair",
     "Row",
     "RowLike",
     "build_messages",
+    "context_tokens",
     "estimate_tokens",
     "parse_tool_calls",
     "request_overhead_tokens",
@@ -52,6 +55,8 @@ log = logging.getLogger(__name__)
 ROLES = ("user", "assistant", "analysis", "assistant_full", "tool", "system", "compacted")
 # Roles that never reach the model as a conversation message.
 UNSENT_ROLES = frozenset({"analysis", "system", "compacted"})
+# The baseline estimate's rule: a token is about three characters (`estimate_tokens`).
+CHARS_PER_TOKEN = 3
 SUMMARY_HEADING = "Summary of the earlier conversation"
 SURROGATE = re.compile("[\ud800-\udfff]")
 
@@ -99,20 +104,20 @@ def to_valid_text(text: str) -> str:
     return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
 
 
-def estimate_tokens(row: Sequence[str]) -> int:
-    """The baseline estimate: len//3 (at least 1) of the content, plus of tool_args when set."""
-    content, tool_args = row[1], row[4]
-    tokens = max(1, len(content) // 3)
-    if tool_args:
-        tokens += max(1, len(tool_args) // 3)
-    return tokens
+def estimate_tokens(value: str | Sequence[str]) -> int:
+    """The baseline estimate, the one place its rule is written: a text's length // 3 (at
+    least 1); for a row, its content's plus (when set) its tool_args'."""
+    if isinstance(value, str):
+        return max(1, len(value) // CHARS_PER_TOKEN)
+    content, tool_args = value[1], value[4]
+    return estimate_tokens(content) + (estimate_tokens(tool_args) if tool_args else 0)
 
 
 def request_overhead_tokens(system_prompt: str, tool_schemas: Sequence[Mapping[str, Any]]) -> int:
-    """What a request spends besides its rows: the system prompt and the tool schemas (len//3
-    each, nothing for what is absent)."""
+    """What a request spends besides its rows: the system prompt and the tool schemas (each
+    estimated; nothing for what is absent)."""
     schemas = json.dumps(list(tool_schemas)) if tool_schemas else ""
-    return sum(max(1, len(text) // 3) for text in (system_prompt, schemas) if text)
+    return sum(estimate_tokens(text) for text in (system_prompt, schemas) if text)
 
 
 def parse_tool_calls(tool_args: str) -> list[dict[str, Any]]:
@@ -335,3 +340,12 @@ class History:
 
     def __repr__(self) -> str:
         return f"History({len(self._rows)} rows, ~{self._total} tokens)"
+
+
+def context_tokens(history: History | Sequence[Sequence[str]], overhead: int) -> int:
+    """The size of the next request, the one rule for it: the server's last report plus the
+    rows added since, else every row's estimate plus `overhead` (system prompt, tool schemas)."""
+    if isinstance(history, History):
+        reported = history.reported_tokens
+        return reported if reported is not None else history.total_tokens + overhead
+    return sum(estimate_tokens(row) for row in history) + overhead

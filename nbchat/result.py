@@ -9,8 +9,8 @@ prune layer) and `summary_row` + `keep_tail` (the summary layer).
 and their placeholders put at the same positions (`Store.replace_rows`, kind "prune"), then the
 summarised rows are archived behind one `compacted` row (`Store.replace_with_compacted`, kind
 "summary" or "chunked"). Nothing is deleted. The store is reached through the small
-`CompactionStore` protocol, so compaction never imports `nbchat.store` (imports flow one way:
-store → history; chat → compaction).
+`CompactionStore` protocol; of the store's modules only its values (`nbchat.records`, pure)
+are imported, so compaction never needs the database to be tested.
 
 Pure apart from the calls it makes on the store it is given.
 """
@@ -24,6 +24,7 @@ from types import MappingProxyType
 from typing import Any, Literal, Protocol
 
 from nbchat.history import Row, estimate_tokens
+from nbchat.records import CompactionRecord
 
 __all__ = ["CompactionResult", "CompactionStore", "Layer", "apply_compaction"]
 
@@ -106,11 +107,8 @@ class CompactionResult:
 
 
 class CompactionStore(Protocol):
-    """What `apply_compaction` needs from `nbchat.store.Store`.
-
-    `record` is typed `Any` because the store's record class lives in `nbchat.store`, which
-    this module must not import; the store reads the record's attributes only.
-    """
+    """What `apply_compaction` needs from `nbchat.store.Store` (a protocol, so tests and the
+    engine need no database)."""
 
     def transaction(self, action: str) -> AbstractContextManager[Any]: ...
 
@@ -120,7 +118,7 @@ class CompactionStore(Protocol):
         replacements: Mapping[int, Sequence[str]],
         *,
         expected_active: int,
-        record: Any,
+        record: CompactionRecord,
     ) -> int: ...
 
     def replace_with_compacted(
@@ -130,22 +128,8 @@ class CompactionStore(Protocol):
         *,
         keep_tail: int,
         expected_active: int,
-        record: Any,
+        record: CompactionRecord,
     ) -> int: ...
-
-
-@dataclass(frozen=True)
-class _Record:
-    """Has the attributes of `nbchat.store.CompactionRecord`."""
-
-    kind: str
-    summary: str
-    tokens_before: int
-    tokens_after: int
-    model: str
-    prompt_tokens: int
-    completion_tokens: int
-    duration: float
 
 
 def apply_compaction(
@@ -182,10 +166,10 @@ def apply_compaction(
     return ids
 
 
-def _record(result: CompactionResult, kind: str, *, before: int, after: int) -> _Record:
+def _record(result: CompactionResult, kind: str, *, before: int, after: int) -> CompactionRecord:
     """The store's record of one layer; the summariser's figures belong to the summary only."""
     summary = kind != "prune"
-    return _Record(
+    return CompactionRecord(
         kind=kind,
         summary=result.summary if summary else "",
         tokens_before=before,

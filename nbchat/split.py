@@ -25,13 +25,11 @@ from dataclasses import dataclass
 from itertools import accumulate
 from typing import Literal
 
-from nbchat.history import Row
+from nbchat.history import UNSENT_ROLES, Row
 
 __all__ = ["Split", "choose_split", "compactable_before", "find_user_tail", "is_cut_point"]
 
 CUT_ROLES = frozenset({"user", "assistant", "assistant_full", "system"})
-# Rows that sit inside a call's block of results without ending it (see history.repair_rows).
-UNSENT_ROLES = frozenset({"analysis", "system", "compacted"})
 MIN_COMPACTABLE = 2
 
 
@@ -62,7 +60,7 @@ def is_cut_point(rows: Sequence[Row], index: int) -> bool:
     if rows[index].role not in CUT_ROLES:
         return False
     for row in rows[index:]:
-        if row.role not in UNSENT_ROLES:
+        if row.role not in UNSENT_ROLES:  # these sit inside a call's block without ending it
             return row.role != "tool"
     return True
 

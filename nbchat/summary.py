@@ -24,7 +24,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from nbchat.history import Message, Row
+from nbchat.history import CHARS_PER_TOKEN, Message, Row, estimate_tokens
 
 __all__ = [
     "RESPONSE_FORMAT",
@@ -35,7 +35,6 @@ __all__ = [
     "chunk_blocks",
     "parse_reply",
     "request_overhead",
-    "text_tokens",
     "to_blocks",
     "trim_middle",
 ]
@@ -142,11 +141,6 @@ class Checkpoint:
     was_json: bool
 
 
-def text_tokens(text: str) -> int:
-    """The baseline estimate for a piece of text: len // 3, at least 1."""
-    return max(1, len(text) // 3)
-
-
 def trim_middle(text: str, limit: int) -> str:
     """`text` cut to about `limit` characters, keeping its head and its tail."""
     if len(text) <= limit:
@@ -206,9 +200,11 @@ def chunk_blocks(blocks: Sequence[str], *, budget: int) -> list[str]:
     chunks: list[list[str]] = [[]]
     used = 0
     for block in blocks:
-        if text_tokens(block) > budget:
-            block = trim_middle(block, budget * 3 - 60)  # room for the omission marker
-        cost = text_tokens(block) + 1  # the blank line between blocks
+        if estimate_tokens(block) > budget:
+            block = trim_middle(
+                block, budget * CHARS_PER_TOKEN - 60
+            )  # room for the omission marker
+        cost = estimate_tokens(block) + 1  # the blank line between blocks
         if chunks[-1] and used + cost > budget:
             chunks.append([])
             used = 0
@@ -243,11 +239,11 @@ def build_request(
 
 def request_overhead(*, previous_tokens: int, instruction: str | None, focus: str | None) -> int:
     """Tokens a request spends besides its transcript: prompts, format, tags, previous summary."""
-    prompt = max(text_tokens(instruction or SUMMARY_PROMPT), text_tokens(UPDATE_PROMPT))
-    fmt = max(text_tokens(JSON_FORMAT), text_tokens(MARKDOWN_FORMAT))
-    extra = text_tokens(FOCUS_PROMPT.format(focus=focus)) if focus else 0
+    prompt = max(estimate_tokens(instruction or SUMMARY_PROMPT), estimate_tokens(UPDATE_PROMPT))
+    fmt = max(estimate_tokens(JSON_FORMAT), estimate_tokens(MARKDOWN_FORMAT))
+    extra = estimate_tokens(FOCUS_PROMPT.format(focus=focus)) if focus else 0
     tags = 20  # the <conversation> and <previous-summary> tags and the blank lines between
-    return text_tokens(SUMMARY_SYSTEM_PROMPT) + prompt + fmt + extra + tags + previous_tokens
+    return estimate_tokens(SUMMARY_SYSTEM_PROMPT) + prompt + fmt + extra + tags + previous_tokens
 
 
 def parse_reply(text: str) -> Checkpoint:

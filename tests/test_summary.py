@@ -9,7 +9,7 @@ from factories import analysis, assistant, tool_call, tool_result, user
 from hypothesis import given
 from hypothesis import strategies as st
 
-from nbchat.history import Row
+from nbchat.history import Row, estimate_tokens
 from nbchat.summary import (
     RESPONSE_FORMAT,
     SECTION_TITLES,
@@ -18,7 +18,6 @@ from nbchat.summary import (
     build_request,
     chunk_blocks,
     parse_reply,
-    text_tokens,
     to_blocks,
     trim_middle,
 )
@@ -71,8 +70,8 @@ def test_chunks_fit_the_budget_and_keep_every_block_in_order(
     blocks: list[str], budget: int
 ) -> None:
     chunks = chunk_blocks(blocks, budget=budget)
-    assert all(text_tokens(chunk) <= budget for chunk in chunks)
-    if all(text_tokens(block) < budget for block in blocks):
+    assert all(estimate_tokens(chunk) <= budget for chunk in chunks)
+    if all(estimate_tokens(block) < budget for block in blocks):
         assert "\n\n".join(chunks) == "\n\n".join(blocks)
 
 
@@ -80,7 +79,7 @@ def test_a_block_bigger_than_a_chunk_is_trimmed_to_fit() -> None:
     [chunk] = chunk_blocks(["start " + "x" * 9000 + " end"], budget=500)
     assert chunk.startswith("start ")
     assert chunk.endswith(" end")
-    assert text_tokens(chunk) <= 500
+    assert estimate_tokens(chunk) <= 500
 
 
 def test_a_request_is_the_system_prompt_and_one_user_message() -> None:
