@@ -96,7 +96,8 @@ class Digest:
 
 class SummaryWriter:
     """The engine's summariser: built at first use (OpenAI-backed unless one was injected), its
-    window asked once (else the default `DEFAULT_N_CTX`), and corrected when the server reports an overflow."""
+    window asked once (else `DEFAULT_N_CTX`), and corrected when the server reports an
+    overflow."""
 
     def __init__(
         self,
