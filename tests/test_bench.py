@@ -99,3 +99,8 @@ def test_compaction_model_runs_on_smollm(monkeypatch: pytest.MonkeyPatch) -> Non
     rows = module.main()
     assert_table_rows(rows)
     assert len(rows) == 2  # the server start, then the one history
+
+
+def test_notebook_tools_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    module = load("notebook_tools", monkeypatch, VARIABLES=300, FRAME_BYTES=1 << 16, REPEATS=1)
+    assert_table_rows(module.main())
