@@ -96,16 +96,21 @@ def test_a_repr_that_raises_is_reported_not_raised() -> None:
     assert shown == "thing: Broken\n(could not show its contents: ValueError: no repr today)"
 
 
+class Stuck:
+    """A value whose repr waits until the test releases it."""
+
+    def __init__(self, release: threading.Event) -> None:
+        self.release = release
+
+    def __repr__(self) -> str:
+        self.release.wait(30)
+        return "late"
+
+
 def test_a_repr_that_never_returns_is_cut_off_and_the_chat_goes_on() -> None:
     release = threading.Event()
-
-    class Stuck:
-        def __repr__(self) -> str:
-            release.wait(30)
-            return "late"
-
     try:
-        shown = describe_value("stuck", Stuck(), seconds=0.2)
+        shown = describe_value("stuck", Stuck(release), seconds=0.2)
     finally:
         release.set()
     assert shown == "stuck: Stuck\n(could not show its contents: it took longer than 0.2 s)"
@@ -113,15 +118,10 @@ def test_a_repr_that_never_returns_is_cut_off_and_the_chat_goes_on() -> None:
 
 def test_previews_are_refused_while_earlier_ones_are_still_stuck() -> None:
     release = threading.Event()
-
-    class Stuck:
-        def __repr__(self) -> str:
-            release.wait(30)
-            return "late"
-
     try:
         first = [
-            describe_value(f"s{i}", Stuck(), seconds=0.05) for i in range(notebook.STUCK_LIMIT)
+            describe_value(f"s{i}", Stuck(release), seconds=0.05)
+            for i in range(notebook.STUCK_LIMIT)
         ]
         refused = describe_value("one more", [1, 2])
     finally:
