@@ -26,6 +26,8 @@ from pygments.lexers import get_lexer_by_name
 from pygments.token import STANDARD_TYPES
 from pygments.util import ClassNotFound
 
+from nbchat.ui.mathspans import math_spans
+
 __all__ = [
     "COPY_BUTTON",
     "STYLE",
@@ -35,6 +37,7 @@ __all__ = [
     "render_reasoning",
     "render_tool_call",
     "render_tool_result",
+    "set_math_aside",
     "split_stable_blocks",
 ]
 
@@ -46,11 +49,8 @@ COPY_HANDLER = (
 COPY_BUTTON = (
     f'<button class="nbchat-copy" title="Copy code" onclick="{COPY_HANDLER}">Copy</button>'
 )
-MATH_PATTERN = re.compile(
-    r"(\$\$.+?\$\$|\\\[.+?\\\]|\\\(.+?\\\)|(?<![\\$\w])\$(?=\S)[^$\n]+?(?<=\S)\$(?![\w$]))",
-    re.DOTALL,
-)
 MARK_OPEN, MARK_CLOSE = "\ue000", "\ue001"
+MARK_PATTERN = re.compile("\ue000([0-9]+)\ue001")
 FENCE_PATTERN = re.compile(r"^ {0,3}(`{3,}|~{3,})", re.MULTILINE)
 STYLE = """
 <style>
@@ -163,19 +163,27 @@ def render_markdown(text: str, *, highlight: bool = True) -> str:
 
     `highlight=False` leaves code uncoloured: for a streaming tail, re-rendered many times.
     """
+    marked, spans = set_math_aside(text)
+    parser = _PARSER if highlight else _PLAIN_PARSER
+    rendered = parser.render(marked)
+    # One pass puts every span back (a replace per span was quadratic in the spans).
+    rendered = MARK_PATTERN.sub(lambda match: html.escape(spans[int(match.group(1))]), rendered)
+    return f'<div class="nbchat-msg">{rendered}</div>'
+
+
+def set_math_aside(text: str) -> tuple[str, list[str]]:
+    """`text` with each math span replaced by a numbered marker, and the spans in order."""
     # Private-use markers survive markdown-it untouched; any in the input are neutralised first.
     text = text.replace(MARK_OPEN, "\ufffd").replace(MARK_CLOSE, "\ufffd")
     spans: list[str] = []
-
-    def set_aside(match: re.Match[str]) -> str:
-        spans.append(match.group(0))
-        return f"{MARK_OPEN}{len(spans) - 1}{MARK_CLOSE}"
-
-    parser = _PARSER if highlight else _PLAIN_PARSER
-    rendered = parser.render(MATH_PATTERN.sub(set_aside, text))
-    for index, span in enumerate(spans):
-        rendered = rendered.replace(f"{MARK_OPEN}{index}{MARK_CLOSE}", html.escape(span), 1)
-    return f'<div class="nbchat-msg">{rendered}</div>'
+    pieces: list[str] = []
+    end = 0
+    for start, stop in math_spans(text):
+        pieces += (text[end:start], f"{MARK_OPEN}{len(spans)}{MARK_CLOSE}")
+        spans.append(text[start:stop])
+        end = stop
+    pieces.append(text[end:])
+    return "".join(pieces), spans
 
 
 def split_stable_blocks(text: str) -> tuple[str, str]:
