@@ -56,9 +56,7 @@ def markdown_it() -> MarkdownIt:
     return MarkdownIt("commonmark", {"html": False}).enable(["table", "strikethrough"])
 
 
-def interleaved_medians(
-    runs: dict[str, Callable[[], object]], repeats: int
-) -> dict[str, float]:
+def interleaved_medians(runs: dict[str, Callable[[], object]], repeats: int) -> dict[str, float]:
     """The median seconds of each run, the runs taking turns so drift hits them alike."""
     times: dict[str, list[float]] = {name: [] for name in runs}
     for _ in range(repeats):

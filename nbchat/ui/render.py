@@ -19,6 +19,7 @@ import functools
 import html
 import json
 import re
+from collections.abc import Mapping
 from typing import Any
 
 from markdown_it import MarkdownIt
@@ -27,10 +28,12 @@ from pygments.token import STANDARD_TYPES
 from pygments.util import ClassNotFound
 
 from nbchat.ui.mathspans import math_spans
+from nbchat.ui.visible import visible_json, visible_text, visible_text_lines
 
 __all__ = [
     "COPY_BUTTON",
     "STYLE",
+    "render_approval",
     "render_compacted",
     "render_markdown",
     "render_notice",
@@ -69,6 +72,9 @@ STYLE = """
 .nbchat-card.nbchat-failed { border-left-color: var(--jp-error-color1, #d32f2f); }
 .nbchat-card.nbchat-compacted { border-left-color: var(--jp-warn-color1, #f57c00); }
 .nbchat-failed .nbchat-result { color: var(--jp-error-color1, #d32f2f); }
+.nbchat-exact { unicode-bidi: bidi-override; direction: ltr; text-align: left;
+  white-space: pre-wrap; overflow-wrap: anywhere; max-height: 24em; overflow: auto;
+  background: var(--jp-cell-editor-background, #f7f7f7); padding: 4px 6px; margin: 4px 0; }
 .nbchat-notice { font-size: 12px; color: var(--jp-ui-font-color2); }
 .nbchat-notice.nbchat-error { color: var(--jp-error-color1, #d32f2f); }
 .nbchat-reasoning { color: var(--jp-ui-font-color2); font-size: 12px; }
@@ -227,8 +233,23 @@ def render_tool_call(name: str, arguments: str) -> str:
     except ValueError:
         pretty = arguments
     return (
-        f'<div class="nbchat-card"><details><summary>🔧 <b>{html.escape(name)}</b></summary>'
-        f"<pre>{html.escape(pretty)}</pre></details></div>"
+        f'<div class="nbchat-card"><details><summary>🔧 <b>{html.escape(visible_text(name))}</b>'
+        f'</summary><pre class="nbchat-exact">{html.escape(visible_text_lines(pretty))}</pre>'
+        "</details></div>"
+    )
+
+
+def render_approval(name: str, arguments: Mapping[str, Any], reason: str = "") -> str:
+    """The question on an approval card: the tool, why it asks, and the exact arguments.
+
+    Nothing is folded away: the arguments are shown in full (a long value scrolls), left to
+    right, with every invisible or bidi character as a visible escape; the JSON shown decodes
+    back to exactly the arguments that run (see `nbchat.ui.visible`).
+    """
+    why = f" {html.escape(visible_text(reason))}" if reason else ""
+    return (
+        f'<div class="nbchat-card">Allow <b>{html.escape(visible_text(name))}</b>?{why}'
+        f'<pre class="nbchat-exact">{html.escape(visible_json(arguments))}</pre></div>'
     )
 
 
