@@ -18,7 +18,7 @@ from helpers import buttons, recording_comms, shown_text
 
 from nbchat.config import Settings
 from nbchat.history import Row
-from nbchat.store import Store
+from nbchat.store.store import Store
 from nbchat.ui import ChatUI
 from nbchat.ui.commands import COMMANDS
 

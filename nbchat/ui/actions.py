@@ -14,10 +14,10 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import Protocol
 
-from nbchat.chat import Conversation
+from nbchat.conversation.events import Event
+from nbchat.conversation.loop import Conversation
 from nbchat.errors import NbchatError
-from nbchat.events import Event
-from nbchat.store import Store
+from nbchat.store.store import Store
 from nbchat.ui.attach import Attachment, Shell, attachment_from
 from nbchat.ui.commands import Command, help_text
 from nbchat.ui.input import ChatInput
