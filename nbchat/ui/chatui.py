@@ -6,7 +6,11 @@ runs every turn, switch and compaction; the kernel thread only handles clicks, s
 once. Switching session, New and close stop the running turn first, then act on the worker, in
 order. Every failure ends as a visible bubble and the input is usable again.
 
-Driving it from cells: `ui.send(text)`, `ui.wait()`, `ui.conversation`, `ui.close()`.
+Driving it from cells: `ui.send(text)`, `ui.wait()`, `ui.conversation`, `ui.close()`. What a
+user does and sees has a public name too (tests use only these): `press_send()`, `press_stop()`,
+`press_new()`, `press_compact()`, `choose_session(id)`, `can_send`, `can_stop`, `status`,
+`session_choices`, and for a tool waiting on the user `wait_for_approval()`, `approve()`,
+`deny()`.
 """
 
 from __future__ import annotations
