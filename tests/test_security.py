@@ -19,7 +19,6 @@ import os
 import re
 import subprocess
 import sys
-import threading
 import unicodedata
 import uuid
 from collections.abc import Iterator
@@ -291,23 +290,12 @@ def test_run_shell_waits_under_ask_until_the_user_decides(
         Reply(text="done"),
     )
     ui = make_ui(server, store, settings.replace(tool_policy="ask"))
-    cards: list[widgets.Widget] = []
-    card_shown = threading.Event()
-    add = ui.messages.add
-
-    def watch(widget: widgets.Widget) -> widgets.Widget:
-        added = add(widget)
-        if "nbchat-approval" in widget._dom_classes:
-            cards.append(widget)
-            card_shown.set()
-        return added
-
-    ui.messages.add = watch  # type: ignore[method-assign]
     ui.send("touch it")
-    assert card_shown.wait(20)
+    card = ui.wait_for_approval(20)
+    assert card is not None and card.widget in ui.messages.box.children
     assert not marker.exists()  # waiting: nothing has run
     assert ui.busy
-    [button] = [w for w in tree(cards[0]) if getattr(w, "description", "") == decision]
+    [button] = [w for w in tree(card.widget) if getattr(w, "description", "") == decision]
     button.click()
     assert ui.wait(20)
     assert marker.exists() is (decision == "Approve")
