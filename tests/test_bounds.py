@@ -20,14 +20,15 @@ from fakeserver import FakeServer, Reply
 from fixtures_server import CHAT, Canned, ScriptedServer, chunk, client_for
 from helpers import run, saved
 
-from nbchat.chat import Conversation
-from nbchat.client import TextDelta, reply_char_limit, stream_chat
 from nbchat.config import Settings
+from nbchat.conversation.events import Done, Failed, Notice
+from nbchat.conversation.loop import Conversation
 from nbchat.errors import ServerError
-from nbchat.events import Done, Failed, Notice
 from nbchat.history import Row
+from nbchat.llm.client import reply_char_limit, stream_chat
+from nbchat.llm.stream import TextDelta
 from nbchat.stopping import StopSignal
-from nbchat.store import Store
+from nbchat.store.store import Store
 
 MESSAGES: list[dict[str, Any]] = [{"role": "user", "content": "hello"}]
 KEPT = "The partial reply was kept; retry for a complete one."

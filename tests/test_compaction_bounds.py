@@ -23,15 +23,20 @@ from factories import assistant
 from fakeserver import FakeServer, Reply
 from helpers import is_summary_request, run, saved
 
-from nbchat.chat import Conversation
-from nbchat.compaction import CompactionEngine
+from nbchat.compaction.engine import CompactionEngine
+from nbchat.compaction.latest import (
+    LATEST_HEADING,
+    latest_instruction,
+    parse_latest,
+    render_latest,
+)
+from nbchat.compaction.summariser import SummaryReply
 from nbchat.config import Settings
-from nbchat.digest import SummaryReply
+from nbchat.conversation.events import Done, Event, Notice, RequestStarted
+from nbchat.conversation.loop import Conversation
 from nbchat.errors import CompactionError
-from nbchat.events import Done, Event, Notice, RequestStarted
 from nbchat.history import Message, Row, build_messages
-from nbchat.latest import LATEST_HEADING, latest_instruction, parse_latest, render_latest
-from nbchat.store import Store
+from nbchat.store.store import Store
 from nbchat.tools import default_registry
 
 SUMMARY = json.dumps(

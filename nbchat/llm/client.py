@@ -1,0 +1,312 @@
+"""The HTTP edge: one streamed chat request turned into typed events, and its errors classified.
+
+Owns building the `openai.OpenAI` client from `Settings`, reading one streamed chat completion
+as a sequence of `StreamEvent`s (reasoning and text deltas as they arrive; assembled tool calls,
+usage and the finish reason at the end), Stop (checked at every chunk; a `StopSignal` also
+releases a read blocked on a stalled server), the reply's bounds (a server that ignores
+`max_tokens` is cut at `reply_char_limit`; one that sends only keep-alive comments is given up
+after the read timeout, see `nbchat.llm.idle`), the plain-JSON tool-call fallback for small local
+models, asking a llama.cpp server for its context size, and translating every openai/httpx error
+into an `NbchatError` whose message says what to do. The API key never appears in a message.
+
+Must not: know about rows, sessions, compaction or widgets.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import socket
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar, cast
+
+import openai
+from openai.types.chat import ChatCompletionChunk
+
+from nbchat.config import Settings
+from nbchat.errors import ServerError, ServerUnavailableError
+from nbchat.history import ToolCall
+from nbchat.llm.fallback import (
+    ArgumentCheck,
+    forced_call_format,
+)
+from nbchat.llm.idle import IdleWatch
+from nbchat.llm.reader import ReplyReader
+from nbchat.llm.servererrors import midstream_error, partial_note, public_url, translate_error
+from nbchat.llm.stream import Finish, ReasoningDelta, StreamEvent, TextDelta, ToolCallsReady, Usage
+from nbchat.stopping import StopSignal
+
+__all__ = [  # the stream's events are re-exported: callers import them from here
+    "Finish",
+    "ReasoningDelta",
+    "StreamEvent",
+    "TextDelta",
+    "ToolCall",
+    "ToolCallsReady",
+    "Usage",
+    "build_client",
+    "reply_char_limit",
+    "server_context_size",
+    "stream_chat",
+    "translate_error",
+]
+
+log = logging.getLogger(__name__)
+
+# openai retries connection errors, 408, 409, 429 and 5xx, and only before the response
+# starts, so a retry never repeats tokens the caller already has.
+MAX_RETRIES = 2
+PROPS_TIMEOUT = 3.0
+# A token is 3-4 characters on average and rarely over 16: a reply longer than max_tokens × 16
+# characters comes from a server that ignores max_tokens, and is cut there.
+CHARS_PER_TOKEN_BOUND = 16
+MIN_REPLY_CHARS = 16_384
+DEFAULT_REPLY_TOKENS = 32_768  # the bound's basis when a request sets no max_tokens
+IDLE_GRACE = 1.0  # seconds past the read timeout before a stream of keep-alives is given up
+# What a stream raises when its socket is shut under it (by Stop or the idle watch).
+STREAM_CLOSED_ERRORS = (openai.APIConnectionError,)
+# What a misbehaving server causes while the body is read: a broken stream, a chunk that is not
+# JSON, bytes that are not UTF-8.
+SERVER_FAULTS = (openai.OpenAIError, json.JSONDecodeError, UnicodeDecodeError)
+
+T = TypeVar("T")
+
+
+def build_client(settings: Settings, *, base_url: str | None = None) -> openai.OpenAI:
+    """An `openai.OpenAI` for the configured server (or `base_url`, found at run time)."""
+    url = base_url if base_url is not None else settings.base_url
+    if url is None:
+        raise ServerUnavailableError(
+            "No model server URL is known yet: start the embedded one with `nbchat serve-model` "
+            "or set NBCHAT_BASE_URL."
+        )
+    timeout = openai.Timeout(settings.request_timeout, connect=settings.connect_timeout)
+    return openai.OpenAI(
+        base_url=url,
+        api_key=settings.resolve_api_key(),
+        timeout=timeout,
+        max_retries=MAX_RETRIES,
+    )
+
+
+def stream_chat(
+    client: openai.OpenAI,
+    messages: list[dict[str, Any]],
+    *,
+    model: str,
+    tools: Sequence[dict[str, Any]] = (),
+    max_tokens: int | None = None,
+    temperature: float | None = None,
+    extra_body: dict[str, Any] | None = None,
+    response_format: dict[str, Any] | None = None,
+    stop: threading.Event | None = None,
+    json_tool_fallback: bool = False,
+    check_arguments: ArgumentCheck | None = None,
+    tool_choice: str | None = None,
+) -> Iterator[StreamEvent]:
+    """Stream one chat completion as events; the last one is always a `Finish`.
+
+    `tool_choice` is "auto", "required", "none" or the name of one tool the model must call.
+    With the JSON fallback on, a forced call is asked for as JSON content (`forced_call_format`)
+    instead, because llama.cpp's server ignores a named `tool_choice`.
+
+    Deltas are yielded as they arrive; then `ToolCallsReady` (if any), `Usage` (if the server
+    reported it) and `Finish`. Stop ends the reply with `Finish("stopped")`, never an exception.
+    A failed request, a stream that breaks, ends early, sends bytes that are not UTF-8, goes
+    idle (no data for the read timeout) or runs past `reply_char_limit(max_tokens)` raises an
+    `NbchatError` (after the deltas that did arrive were yielded).
+    """
+    url = public_url(str(client.base_url))
+    if stop is not None and stop.is_set():
+        yield Finish("stopped")
+        return
+    forced = None
+    if json_tool_fallback and response_format is None:
+        forced = forced_call_format(tools, tool_choice)
+    try:
+        stream = client.chat.completions.create(
+            model=model,
+            messages=cast(Any, messages),
+            stream=True,
+            stream_options={"include_usage": True},
+            tools=cast(Any, list(tools)) if tools else openai.omit,
+            tool_choice=cast(Any, _tool_choice(tool_choice))
+            if tools and not forced
+            else openai.omit,
+            max_tokens=_given(max_tokens),
+            temperature=_given(temperature),
+            response_format=cast(Any, _given(forced or response_format)),
+            extra_body=extra_body,
+        )
+    except openai.OpenAIError as exc:
+        raise translate_error(exc, base_url=url) from exc
+    limit = reply_char_limit(max_tokens)
+    reader = ReplyReader(tools if json_tool_fallback else (), check_arguments, char_limit=limit)
+    try:
+        with _releasable(stream) as release, IdleWatch(_idle_seconds(client), release) as idle:
+            remove = stop.add_callback(release) if isinstance(stop, StopSignal) else None
+            try:  # Stop and the idle watch may each release a read blocked on the server
+                yield from _read(stream, reader, _Watch(stop, idle, limit, url))
+            finally:
+                if remove is not None:
+                    remove()
+    finally:
+        stream.close()
+    if stop is not None and stop.is_set():
+        yield from reader.flush_text()
+        yield Finish("stopped")
+        return
+    if reader.finish_reason is None:
+        yield from reader.flush_text()
+        raise ServerError(
+            f"The model server at {url} ended the stream before the reply was "
+            f"complete. {partial_note(reader.received)}"
+        )
+    yield from reader.finish()
+
+
+def reply_char_limit(max_tokens: int | None) -> int:
+    """The most characters a reply may bring (reasoning, text and tool arguments together):
+    generous for any tokenizer, but a bound against a server that ignores `max_tokens`."""
+    tokens = DEFAULT_REPLY_TOKENS if max_tokens is None else max_tokens
+    return max(tokens * CHARS_PER_TOKEN_BOUND, MIN_REPLY_CHARS)
+
+
+def _tool_choice(choice: str | None) -> str | dict[str, Any] | openai.Omit:
+    if choice is None:
+        return openai.omit
+    if choice in ("auto", "required", "none"):
+        return choice
+    return {"type": "function", "function": {"name": choice}}
+
+
+def _given(value: T | None) -> T | openai.Omit:
+    return openai.omit if value is None else value
+
+
+@dataclass(frozen=True)
+class _Watch:
+    """What may end a read early: the user's Stop, the idle watch, the reply's character bound
+    (and the server's URL, for the errors)."""
+
+    stop: threading.Event | None
+    idle: IdleWatch
+    limit: int
+    url: str
+
+    @property
+    def stopped(self) -> bool:
+        return self.stop is not None and self.stop.is_set()
+
+
+def _read(
+    stream: openai.Stream[ChatCompletionChunk], reader: ReplyReader, watch: _Watch
+) -> Iterator[StreamEvent]:
+    try:
+        for chunk in stream:
+            watch.idle.touch()
+            if watch.stopped:
+                return
+            yield from reader.feed(chunk)
+            if reader.cut:
+                yield from reader.flush_text()
+                raise _too_long(watch.url, watch.limit)
+    except Exception as exc:
+        closed = isinstance(exc, STREAM_CLOSED_ERRORS)
+        if closed and watch.stopped:
+            return  # Stop released the read (or raced it); what arrived is kept, no error.
+        if not closed and not isinstance(exc, SERVER_FAULTS):
+            raise  # not the server's doing: a bug here should surface as itself
+        yield from reader.flush_text()
+        if closed and watch.idle.fired:
+            raise _idle_error(watch, reader.received) from exc
+        raise midstream_error(exc, watch.url, reader.received) from exc
+
+
+def _too_long(url: str, limit: int) -> ServerError:
+    return ServerError(
+        f"The model server at {url} sent more than {limit:,} characters for one reply, far "
+        "more than its max_tokens allows, so the reply was cut there. The partial reply was "
+        "kept; check that the server honours max_tokens, or raise NBCHAT_MAX_TOKENS."
+    )
+
+
+def _idle_error(watch: _Watch, received: bool) -> ServerError:
+    return ServerError(
+        f"The model server at {watch.url} sent no data for {watch.idle.timeout:g} s (only "
+        f"keep-alive comments), so the reply was given up. {partial_note(received)} If the "
+        "model is just slow, raise NBCHAT_REQUEST_TIMEOUT."
+    )
+
+
+def _idle_seconds(client: openai.OpenAI) -> float | None:
+    """How long a stream may go without data: the client's read timeout plus a grace second,
+    so a server that sends nothing at all is reported by the read timeout itself."""
+    timeout = client.timeout
+    read = timeout.read if isinstance(timeout, openai.Timeout) else timeout
+    return float(read) + IDLE_GRACE if isinstance(read, int | float) else None
+
+
+@contextlib.contextmanager
+def _releasable(stream: openai.Stream[ChatCompletionChunk]) -> Iterator[Callable[[], None]]:
+    """A `release()` another thread may call to end a read blocked on a stalled server."""
+    guard = threading.Lock()
+    reading = [True]
+
+    def release() -> None:
+        # Under the guard, so the connection is never touched once it went back to the pool.
+        with guard:
+            if reading[0]:
+                _shut_down(stream.response)
+
+    try:
+        yield release
+    finally:
+        with guard:
+            reading[0] = False
+
+
+def _shut_down(response: Any) -> None:
+    # Closing the response from another thread does not wake a recv() blocked on the socket;
+    # shutting the socket down does (the reader sees EOF), and the reading thread then closes
+    # the response itself.
+    network = response.extensions.get("network_stream")
+    sock = network.get_extra_info("socket") if network is not None else None
+    if not isinstance(sock, socket.socket):
+        response.close()
+        return
+    with contextlib.suppress(OSError):  # already closed: the read it would release is over
+        sock.shutdown(socket.SHUT_RDWR)
+
+
+def server_context_size(client: openai.OpenAI) -> int | None:
+    """The server's context window from llama.cpp's `GET /props`; None when it doesn't say."""
+    base = str(client.base_url).rstrip("/")
+    root = base.removesuffix("/v1")
+    for url in dict.fromkeys((root + "/props", base + "/props")):
+        try:
+            props = client.get(
+                url, cast_to=object, options={"timeout": PROPS_TIMEOUT, "max_retries": 0}
+            )
+        except openai.OpenAIError as exc:
+            # Most servers have no /props; that is an answer ("unknown"), not a failure.
+            log.debug("no context size from %s: %s", url, type(exc).__name__)
+            continue
+        size = _context_size_of(props)
+        if size is not None:
+            return size
+    return None
+
+
+def _context_size_of(props: object) -> int | None:
+    if not isinstance(props, dict):
+        return None
+    settings = props.get("default_generation_settings")
+    for source in (settings if isinstance(settings, dict) else {}, props):
+        value = source.get("n_ctx")
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return value
+    return None
