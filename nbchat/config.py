@@ -47,7 +47,10 @@ DEFAULT_THRESHOLD = 10_000
 DEFAULT_TRIGGER_FACTOR = 0.75
 DEFAULT_MAX_TOKENS = 1024
 DEFAULT_SUMMARY_MAX_TOKENS = 1024
-DEFAULT_N_CTX = 8192  # the embedded server's window; also the summariser's when none is known
+# The embedded server's window (also the summariser's when none is known). Qwen2.5-Coder-0.5B's
+# KV cache costs ~12 KiB a token: 8k tokens is ~100 MB and still answers quickly on two cores;
+# callers that need more pass n_ctx.
+DEFAULT_N_CTX = 8192
 DEFAULT_SYSTEM_PROMPT = (
     "You are a helpful assistant working inside a Jupyter notebook. Answer concisely. "
     "Use the tools when they help; file paths are relative to the workspace."

@@ -34,13 +34,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from nbchat.config import DEFAULT_N_CTX
 from nbchat.embedded import runtime as localrun
 from nbchat.embedded.modelfiles import MODELS, Progress, model_key, model_path
 from nbchat.errors import ConfigError, NbchatError, ServerUnavailableError
 
 __all__ = [
     "DEFAULT_MODEL",
-    "DEFAULT_N_CTX",
     "LocalServer",
     "ensure_server",
     "find_running",
@@ -51,9 +51,6 @@ __all__ = [
 ]
 
 DEFAULT_MODEL = "qwen"
-# Qwen2.5-Coder-0.5B's KV cache costs ~12 KiB a token: 8k tokens is ~100 MB and still answers
-# quickly on two cores; callers that need more pass n_ctx.
-DEFAULT_N_CTX = 8192
 DEFAULT_TIMEOUT = 120.0
 STOP_GRACE = 10.0
 HEALTH_TIMEOUT = 2.0
