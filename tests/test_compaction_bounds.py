@@ -32,7 +32,7 @@ from nbchat.compaction.latest import (
 )
 from nbchat.compaction.summariser import SummaryReply
 from nbchat.config import Settings
-from nbchat.conversation.events import Done, Event, Notice, RequestStarted
+from nbchat.conversation.events import Done, Event, Failed, Notice, RequestStarted
 from nbchat.conversation.loop import Conversation
 from nbchat.errors import CompactionError
 from nbchat.history import Message, Row, build_messages
@@ -319,3 +319,24 @@ def test_a_compaction_that_leaves_the_request_over_budget_is_announced_before_it
     assert over is not None and int(over[1].replace(",", "")) > 3000
     if not_shrunk:
         assert chat.history.rows[: len(rows)] == rows
+
+
+def test_a_failed_compaction_after_an_overflow_ends_the_turn_saying_what_to_do(
+    server: FakeServer, store: Store, make_settings: Any, script: Script
+) -> None:
+    settings = make_settings(base_url=server.url + "/v1")
+    session = grown(server, store, settings, script)
+    chat = conversation(server, store, settings)
+    chat.resume(session)
+    script.chat.append(Reply(fault="overflow_llama", n_ctx=4096, n_prompt_tokens=6041))
+    script.summary = lambda body: Reply(text=SUMMARY, fault="bad_bytes", cut_after=2)
+    events = run(chat, "one more")
+    last = events[-1]
+    assert isinstance(last, Failed)
+    assert last.traceback == ""
+    assert last.message.startswith(
+        "The request was too big for the model, and compacting it failed: The summariser "
+        f"failed: The model server at {server.url}/v1 sent bytes that are not UTF-8"
+    )
+    assert last.message.endswith("Start a new session (/new), or compact (/compact) and resend.")
+    assert saved(events) == [Row("user", "one more"), Row("system", last.message)]

@@ -291,9 +291,30 @@ class Conversation:
                     ) from exc
                 state.overflow_retried = True
                 yield Notice(f"The server said the request was too big; compacting. ({exc})")
-                yield from self._compact("overflow", stop, force=True)
+                yield from self._compact_after_overflow(exc, stop)
         yield from self._save_reply(reply)
         return reply
+
+    def _compact_after_overflow(
+        self, overflow: ContextOverflowError, stop: threading.Event
+    ) -> Steps:
+        """The forced compaction after an overflow. When it fails the turn ends saying what to
+        do, in a notice row too, so the user's message is not left without an answer."""
+        try:
+            yield from self._compact("overflow", stop, force=True)
+        except Exception as exc:
+            if isinstance(exc, NbchatError) and not isinstance(exc, CompactionError):
+                raise  # the store's own errors say what to do already
+            if not isinstance(exc, CompactionError):
+                log.exception("compaction after an overflow failed")
+            text = (
+                "The request was too big for the model, and compacting it failed: "
+                f"{exc} Start a new session (/new), or compact (/compact) and resend."
+            )
+            yield from self._notice(text)
+            raise ContextOverflowError(
+                text, prompt_tokens=overflow.prompt_tokens, context_size=overflow.context_size
+            ) from exc
 
     def _stream(
         self, stop: threading.Event, tool_choice: str | None
