@@ -85,6 +85,7 @@ def new_ui(server: FakeServerProcess, workdir: Path, run: int) -> ChatUI:
         home=workdir / "home",
         workspace=workdir,
         context_token_threshold=10**9,  # measure streaming, not compaction
+        max_tokens=REPLY_TOKENS,  # the client cuts a reply far longer than max_tokens
     )
     client = openai.OpenAI(base_url=server.url + "/v1", api_key="bench", max_retries=0)
     return ChatUI(settings, store=Store(workdir / f"stream-{run}.db"), client=client)

@@ -292,7 +292,10 @@ READ_FILE_PARAMETERS = (
 def test_bad_and_huge_tool_arguments_in_a_whole_turn_become_readable_rows(
     server: FakeServer, store: Store, make_settings: Any
 ) -> None:
-    settings = make_settings(context_token_threshold=20_000_000, tool_policy="allow")
+    # max_tokens high enough for the 20 MB of arguments: the client cuts longer replies.
+    settings = make_settings(
+        context_token_threshold=20_000_000, tool_policy="allow", max_tokens=2_000_000
+    )
     chat = conversation_for(server.url, store, settings)
     calls = [
         ("w1", "read_file", json.dumps({"path": 3})),
