@@ -2,10 +2,10 @@
 
 Owns the rule: the whole reply (stripped; optionally inside a ```json fence or `<tool_call>`
 tags) is exactly `{"name": <an offered tool>, "arguments": {...}}` (or `"parameters"`), and the
-arguments validate against that tool's schema. Anything else is ordinary text. Also owns
-`looks_like_call_start`, which tells the client when to hold streamed text back, and
-`forced_call_format`, the `response_format` that makes a model write such a call: llama.cpp's
-server ignores a `tool_choice` that names a function (it accepts only strings), and with
+arguments pass the check the caller hands in (the tool registry's validation). Anything else is
+ordinary text. Also owns `looks_like_call_start`, which tells the client when to hold streamed text
+back, and `forced_call_format`, the `response_format` that makes a model write such a call:
+llama.cpp's server ignores a `tool_choice` that names a function (it accepts only strings), and with
 "required" it lets small models pad a call with whitespace up to `max_tokens`, but it does apply a
 JSON schema to the content, so a forced call is asked for that way and read back by this fallback.
 
@@ -16,12 +16,11 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping, Sequence
-from typing import Any
-
-from nbchat.tools.schema import validate
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TypeAlias
 
 __all__ = [
+    "ArgumentCheck",
     "CALL_OPENINGS",
     "call_from_text",
     "forced_call_format",
@@ -33,6 +32,10 @@ CALL_OPENINGS = ("{", "```", "<tool_call>")
 FENCED = re.compile(r"^```(?:json)?\s*(.*?)\s*```$", re.DOTALL)
 TAGGED = re.compile(r"^<tool_call>\s*(.*?)\s*</tool_call>$", re.DOTALL)
 CALL_KEYS = ({"name", "arguments"}, {"name", "parameters"})
+
+# Whether `arguments` are valid for the tool `name`; the conversation passes the tool registry's
+# own check down, so this edge never imports the tools.
+ArgumentCheck: TypeAlias = Callable[[str, Mapping[str, Any]], bool]
 
 
 def schemas_by_name(tools: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
@@ -80,9 +83,10 @@ def looks_like_call_start(head: str) -> bool | None:
 
 
 def call_from_text(
-    text: str, schemas: Mapping[str, dict[str, Any]]
+    text: str, schemas: Mapping[str, dict[str, Any]], check: ArgumentCheck | None = None
 ) -> tuple[str, dict[str, Any]] | None:
-    """`(tool name, arguments)` when the whole `text` is a valid call of an offered tool."""
+    """`(tool name, arguments)` when the whole `text` is a call of an offered tool whose
+    arguments pass `check` (without one, any JSON object passes)."""
     body = text.strip()
     for wrapper in (FENCED, TAGGED):
         match = wrapper.match(body)
@@ -98,6 +102,6 @@ def call_from_text(
     name, arguments = value["name"], value.get("arguments", value.get("parameters"))
     if not isinstance(name, str) or name not in schemas or not isinstance(arguments, dict):
         return None
-    if validate(arguments, schemas[name]):
+    if check is not None and not check(name, arguments):
         return None
     return name, arguments
