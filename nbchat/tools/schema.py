@@ -169,7 +169,8 @@ def _merged_types(schemas: list[JsonSchemaValue]) -> JsonSchemaValue | None:
     of plain types as one list of types; None for a union that needs its `anyOf`."""
     others = [schema for schema in schemas if schema != {"type": "null"}]
     if len(others) == 1 < len(schemas) and "type" in others[0]:
-        merged = {**others[0], "type": [*_kinds(others[0]), "null"]}
+        rest = {key: value for key, value in others[0].items() if key != "type"}
+        merged = {"type": [*_kinds(others[0]), "null"], **rest}
         if "enum" in merged:
             merged["enum"] = [*merged["enum"], None]
         return merged
@@ -205,7 +206,7 @@ def _inlined(node: Any, definitions: dict[str, Any], seen: tuple[str, ...] = ())
     merged = _merged_types(union) if isinstance(union, list) else None
     if merged is None:
         return inlined
-    return {**{k: v for k, v in inlined.items() if k != "anyOf"}, **merged}
+    return {**merged, **{k: v for k, v in inlined.items() if k != "anyOf"}}
 
 
 def _adapter_and_schema(
