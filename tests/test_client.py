@@ -1,4 +1,4 @@
-"""nbchat.client against real HTTP: the fake OpenAI server (and a byte-level scripted one)
+"""nbchat.llm.client against real HTTP: the fake OpenAI server (and a byte-level scripted one)
 driven by the real `openai` client, as nbchat builds it."""
 
 from __future__ import annotations
@@ -14,21 +14,12 @@ import pytest
 from fakeserver import FakeServer, Reply
 from fixtures_server import CHAT, Canned, ScriptedServer, chunk, client_for, settings_for
 
-from nbchat.client import (
-    Finish,
-    ReasoningDelta,
-    StreamEvent,
-    TextDelta,
-    ToolCall,
-    ToolCallsReady,
-    Usage,
-    build_client,
-    complete_chat,
-    server_context_size,
-    stream_chat,
-)
 from nbchat.errors import ContextOverflowError, NbchatError, ServerError, ServerUnavailableError
+from nbchat.history import ToolCall
+from nbchat.llm.client import build_client, complete_chat, server_context_size, stream_chat
+from nbchat.llm.stream import Finish, ReasoningDelta, StreamEvent, TextDelta, ToolCallsReady, Usage
 from nbchat.stopping import StopSignal
+from nbchat.tools import Tool, ToolRegistry
 
 MESSAGES: list[dict[str, Any]] = [{"role": "user", "content": "What is in this notebook?"}]
 CALL_ID = re.compile(r"^call_[0-9a-f]{12}$")
@@ -45,6 +36,15 @@ READ_FILE_TOOL = {
         },
     },
 }
+
+
+def read_file(path: str) -> str:
+    """Read a file."""
+    return path
+
+
+# The check the conversation hands the JSON fallback: the registry's, for the same read_file.
+ARGUMENT_CHECK = ToolRegistry([Tool.from_function(read_file)]).accepts
 
 
 @pytest.fixture
@@ -66,6 +66,8 @@ def client(fake: FakeServer, tmp_path: Path) -> Iterator[openai.OpenAI]:
 
 
 def collect(client: openai.OpenAI, **options: Any) -> list[StreamEvent]:
+    if options.get("json_tool_fallback"):
+        options.setdefault("check_arguments", ARGUMENT_CHECK)
     return list(stream_chat(client, MESSAGES, model="test-model", **options))
 
 
