@@ -59,7 +59,7 @@ SUPPORTED_TYPES = (
 
 def describe_function(fn: Callable[..., Any]) -> str:
     """The docstring's opening paragraphs, up to its first section (Args:, Returns:, ...)."""
-    doc = docstring_parser.parse(inspect.getdoc(fn) or "")
+    doc = _docstring(fn)
     parts = [doc.short_description or "", doc.long_description or ""]
     gap = "\n\n" if doc.blank_after_short_description else "\n"
     return gap.join(part for part in parts if part).strip()
@@ -260,12 +260,16 @@ def _is_nullable(hint: Any) -> bool:
 
 def _parameter_docs(fn: Callable[..., Any]) -> dict[str, str]:
     """Each parameter's text in the docstring (Google, NumPy or reST), on one line."""
-    doc = docstring_parser.parse(inspect.getdoc(fn) or "")
+    doc = _docstring(fn)
     return {
         param.arg_name.lstrip("*"): " ".join((param.description or "").split())
         for param in doc.params
         if param.description
     }
+
+
+def _docstring(fn: Callable[..., Any]) -> docstring_parser.Docstring:
+    return docstring_parser.parse(inspect.getdoc(fn) or "")
 
 
 def _name(fn: Callable[..., Any]) -> str:
