@@ -206,6 +206,21 @@ def test_rest_style_docstrings_give_the_parameter_texts() -> None:
     }
 
 
+def test_a_description_given_with_field_wins_over_the_docstrings() -> None:
+    def tool(n: Annotated[int, Field(ge=1, description="How many.")], m: int) -> None:
+        """Count.
+
+        Args:
+            n: Overruled.
+            m: From the docstring.
+        """
+
+    assert parameters_schema(tool)["properties"] == {
+        "n": {"type": "integer", "minimum": 1, "description": "How many."},
+        "m": {"type": "integer", "description": "From the docstring."},
+    }
+
+
 def test_a_function_without_hints_or_docstring_accepts_any_values() -> None:
     def tool(a, b=1):  # type: ignore[no-untyped-def]
         return a

@@ -114,7 +114,7 @@ class Signature:
                 context = parameter.name
                 continue
             if parameter.name in docs:
-                hint = Annotated[hint, Field(description=docs[parameter.name])]
+                hint = _described(hint, docs[parameter.name])
             if parameter.default is not parameter.empty:
                 fields[parameter.name] = hint
             elif _is_nullable(hint):
@@ -248,6 +248,16 @@ def _undescribable(fn: Callable[..., Any], fields: dict[str, Any], error: Except
                 f"JSON schema of {hint!r}. Use {SUPPORTED_TYPES}."
             )
     return ToolError(f"Cannot describe the parameters of {_name(fn)}: {error}")
+
+
+def _described(hint: Any, text: str) -> Any:
+    """`hint` with the docstring's `text` as its description; a description given with
+    `Annotated[..., Field(description=...)]` comes later, so it wins."""
+    if typing.get_origin(hint) is Annotated:
+        base, *metadata = typing.get_args(hint)
+        parts = (base, Field(description=text), *metadata)
+        return Annotated[parts]
+    return Annotated[hint, Field(description=text)]
 
 
 def _is_nullable(hint: Any) -> bool:
