@@ -48,7 +48,6 @@ def test_schema_snapshot(store: Store) -> None:
         "tool_id": str,
         "tool_name": str,
         "tool_args": str,
-        "tokens": int,
         "created": str,
         "archived": int,
         "compaction_id": int,
@@ -64,6 +63,7 @@ def test_schema_snapshot(store: Store) -> None:
         "lease_pid",
         "lease_host",
         "lease_until",
+        "lease_process",
     }
     assert set(store.db["compactions"].columns_dict) == {
         "id",
@@ -84,6 +84,8 @@ def test_schema_snapshot(store: Store) -> None:
         "m001_enable_wal",
         "m002_sessions_rows_compactions",
         "m003_requests",
+        "m004_lease_process",
+        "m005_drop_rows_tokens",
     ]
 
 
@@ -98,7 +100,7 @@ def test_migrations_applied_twice_are_a_no_op(tmp_path: Path) -> None:
     MIGRATIONS.apply(second.db)
     assert second.db.schema == schema
     assert second.load_active(session_id) == [user("hi")]
-    assert len(MIGRATIONS.applied(second.db)) == 3
+    assert len(MIGRATIONS.applied(second.db)) == 5
     second.close()
 
 
@@ -221,7 +223,7 @@ def test_nul_bytes_and_non_bmp_text_survive(store: Store) -> None:
 
 def test_a_corrupt_row_is_named_and_the_rest_still_loads(store: Store) -> None:
     session_id = new_session(store, user("one"), assistant("two"), user("three"))
-    bad_id = store.load_active_ids(session_id)[1]
+    bad_id = store.load_full(session_id)[1].id
     store.db.execute(
         "UPDATE rows SET role = 'assistant_full', tool_args = '{broken' WHERE id = ?", [bad_id]
     )
@@ -463,7 +465,8 @@ def test_requests_are_recorded_for_the_meter(store: Store) -> None:
 
 def test_settings_snapshot_is_stored_without_secrets(store: Store) -> None:
     session_id = store.create_session("t", settings={"model": "m", "tail_messages": 4})
-    assert store.session_settings(session_id) == {"model": "m", "tail_messages": 4}
+    found = store.db.execute("SELECT settings FROM sessions WHERE id = ?", [session_id]).fetchone()
+    assert json.loads(found[0]) == {"model": "m", "tail_messages": 4}
 
 
 def test_nested_transactions_commit_or_roll_back_together(store: Store) -> None:
