@@ -133,6 +133,8 @@ class Connections:
         """Why this process may not write the file ("" when it may, or it does not exist yet)."""
         if not self.path.exists():
             return ""
+        if hasattr(os, "statvfs") and os.statvfs(self.path).f_flag & os.ST_RDONLY:
+            return "it is on a read-only file system"
         if not os.access(self.path, os.W_OK):
             return "the file is read-only"
         if not os.access(self.path.parent, os.W_OK):

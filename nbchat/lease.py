@@ -17,6 +17,7 @@ Must not: open connections or transactions of its own.
 
 from __future__ import annotations
 
+import logging
 import os
 import socket
 import time
@@ -40,6 +41,7 @@ __all__ = [
     "taken_over_message",
 ]
 
+log = logging.getLogger(__name__)
 PROC = Path("/proc")
 NOT_SAVED = {"save the message": "your message was not"}
 
@@ -105,11 +107,14 @@ def confirm(db: Database, session_id: str, *, owner: str, seconds: float) -> Hol
 
 def renew(db: Database, session_id: str, *, owner: str, seconds: float) -> bool:
     """Push the expiry of `owner`'s lease forward; False when `owner` no longer holds it."""
+    moment = time.time()
     cursor = db.execute(
         "UPDATE sessions SET lease_until = ? WHERE id = ? AND lease_owner = ? AND lease_pid = ?",
-        [time.time() + seconds, session_id, owner, os.getpid()],
+        [moment + seconds, session_id, owner, os.getpid()],
     )
-    return cursor.rowcount == 1
+    renewed = cursor.rowcount == 1
+    log.debug("lease on session %s renewed=%s at %.6f", session_id, renewed, moment)
+    return renewed
 
 
 def give_back(db: Database, session_id: str, *, owner: str) -> None:

@@ -13,12 +13,14 @@ from factories import assistant, tool_call, tool_result, user
 from helpers import is_loadable
 from hypothesis import HealthCheck, given
 from hypothesis import settings as hypothesis_settings
+from sqlite_utils import Database
 from strategies import histories
 
+import nbchat
 from nbchat import rowsql
 from nbchat.errors import StoreError
 from nbchat.history import Row, build_messages
-from nbchat.migrations import MIGRATIONS
+from nbchat.migrations import KNOWN, MIGRATIONS
 from nbchat.store import CompactionRecord, Store
 
 EXPECTED_TABLES = {
@@ -102,6 +104,36 @@ def test_migrations_applied_twice_are_a_no_op(tmp_path: Path) -> None:
     assert second.load_active(session_id) == [user("hi")]
     assert len(MIGRATIONS.applied(second.db)) == 5
     second.close()
+
+
+def test_a_database_from_before_the_lease_identity_is_upgraded_with_its_rows(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "old.db"
+    old = Database(path)
+    MIGRATIONS.apply(old, stop_before="m004_lease_process")
+    old["sessions"].insert({"id": "s1", "title": "old", "created": "t", "updated": "t"})
+    old["rows"].insert(
+        {"session_id": "s1", "position": 0, "role": "user", "content": "kept", "tokens": 9}
+        | {"created": "t", "archived": 0}
+    )
+    old.close()
+    store = Store(path)
+    assert store.load_active("s1") == [user("kept")]
+    assert "tokens" not in store.db["rows"].columns_dict
+    assert "lease_process" in store.db["sessions"].columns_dict
+    assert {tuple(index.columns) for index in store.db["rows"].indexes} == {
+        ("session_id", "archived", "position"),
+        ("session_id", "tool_id"),
+    }
+    assert store.acquire_lease("s1")
+    store.close()
+
+
+def test_known_names_every_migration_through_public_sqlite_utils_api() -> None:
+    assert {m.name for m in MIGRATIONS.pending(Database(memory=True))} == KNOWN
+    for module in Path(nbchat.__file__).parent.rglob("*.py"):
+        assert "._migrations" not in module.read_text(), module  # sqlite-utils' private list
 
 
 def test_a_database_from_a_newer_nbchat_is_refused_untouched(tmp_path: Path) -> None:
