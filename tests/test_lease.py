@@ -25,24 +25,24 @@ from factories import assistant, user
 from fakeserver import FakeServer
 from helpers import run
 
-from nbchat import lease
-from nbchat.chat import Conversation
 from nbchat.config import Settings
+from nbchat.conversation.events import Done, Failed, Notice
+from nbchat.conversation.loop import Conversation
+from nbchat.conversation.session import READ_ONLY_MESSAGE
 from nbchat.errors import LeaseLostError
-from nbchat.events import Done, Failed, Notice
-from nbchat.session import READ_ONLY_MESSAGE
-from nbchat.store import Store
+from nbchat.store import lease
+from nbchat.store.store import Store
 
 KERNEL = r"""
 import json, logging, sys
 import openai
-from nbchat.chat import Conversation
+from nbchat.conversation.loop import Conversation
 from nbchat.config import Settings
-from nbchat.store import Store
+from nbchat.store.store import Store
 
 path, session_id, url, home, workspace, lease_seconds = sys.argv[1:7]
 logging.basicConfig(stream=sys.stderr, format="%(name)s %(message)s")
-logging.getLogger("nbchat.lease").setLevel(logging.DEBUG)
+logging.getLogger("nbchat.store.lease").setLevel(logging.DEBUG)
 settings = Settings(base_url=url + "/v1", home=home, workspace=workspace,
                     context_token_threshold=50000)
 client = openai.OpenAI(base_url=url + "/v1", api_key="test", max_retries=0)
@@ -115,7 +115,7 @@ class Kernel:
         deadline = time.monotonic() + timeout
         while True:
             line = self.log.get(timeout=max(0.0, deadline - time.monotonic()))
-            if line.startswith("nbchat.lease") and "renewed=True" in line:
+            if line.startswith("nbchat.store.lease") and "renewed=True" in line:
                 renewed_at = float(line.rsplit(" at ", 1)[1])
                 if renewed_at > moment:
                     return renewed_at

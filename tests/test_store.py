@@ -17,11 +17,12 @@ from sqlite_utils import Database
 from strategies import histories
 
 import nbchat
-from nbchat import rowsql
 from nbchat.errors import StoreError
 from nbchat.history import Row, build_messages
-from nbchat.migrations import KNOWN, MIGRATIONS
-from nbchat.store import CompactionRecord, Store
+from nbchat.store import rowsql
+from nbchat.store.migrations import KNOWN, MIGRATIONS
+from nbchat.store.records import CompactionRecord
+from nbchat.store.store import Store
 
 EXPECTED_TABLES = {
     "_sqlite_migrations",

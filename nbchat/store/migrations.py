@@ -1,0 +1,146 @@
+"""The store's schema, as an ordered list of named migrations (sqlite-utils `Migrations`).
+
+Storage model: a `sessions` row per chat; a `rows` row per history row, ordered by
+`(position, id)`. Nothing is ever deleted by compaction: replaced rows get `archived = 1` and the
+`compaction_id` of the `compactions` record that replaced them; the row standing in for them (the
+`compacted` summary, or a pruned placeholder) is inserted with the position of the last row it
+replaced, so the full transcript reads in order and the active view (`archived = 0`) is what the
+model sees. `requests` keeps per-request usage for the context meter and the plots.
+
+Migrations are never edited once released; a change is a new function at the end, with a
+comment saying why. `KNOWN` lists every name (kept here, as sqlite-utils has no public list of
+a set's names) so a DB written by a newer nbchat is recognised before anything is applied to it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from sqlite_utils import Database
+from sqlite_utils.migrations import Migrations
+
+__all__ = ["MIGRATIONS", "KNOWN"]
+
+MIGRATIONS = Migrations("nbchat")
+_NAMES: list[str] = []
+
+Migration = Callable[[Database], None]
+
+
+def migration(name: str, *, transactional: bool = True) -> Callable[[Migration], Migration]:
+    """Register `name` with `MIGRATIONS` (in order) and remember it for `KNOWN`."""
+
+    def register(function: Migration) -> Migration:
+        _NAMES.append(name)
+        return MIGRATIONS(name=name, transactional=transactional)(function)
+
+    return register
+
+
+@migration("m001_enable_wal", transactional=False)
+def m001_enable_wal(db: Database) -> None:
+    # WAL lets one kernel read while another writes; it cannot change inside a transaction.
+    db.enable_wal()
+
+
+@migration("m002_sessions_rows_compactions")
+def m002_sessions_rows_compactions(db: Database) -> None:
+    # The first schema: sessions, their rows (with archive links) and compaction records.
+    db.table("sessions").create(
+        {
+            "id": str,
+            "title": str,
+            "model": str,
+            "created": str,
+            "updated": str,
+            "settings": str,
+            "lease_owner": str,
+            "lease_pid": int,
+            "lease_host": str,
+            "lease_until": float,
+        },
+        pk="id",
+        not_null={"title", "created", "updated"},
+    )
+    db.table("compactions").create(
+        {
+            "id": int,
+            "session_id": str,
+            "kind": str,
+            "summary": str,
+            "rows_replaced": int,
+            "tokens_before": int,
+            "tokens_after": int,
+            "model": str,
+            "prompt_tokens": int,
+            "completion_tokens": int,
+            "duration": float,
+            "created": str,
+        },
+        pk="id",
+        foreign_keys=[("session_id", "sessions", "id")],
+        not_null={"session_id", "kind", "created"},
+    )
+    db.table("rows").create(
+        {
+            "id": int,
+            "session_id": str,
+            "position": int,
+            "role": str,
+            "content": str,
+            "tool_id": str,
+            "tool_name": str,
+            "tool_args": str,
+            "tokens": int,
+            "created": str,
+            "archived": int,
+            "compaction_id": int,
+        },
+        pk="id",
+        foreign_keys=[("session_id", "sessions", "id"), ("compaction_id", "compactions", "id")],
+        not_null={"session_id", "position", "role", "created", "archived"},
+        defaults={"archived": 0, "content": "", "tool_id": "", "tool_name": "", "tool_args": ""},
+    )
+    db.table("rows").create_index(["session_id", "archived", "position"])
+    db.table("rows").create_index(["session_id", "tool_id"])
+    db.table("compactions").create_index(["session_id"])
+
+
+@migration("m003_requests")
+def m003_requests(db: Database) -> None:
+    # Per-request usage (reported prompt/completion tokens, duration) for the context meter.
+    db.table("requests").create(
+        {
+            "id": int,
+            "session_id": str,
+            "kind": str,
+            "model": str,
+            "prompt_tokens": int,
+            "completion_tokens": int,
+            "duration": float,
+            "active_rows": int,
+            "created": str,
+        },
+        pk="id",
+        foreign_keys=[("session_id", "sessions", "id")],
+        not_null={"session_id", "kind", "created"},
+    )
+    db.table("requests").create_index(["session_id"])
+
+
+@migration("m004_lease_process")
+def m004_lease_process(db: Database) -> None:
+    # A lease names its holder's process by PID *and* start time (`nbchat.store.lease`): a PID alone
+    # is reused by the system, and a dead kernel's reused PID blocked its session for an hour.
+    db.table("sessions").add_column("lease_process", str)
+
+
+@migration("m005_drop_rows_tokens")
+def m005_drop_rows_tokens(db: Database) -> None:
+    # `rows.tokens` (a len//3 estimate) was written for every row and never read: every size
+    # is computed from the rows themselves. transform() copies the table without it (and keeps
+    # its indexes), which works on SQLite versions without ALTER TABLE DROP COLUMN.
+    db.table("rows").transform(drop={"tokens"})
+
+
+KNOWN = frozenset(_NAMES)
