@@ -24,6 +24,7 @@ import pytest
 from factories import assistant, user
 from fakeserver import FakeServer
 from helpers import run
+from test_bench import assert_table_rows, load
 
 from nbchat.config import Settings
 from nbchat.conversation.events import Done, Failed, Notice
@@ -375,3 +376,8 @@ def test_a_write_after_the_lease_was_taken_writes_nothing(tmp_path: Path) -> Non
     assert theirs.load_active(session_id) == [user("mine")]
     mine.close()
     theirs.close()
+
+
+def test_the_lease_bench_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    module = load("lease_bench", monkeypatch, ROWS=20, REPEATS=1)
+    assert_table_rows(module.main())
