@@ -212,6 +212,24 @@ def test_sqlite_errors_are_told_apart_by_their_code_not_their_wording(store: Sto
     )
 
 
+@pytest.mark.parametrize(
+    ("sqlite_says", "start"),
+    [
+        ("database is locked", "Could not save: the session database {path} stayed locked"),
+        ("database or disk is full", "Could not save: the disk holding {path} is full."),
+        ("file is not a database", "Could not save: {path} is not a readable nbchat database"),
+        ("no such table: locked_or_full", "Could not save in {path}: no such table"),
+    ],
+)
+def test_an_error_without_a_code_is_classified_only_by_sqlite_s_whole_text(
+    store: Store, sqlite_says: str, start: str
+) -> None:
+    # As Python 3.10 raises them: no `sqlite_errorcode`, only SQLite's text for the code.
+    with pytest.raises(StoreError) as caught, store.connections.errors("save"):
+        raise sqlite3.OperationalError(sqlite_says)
+    assert str(caught.value).startswith(start.format(path=store.path))
+
+
 # Store() is the settings' database
 
 

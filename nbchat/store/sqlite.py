@@ -35,10 +35,19 @@ from nbchat.store.migrations import KNOWN, MIGRATIONS
 __all__ = ["Connections"]
 
 # SQLite's primary result codes (https://sqlite.org/rescode.html): the low byte of
-# `sqlite3.Error.sqlite_errorcode` (Python 3.11+; older Pythons get the generic message).
+# `sqlite3.Error.sqlite_errorcode` (Python 3.11+).
 SQLITE_BUSY, SQLITE_LOCKED, SQLITE_READONLY, SQLITE_CORRUPT = 5, 6, 8, 11
 SQLITE_FULL, SQLITE_CANTOPEN, SQLITE_NOTADB = 13, 14, 26
 OPEN = "open the session database"
+ERRSTR_CODES = {
+    "database is locked": SQLITE_BUSY,
+    "database table is locked": SQLITE_LOCKED,
+    "attempt to write a readonly database": SQLITE_READONLY,
+    "database disk image is malformed": SQLITE_CORRUPT,
+    "database or disk is full": SQLITE_FULL,
+    "unable to open database file": SQLITE_CANTOPEN,
+    "file is not a database": SQLITE_NOTADB,
+}
 
 
 class Connections:
@@ -248,9 +257,13 @@ class Connections:
 
 
 def _code(exc: sqlite3.Error) -> int | None:
-    """SQLite's primary result code for `exc` (None before Python 3.11)."""
+    """SQLite's primary result code for `exc`, None when it cannot be known exactly."""
     code = getattr(exc, "sqlite_errorcode", None)
-    return None if code is None else int(code) & 0xFF
+    if code is not None:
+        return int(code) & 0xFF
+    # Python 3.10 has no error codes: SQLite's own text for a result code (sqlite3_errstr),
+    # compared whole, is the next exact thing. Any other message stays unclassified.
+    return ERRSTR_CODES.get(str(exc))
 
 
 def _lock_file(lock_file: Any) -> None:
