@@ -4,6 +4,8 @@
 is set, the embedded llama.cpp server (`nbchat.local`) already running for this user — started
 only when asked (`start=True`, or `NBCHAT_AUTOSTART=1`). The window size (`n_ctx`) is asked from
 the server only when the threshold is not set, because only then does it decide the budget.
+The models the server lists are read once (`nbchat.modelcheck`), so a UI can say when the
+configured name is not one of them.
 
 Must not: keep state, start a server unasked, or know about rows.
 """
@@ -19,6 +21,7 @@ from nbchat import local
 from nbchat.client import build_client, server_context_size
 from nbchat.config import Settings
 from nbchat.errors import ServerUnavailableError
+from nbchat.modelcheck import ModelCheck, Served, check_model, served_models
 
 __all__ = ["Connection", "connect"]
 
@@ -32,6 +35,11 @@ class Connection:
     n_ctx: int | None
     threshold: int
     embedded: bool
+    served: Served | None = None
+
+    def check_model(self, settings: Settings) -> ModelCheck:
+        """Does this server serve `settings.model`? (See `nbchat.modelcheck`.)"""
+        return check_model(settings, self.served, base_url=self.base_url)
 
 
 def connect(
@@ -53,6 +61,7 @@ def connect(
         n_ctx=n_ctx,
         threshold=settings.threshold_for(n_ctx),
         embedded=embedded,
+        served=served_models(client, embedded=embedded),
     )
 
 
