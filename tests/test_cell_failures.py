@@ -20,7 +20,7 @@ from fakeserver_replies import MODEL_NAME
 from fixtures_server import Canned, ScriptedServer, chunk
 from helpers import shown_text
 
-from nbchat.store import Store
+from nbchat.store.store import Store
 from nbchat.ui import ChatUI
 
 

@@ -22,14 +22,14 @@ from typing import Any
 import ipywidgets as widgets
 import openai
 
-from nbchat.chat import Conversation
 from nbchat.config import Settings
-from nbchat.connection import Connection
+from nbchat.conversation.events import Event, Failed
+from nbchat.conversation.loop import Conversation
 from nbchat.errors import NbchatError, ServerUnavailableError, StoreError
-from nbchat.events import Event, Failed
 from nbchat.history import Row
+from nbchat.llm.endpoint import Connection
 from nbchat.stopping import StopSignal
-from nbchat.store import Store
+from nbchat.store.store import Store
 from nbchat.tools import ApprovalRequest, ToolRegistry
 from nbchat.ui.actions import run_command
 from nbchat.ui.attach import Attachment, with_attachments
