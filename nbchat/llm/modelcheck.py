@@ -56,7 +56,9 @@ class ModelCheck:
 def served_models(client: openai.OpenAI, *, embedded: bool = False) -> Served | None:
     """The server's model list, or None when it cannot be read (not every server has one)."""
     try:
-        page = client.with_options(timeout=LIST_TIMEOUT, max_retries=0).models.list()
+        # One request at connect time: no idle keep-alive connection is left behind for it.
+        quick = client.with_options(timeout=LIST_TIMEOUT, max_retries=0)
+        page = quick.models.list(extra_headers={"Connection": "close"})
     except openai.OpenAIError:
         return None
     return served_from(page.data, embedded=embedded)
