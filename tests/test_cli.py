@@ -365,7 +365,8 @@ def test_serve_model_detached_answers_and_stop_model_ends_it(
         f"Started embedded model server: smollm, n_ctx 512, pid {server.pid}.",
         f"URL: {server.url}",
         f"To use it elsewhere: NBCHAT_BASE_URL={server.url}/v1",
-        "It keeps running for every kernel; stop it with `nbchat stop-model`.",
+        "It keeps running for every kernel (JupyterLab's exit included) until `nbchat "
+        "stop-model`, or until local_idle_timeout passes without a request.",
     ]
     assert started.err.splitlines()[0] == "Starting the embedded model server (smollm, n_ctx=512)…"
     models = httpx.get(server.url + "/v1/models", trust_env=False, timeout=10)

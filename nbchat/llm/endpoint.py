@@ -19,6 +19,7 @@ import openai
 
 from nbchat.config import Settings
 from nbchat.embedded import server as local
+from nbchat.embedded.runtime import read_stop_note
 from nbchat.errors import ServerUnavailableError
 from nbchat.llm.client import build_client, server_context_size
 from nbchat.llm.modelcheck import ModelCheck, Served, check_model, served_models
@@ -71,13 +72,21 @@ def _embedded_url(
     running = local.find_running(home=settings.home)
     if running is not None:
         return running.base_url
+    stopped = read_stop_note(settings.home)  # why the last one went, when it stopped itself
     if not (settings.autostart if start is None else start):
         raise ServerUnavailableError(
-            "No model server is configured and the embedded one is not running. Start it with "
+            (f"{stopped} " if stopped else "")
+            + "No model server is configured and the embedded one is not running. Start it with "
             "`nbchat serve-model` (or the Start button in the chat), set NBCHAT_AUTOSTART=1 to "
             "start it automatically, or point NBCHAT_BASE_URL at an OpenAI-compatible server."
         )
+    if stopped is not None and progress is not None:
+        progress(f"{stopped} Starting it again…")
     server = local.ensure_server(
-        settings.local_model, home=settings.home, n_ctx=settings.local_n_ctx, progress=progress
+        settings.local_model,
+        home=settings.home,
+        n_ctx=settings.local_n_ctx,
+        progress=progress,
+        idle_timeout=settings.local_idle_timeout,
     )
     return server.base_url
