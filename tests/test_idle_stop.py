@@ -12,6 +12,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from helpers import buttons, shown_text
 
 from nbchat.config import Settings
 from nbchat.embedded import runtime
@@ -19,6 +20,8 @@ from nbchat.embedded.idle import COUNTERS, parse_metrics
 from nbchat.embedded.server import find_running, start_server
 from nbchat.errors import ConfigError, ServerUnavailableError
 from nbchat.llm.endpoint import connect
+from nbchat.ui import ChatUI
+from nbchat.ui.chatui import ready_status
 
 METRICS = """# HELP llamacpp:prompt_tokens_total Number of prompt tokens processed.
 # TYPE llamacpp:prompt_tokens_total counter
@@ -72,3 +75,25 @@ def test_an_unused_embedded_server_stops_itself_and_says_so(server_home: Path) -
     with pytest.raises(ServerUnavailableError) as caught:
         connect(settings)
     assert str(caught.value).startswith(note + " No model server is configured")
+
+
+def test_the_widget_says_the_server_stopped_itself_and_offers_to_start_it(home: Path) -> None:
+    note = "The embedded model server stopped itself at 05:40 after 30 minutes without a request"
+    runtime.write_stop_note(home, note + ".")
+    ui = ChatUI(Settings(home=home, base_url=None, autostart=False))
+    try:
+        assert ui.wait(timeout=30) is False
+        shown = shown_text(ui.messages.box)
+        assert note + ". No model server is configured" in shown
+        assert [b.description for b in buttons(ui.messages.box)] == ["Start local model"]
+    finally:
+        ui.close()
+
+
+def test_the_ready_status_says_how_long_the_embedded_server_stays() -> None:
+    assert ready_status(Settings(local_idle_timeout=1800)) == (
+        "ready (the embedded model server stops itself after 30 minutes without a request)"
+    )
+    assert ready_status(Settings(local_idle_timeout=0)) == (
+        "ready (the embedded model server keeps running until `nbchat stop-model`)"
+    )

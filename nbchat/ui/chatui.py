@@ -250,7 +250,7 @@ class ChatUI(widgets.VBox):
             self.view.set_status("connecting to the model server…")
             try:
                 connection = self.conversation.connect(start=start, progress=self.view.set_status)
-                self.view.set_status("ready")
+                self.view.set_status(ready_status(self.conversation.settings))
                 self._check_model(connection)
             except NbchatError as exc:
                 self._report.add(str(exc))
@@ -367,6 +367,15 @@ class ChatUI(widgets.VBox):
 
     def _run_command(self, command: Command) -> None:
         run_command(self, command)
+
+
+def ready_status(settings: Settings) -> str:
+    """The status once the embedded server answers, with how long it will stay."""
+    idle = settings.local_idle_timeout
+    if idle <= 0:
+        return "ready (the embedded model server keeps running until `nbchat stop-model`)"
+    minutes = f"{idle / 60:g} minutes" if idle >= 120 else f"{idle:g} seconds"
+    return f"ready (the embedded model server stops itself after {minutes} without a request)"
 
 
 def transcript_factories(store: Store, session_id: str) -> list[Callable[[], widgets.Widget]]:
