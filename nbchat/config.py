@@ -93,6 +93,7 @@ class Settings:
     request_timeout: float = 600.0
     connect_timeout: float = 10.0
     autostart: bool = False
+    notebook_tools: bool = True
     local_model: str = "qwen"
     local_n_ctx: int = 8192
     local_idle_timeout: float = 1800.0  # seconds without a request before the server stops
