@@ -29,7 +29,7 @@ from nbchat.conversation.events import Event, Failed
 from nbchat.conversation.loop import Conversation
 from nbchat.errors import NbchatError, ServerUnavailableError, StoreError
 from nbchat.history import Row
-from nbchat.llm.endpoint import Connection
+from nbchat.llm.endpoint import Connection, destination_of
 from nbchat.stopping import StopSignal
 from nbchat.store.store import Store
 from nbchat.tools import ApprovalRequest, ToolRegistry
@@ -41,7 +41,7 @@ from nbchat.ui.commands import Command, parse_command
 from nbchat.ui.failures import CellReport, database_message
 from nbchat.ui.input import ChatInput
 from nbchat.ui.messages import MessageList
-from nbchat.ui.render import STYLE, render_notice
+from nbchat.ui.render import STYLE, destination_badge, render_notice
 from nbchat.ui.view import ContextMeter, EventView
 from nbchat.ui.worker import Worker
 
@@ -76,6 +76,9 @@ class ChatUI(widgets.VBox):
             self.conversation.tools.register(notebook_tool)
         self._report = CellReport()
         self.unavailable = ""  # why this chat cannot be used at all, when it cannot
+        self._destination = destination_of(
+            str(client.base_url) if client is not None else settings.base_url
+        )
         self._worker = Worker()
         self._stop = StopSignal()
         self._picker_lock = threading.Lock()
@@ -219,8 +222,9 @@ class ChatUI(widgets.VBox):
             description="Compact", tooltip="Compact the history now"
         )
         self._compact_button.on_click(self._on_compact_click)
+        self._badge = widgets.HTML(value=destination_badge(self._destination))
         self._header = widgets.HBox(
-            [self._picker, self._new_button, self._meter, self._compact_button]
+            [self._picker, self._new_button, self._meter, self._compact_button, self._badge]
         )
         self.messages = MessageList(live_limit=live_limit)
         self.input = ChatInput(layout=widgets.Layout(flex="1"))
