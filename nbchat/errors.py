@@ -10,6 +10,7 @@ NbchatError                     anything nbchat raises deliberately; the UI show
 ├── ToolError                   a tool could not run (unknown, bad arguments, refused, timed out)
 └── StoreError                  the SQLite store cannot be read or written as asked
     └── SessionLockedError      another kernel holds the writer lease on this session
+        └── LeaseLostError      this kernel held the lease, but another kernel took it over
 ```
 
 Library errors (openai, sqlite3, OSError) stop at the edge module that owns the resource and are
@@ -22,6 +23,7 @@ __all__ = [
     "CompactionError",
     "ConfigError",
     "ContextOverflowError",
+    "LeaseLostError",
     "NbchatError",
     "ServerError",
     "ServerUnavailableError",
@@ -82,3 +84,7 @@ class StoreError(NbchatError):
 
 class SessionLockedError(StoreError):
     """Another process holds the writer lease on the session."""
+
+
+class LeaseLostError(SessionLockedError):
+    """This process held the writer lease, but another one took it over; nothing was written."""
