@@ -24,10 +24,12 @@ from harness import Figure
 # Cheapest first, so a broken setup shows early; the embedded-model ones last.
 BENCHMARKS = (
     "compaction_overhead",
+    "render_math",
     "replay_savings",
     "streaming_overhead",
     "store_bench",
     "tokenize_ratio",
+    "notebook_tools",
     "compaction_model",
 )
 OVERHEAD_TARGET = 0.01  # issue 3: the incremental check at least 100x faster at 100k rows

@@ -93,6 +93,7 @@ class Settings:
     request_timeout: float = 600.0
     connect_timeout: float = 10.0
     autostart: bool = False
+    notebook_tools: bool = True
     local_model: str = "qwen"
     local_n_ctx: int = 8192
     api_key: str | None = field(default=None, repr=False, compare=False)
