@@ -170,6 +170,18 @@ def test_a_notebook_stores_outputs_only_where_they_are_compared(notebook: Path) 
             assert output.get("name") != "stderr", cell.source
 
 
+@pytest.mark.parametrize(
+    "shown", ["print(rows[0].content)", "store.list_compactions(session_id)", "plots.usage_chart("]
+)
+def test_the_compaction_notebook_says_the_demo_figures_before_it_are_scripted(shown: str) -> None:
+    # The demo session is written by nbchat.notebook.demo, not recorded from a model: its summary,
+    # its usage and its (absent) timings must not read as measurements.
+    cells = nbformat.read(NOTEBOOK_DIR / "02-inspect-compaction.ipynb", as_version=4).cells
+    (index,) = [i for i, cell in enumerate(cells) if cell.source.startswith(shown)]
+    assert cells[index - 1].cell_type == "markdown"
+    assert "scripted" in cells[index - 1].source
+
+
 @pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda path: path.stem)
 def test_notebook_cells_hold_calls_into_nbchat_not_logic(notebook: Path) -> None:
     for cell in code_cells(notebook):
