@@ -18,6 +18,7 @@ from helpers import buttons, recording_comms, shown_text
 
 from nbchat.config import Settings
 from nbchat.history import Row
+from nbchat.llm.endpoint import destination_of
 from nbchat.store.store import Store
 from nbchat.ui import ChatUI
 from nbchat.ui.commands import COMMANDS
@@ -106,7 +107,7 @@ def test_a_server_error_shows_a_bubble_and_the_input_is_usable_again(
 ) -> None:
     server.down()
     ui.send("anyone?")
-    assert ui.wait(20)
+    assert ui.wait(20) is False  # done, and failed (printed for the cell too)
     assert "nbchat-error" in texts(ui) and "No model server" in texts(ui)
     assert ui.can_send
     server.up()
@@ -351,3 +352,38 @@ def test_a_long_session_keeps_only_the_newest_messages_live(
         assert "message 50" in texts(chat) and "message 49" not in texts(chat)
     finally:
         chat.close()
+
+
+@pytest.mark.parametrize(
+    ("base_url", "shown"),
+    [
+        (None, "local"),
+        ("http://127.0.0.1:8080/v1", "local"),
+        ("http://127.8.9.10/v1", "local"),
+        ("http://[::1]:8000/v1", "local"),
+        ("http://[::ffff:127.0.0.1]:8000/v1", "local"),
+        ("http://localhost:11434/v1", "local"),
+        ("http+unix://%2Frun%2Fllama.sock/v1", "local"),
+        ("https://api.openai.com/v1", "api.openai.com"),
+        ("http://192.168.1.20:8000/v1", "192.168.1.20"),
+        ("http://127.0.0.1.example.com/v1", "127.0.0.1.example.com"),
+    ],
+)
+def test_where_requests_go_is_decided_from_the_url(base_url: str | None, shown: str) -> None:
+    assert destination_of(base_url) == shown
+
+
+def test_the_header_badge_says_local_for_the_test_server_and_the_host_otherwise(
+    server: FakeServer, store: Store, settings: Settings
+) -> None:
+    local = make_ui(server, store, settings)
+    remote_client = openai.OpenAI(base_url="https://api.example.org/v1", api_key="k")
+    remote = ChatUI(settings, store=store, client=remote_client)
+    try:
+        local_badge = 'class="nbchat-badge nbchat-local"'
+        assert ">local</span>" in shown_text(local) and local_badge in shown_text(local)
+        assert ">api.example.org</span>" in shown_text(remote)
+        assert local_badge not in shown_text(remote)
+    finally:
+        local.close()
+        remote.close()

@@ -27,7 +27,6 @@ from nbchat.history import ToolCall
 from nbchat.stopping import StopSignal
 from nbchat.tools.context import ToolContext, cap_output, safe_environment
 from nbchat.tools.registry import Tool, ToolRegistry
-from nbchat.tools.schema import validate
 from nbchat.tools.shell import KILL_GRACE
 
 __all__ = ["ApprovalRequest", "Approver", "ToolExecutor", "ToolOutcome"]
@@ -198,7 +197,8 @@ class ToolExecutor:
         )
         worker = _start(lambda: approver(request), stop)
         state = _wait(worker, stop, None, grace=0.0)
-        if state == "stopped":
+        # Stop also resolves the widget's card as denied, and that answer may arrive first.
+        if state == "stopped" or (stop is not None and stop.is_set()):
             raise _Failed(f"Refused: Stop was pressed while {tool.name!r} waited for approval.")
         if worker.error is not None:
             error = f"{type(worker.error).__name__}: {worker.error}"
@@ -223,7 +223,7 @@ def _checked_arguments(tool: Tool, raw: str) -> dict[str, Any]:
         raise _Failed(
             f"The arguments for {tool.name!r} must be a JSON object, got {kind}. {expected}"
         )
-    problems = validate(value, tool.parameters)
+    problems = tool.problems(value)
     if problems:
         raise _Failed(f"Invalid arguments for {tool.name!r}: {'; '.join(problems)}. {expected}")
     return value

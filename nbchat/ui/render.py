@@ -33,6 +33,7 @@ from nbchat.ui.visible import visible_json, visible_text, visible_text_lines
 __all__ = [
     "COPY_BUTTON",
     "STYLE",
+    "destination_badge",
     "render_approval",
     "render_compacted",
     "render_markdown",
@@ -89,6 +90,10 @@ STYLE = """
 .nbchat-msg .nf, .nbchat-msg .nc { color: var(--jp-mirror-editor-def-color, #00f); }
 .nbchat-msg .nb, .nbchat-msg .bp { color: var(--jp-mirror-editor-builtin-color, #008000); }
 .nbchat-msg .o, .nbchat-msg .ow { color: var(--jp-mirror-editor-operator-color, #aa22ff); }
+.nbchat-badge { font-size: 11px; padding: 1px 7px; border-radius: 9px; align-self: center;
+  border: 1px solid var(--jp-border-color2, #ccc); color: var(--jp-ui-font-color2, #666); }
+.nbchat-badge.nbchat-local { border-color: var(--jp-success-color1, #388e3c);
+  color: var(--jp-success-color1, #388e3c); }
 </style>
 """
 
@@ -286,6 +291,21 @@ def render_compacted(
     return (
         f'<div class="nbchat-card nbchat-compacted"><details><summary>🗜 Earlier conversation '
         f"compacted{html.escape(detail)}</summary>{render_markdown(summary)}</details></div>"
+    )
+
+
+def destination_badge(destination: str) -> str:
+    """The header's badge saying where requests go: "local" (this machine) or the host."""
+    local = destination == "local"
+    title = (
+        "Requests go to a model server on this machine"
+        if local
+        else f"Requests go to {destination}"
+    )
+    kind = " nbchat-local" if local else ""
+    return (
+        f'<span class="nbchat-badge{kind}" title="{html.escape(title)}">'
+        f"{html.escape(destination)}</span>"
     )
 
 
