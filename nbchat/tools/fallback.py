@@ -3,7 +3,8 @@
 Owns the rule: the whole reply (stripped; optionally inside a ```json fence or `<tool_call>`
 tags) is exactly `{"name": <an offered tool>, "arguments": {...}}` (or `"parameters"`), and the
 arguments validate against that tool's schema. Anything else is ordinary text. Also owns
-`looks_like_call_start`, which tells the client when to hold streamed text back, and
+`looks_like_call_start`, which tells the reader when streamed text may become a call (it is
+shown as it streams all the same, and replaced by the call only once it validates), and
 `forced_call_format`, the `response_format` that makes a model write such a call: llama.cpp's
 server ignores a `tool_choice` that names a function (it accepts only strings), and with
 "required" it lets small models pad a call with whitespace up to `max_tokens`, but it does apply a
