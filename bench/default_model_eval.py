@@ -42,11 +42,11 @@ from typing import Any
 import harness
 from harness import Figure, temporary_directory
 
-from nbchat.chat import Conversation
 from nbchat.config import Settings
-from nbchat.events import Done, Failed, Notice, ReasoningDelta, RowSaved, TextDelta, ToolStarted
-from nbchat.local import LocalServer, ensure_server
-from nbchat.store import Store
+from nbchat.conversation.loop import Conversation
+from nbchat.conversation.events import Done, Failed, Notice, ReasoningDelta, RowSaved, TextDelta, ToolStarted
+from nbchat.embedded.server import LocalServer, ensure_server
+from nbchat.store.store import Store
 from nbchat.tools import default_registry
 from nbchat.tools.schema import validate
 

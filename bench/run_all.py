@@ -28,6 +28,7 @@ BENCHMARKS = (
     "streaming_overhead",
     "store_bench",
     "tokenize_ratio",
+    "notebook_tools",
     "compaction_model",
 )
 OVERHEAD_TARGET = 0.01  # issue 3: the incremental check at least 100x faster at 100k rows

@@ -120,3 +120,8 @@ def test_default_model_eval_scores_a_scripted_server(monkeypatch: pytest.MonkeyP
     assert values["plain prompts answered without a tool call"] == "1 / 1 (100%)"
     assert values["tool prompts with a correct first call"] == "1 / 1 (100%)"
     assert values["replies that are fake tool-call JSON"] == "0"
+
+
+def test_notebook_tools_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    module = load("notebook_tools", monkeypatch, VARIABLES=300, FRAME_BYTES=1 << 16, REPEATS=1)
+    assert_table_rows(module.main())

@@ -23,10 +23,11 @@ from helpers import is_summary_request, shown_text
 from test_tools import has_exited
 
 from nbchat.config import Settings
-from nbchat.events import Event, TextDelta
+from nbchat.conversation.events import Event
+from nbchat.conversation.session import READ_ONLY_MESSAGE
 from nbchat.history import Row
-from nbchat.session import READ_ONLY_MESSAGE
-from nbchat.store import Store
+from nbchat.llm.stream import TextDelta
+from nbchat.store.store import Store
 from nbchat.ui import ChatUI
 
 SUMMARY = json.dumps({"goal": "Answer the questions", "done": ["answered"]})
@@ -106,9 +107,9 @@ def test_two_widgets_in_one_kernel_stream_two_sessions_at_once(
 HOLDER = r"""
 import sys
 import openai
-from nbchat.chat import Conversation
+from nbchat.conversation.loop import Conversation
 from nbchat.config import Settings
-from nbchat.store import Store
+from nbchat.store.store import Store
 
 path, session_id, url, home, workspace = sys.argv[1:6]
 settings = Settings(base_url=url + "/v1", home=home, workspace=workspace,

@@ -13,11 +13,11 @@ from factories import tool_result, user
 from fakeserver import FakeServer, Reply
 from helpers import run
 
-from nbchat.chat import Conversation
 from nbchat.config import Settings
-from nbchat.events import RowSaved, TextDelta
+from nbchat.conversation.events import RowSaved, TextDelta
+from nbchat.conversation.loop import Conversation
 from nbchat.history import Row
-from nbchat.store import Store
+from nbchat.store.store import Store
 from nbchat.tools import default_registry
 from nbchat.tools.offer import asks_for_tools, offered_tools
 from nbchat.ui.messages import MessageList

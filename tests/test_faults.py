@@ -26,21 +26,15 @@ from factories import assistant, tool_call, tool_result, user
 from fakeserver import FakeServer, Reply
 from helpers import is_summary_request, run, saved, shown_text
 
-from nbchat.chat import Conversation
-from nbchat.client import build_client
 from nbchat.config import Settings
+from nbchat.conversation.events import CompactionFinished, Done, Event, Failed, Notice
+from nbchat.conversation.loop import Conversation
 from nbchat.errors import CompactionError, ContextOverflowError, StoreError
-from nbchat.events import (
-    CompactionFinished,
-    Done,
-    Event,
-    Failed,
-    Notice,
-    TextDelta,
-)
 from nbchat.history import Row
+from nbchat.llm.client import build_client
+from nbchat.llm.stream import TextDelta
 from nbchat.stopping import StopSignal
-from nbchat.store import Store
+from nbchat.store.store import Store
 from nbchat.tools import default_registry
 from nbchat.ui import ChatUI
 
@@ -416,9 +410,9 @@ def test_a_summary_cancelled_by_stop_changes_nothing(chat: Conversation, script:
 KILL_CHILD = r"""
 import sys
 import openai
-from nbchat.chat import Conversation
+from nbchat.conversation.loop import Conversation
 from nbchat.config import Settings
-from nbchat.store import Store
+from nbchat.store.store import Store
 
 path, session_id, url, home, workspace, step = sys.argv[1:7]
 store = Store(path)

@@ -34,9 +34,9 @@ from helpers import is_summary_request
 from ipywidgets.widgets.widget import _instances
 from test_render import XSS_PAYLOADS, executable_parts
 
-from nbchat.client import ToolCall
 from nbchat.config import Settings
-from nbchat.store import Store
+from nbchat.history import ToolCall
+from nbchat.store.store import Store
 from nbchat.tools import ApprovalRequest, ToolExecutor, default_registry
 from nbchat.ui import ChatUI
 from nbchat.ui.render import STYLE
@@ -401,7 +401,7 @@ def listening_addresses(pid: int) -> list[str]:
 @pytest.mark.model
 @pytest.mark.timeout(120)
 def test_the_embedded_model_server_listens_on_127_0_0_1_only(home: Path) -> None:
-    from nbchat.local import start_server
+    from nbchat.embedded.server import start_server
 
     server = start_server("smollm", home=home, n_ctx=512, timeout=60)
     try:

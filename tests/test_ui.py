@@ -17,7 +17,7 @@ from fakeserver import FakeServer, Reply
 from helpers import buttons, recording_comms, shown_text
 
 from nbchat.config import Settings
-from nbchat.store import Store
+from nbchat.store.store import Store
 from nbchat.ui import ChatUI
 from nbchat.ui.commands import COMMANDS
 

@@ -19,14 +19,15 @@ from typing import Any
 import ipywidgets as widgets
 import openai
 
-from nbchat.chat import Conversation
 from nbchat.config import Settings
+from nbchat.conversation.events import Event, Failed
+from nbchat.conversation.loop import Conversation
 from nbchat.errors import NbchatError, ServerUnavailableError
-from nbchat.events import Event, Failed
 from nbchat.history import Row
 from nbchat.stopping import StopSignal
-from nbchat.store import Store
+from nbchat.store.store import Store
 from nbchat.tools import ApprovalRequest, ToolRegistry
+from nbchat.tools.notebook import current_shell, notebook_tools
 from nbchat.ui.actions import run_command
 from nbchat.ui.attach import Attachment, with_attachments
 from nbchat.ui.cards import ApprovalCard, row_widget
@@ -63,6 +64,9 @@ class ChatUI(widgets.VBox):
         self.conversation = Conversation(
             settings, self.store, session_id, client, tools, approver=self._approve
         )
+        shell = current_shell() if settings.notebook_tools else None
+        for notebook_tool in notebook_tools(shell) if shell is not None else ():
+            self.conversation.tools.register(notebook_tool)
         self._worker = Worker()
         self._stop = StopSignal()
         self._picker_lock = threading.Lock()

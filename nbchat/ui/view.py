@@ -16,21 +16,20 @@ from typing import Any
 
 import ipywidgets as widgets
 
-from nbchat.events import (
+from nbchat.conversation.events import (
     CompactionFinished,
     CompactionStarted,
     Done,
     Event,
     Failed,
-    ReasoningDelta,
     RequestStarted,
     RowSaved,
-    TextDelta,
     ToolFinished,
     ToolStarted,
     UsageReported,
 )
 from nbchat.history import Row
+from nbchat.llm.stream import ReasoningDelta, TextDelta
 from nbchat.ui.cards import Collapsible, row_widget, tool_result_widget
 from nbchat.ui.messages import MessageList, StreamingText
 from nbchat.ui.render import render_notice
