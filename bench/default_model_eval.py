@@ -43,8 +43,16 @@ import harness
 from harness import Figure, temporary_directory
 
 from nbchat.config import Settings
+from nbchat.conversation.events import (
+    Done,
+    Failed,
+    Notice,
+    ReasoningDelta,
+    RowSaved,
+    TextDelta,
+    ToolStarted,
+)
 from nbchat.conversation.loop import Conversation
-from nbchat.conversation.events import Done, Failed, Notice, ReasoningDelta, RowSaved, TextDelta, ToolStarted
 from nbchat.embedded.server import LocalServer, ensure_server
 from nbchat.store.store import Store
 from nbchat.tools import default_registry

@@ -42,13 +42,14 @@ ENV_PREFIX = "NBCHAT_"
 CONFIG_FILE_NAME = "config.toml"
 DEFAULT_MODEL = "qwen2.5-coder-0.5b-instruct"
 DEFAULT_THRESHOLD = 10_000
-# Written for a 0.5B model as much as for a large one: short, and it says when NOT to call a
-# tool, because small models otherwise answer "What is 2 + 2?" by reading a made-up file.
+# Short, for a 0.5B model as much as a large one. On the embedded model the tools are offered
+# only when the user's message asks for workspace work (`tools_on_request`), so the prompt may
+# encourage them; its last sentence keeps larger models, offered tools always, from calling one
+# for a greeting.
 DEFAULT_SYSTEM_PROMPT = (
-    "You are a helpful assistant in a Jupyter notebook. Answer in plain text, briefly. "
-    "Answer greetings and questions about facts, maths or code yourself, without tools. "
-    "Call a tool only when the user asks you to read, list, search, write or run something "
-    "in the workspace; file paths are relative to it."
+    "You are a helpful assistant working inside a Jupyter notebook. Answer concisely. "
+    "Use the tools when they help; file paths are relative to the workspace. "
+    "Answer greetings and general questions directly."
 )
 # The embedded model is small: greedy decoding keeps it on the likeliest answer instead of
 # sampling its way into an invented tool call (issue 12).
