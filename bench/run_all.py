@@ -24,6 +24,7 @@ from harness import Figure
 # Cheapest first, so a broken setup shows early; the embedded-model ones last.
 BENCHMARKS = (
     "compaction_overhead",
+    "render_math",
     "replay_savings",
     "streaming_overhead",
     "store_bench",

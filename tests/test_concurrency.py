@@ -181,7 +181,7 @@ def test_a_second_kernel_on_the_same_session_is_read_only_until_the_first_lets_g
             assert other.ask("close") == "closed"
     finally:
         other.end(kill=ending == "is killed")
-    ui._send_button.click()
+    ui.press_send()
     assert ui.wait(20)
     assert not ui.conversation.read_only
     assert store.load_active(session_id) == [
@@ -203,11 +203,11 @@ SHELL = "sleep 100 & echo $! > pids; echo $$ >> pids; echo go > started; wait"
 
 def press(ui: ChatUI, action: str, other_session: str) -> None:
     if action == "Stop":
-        ui._stop_button.click()
+        ui.press_stop()
     elif action == "New":
-        ui._new_button.click()
+        ui.press_new()
     else:
-        ui._picker.value = other_session
+        ui.choose_session(other_session)
 
 
 @pytest.fixture
@@ -280,7 +280,7 @@ def test_stop_new_or_switch_while_compacting_leaves_the_session_as_it_was(
         assert ui.wait(20)
     first = str(ui.conversation.session_id)
     before = store.load_full(first)
-    ui._compact_button.click()
+    ui.press_compact()
     assert summarising.wait(20)
     press(ui, action, other_session)
     assert ui.wait(30)
@@ -289,7 +289,7 @@ def test_stop_new_or_switch_while_compacting_leaves_the_session_as_it_was(
     current_after(action, first, other_session, ui)
     if action == "Stop":
         assert ui.conversation.history.rows == [s.row for s in before]
-        assert "stopped" in ui._status_line.value
+        assert ui.status == "stopped"
     ui.close()
 
 
@@ -332,7 +332,7 @@ def test_closing_the_widget_mid_work_leaves_no_thread_and_no_process(
             [user(f"q{n}") if n % 2 == 0 else assistant("a" * 600) for n in range(8)],
         )
         ui.conversation.resume(str(ui.conversation.session_id))
-        ui._compact_button.click()
+        ui.press_compact()
     else:
         ui.send("go")
     if moment == "running a tool":

@@ -857,7 +857,7 @@ def test_the_stop_button_ends_a_turn_whose_stream_stalled(
     ui.stop()
     assert ui.wait(10)
     assert ui.conversation.history.rows == [user("talk"), assistant("abcdefgh"), STOPPED]
-    assert not ui._send_button.disabled and ui._stop_button.disabled
+    assert ui.can_send and not ui.can_stop
     ui.send("again")
     assert ui.wait(10)
     assert ui.conversation.history.rows[-1] == assistant("ok")
@@ -879,11 +879,11 @@ def test_the_widget_gives_the_message_back_when_the_database_is_locked(
         assert ui.wait(10)
         assert locked_message(store, "save the message") in shown_text(ui.messages.box)
         assert ui.input.value == "my important message"  # back in the box, ready to resend
-        assert not ui._send_button.disabled
+        assert ui.can_send
         locker.unlock()
     finally:
         locker.close()
-    ui._send_button.click()
+    ui.press_send()
     assert ui.wait(10)
     assert ui.conversation.history.rows[-2:] == [user("my important message"), assistant("ok")]
     assert ui.input.value == ""

@@ -10,8 +10,10 @@ Must not: keep state, start a server unasked, or know about rows.
 
 from __future__ import annotations
 
+import ipaddress
 from collections.abc import Callable
 from dataclasses import dataclass
+from urllib.parse import urlsplit
 
 import openai
 
@@ -20,7 +22,9 @@ from nbchat.embedded import server as local
 from nbchat.errors import ServerUnavailableError
 from nbchat.llm.client import build_client, server_context_size
 
-__all__ = ["Connection", "connect"]
+__all__ = ["LOCAL", "Connection", "connect", "destination_of"]
+
+LOCAL = "local"
 
 
 @dataclass(frozen=True)
@@ -72,3 +76,23 @@ def _embedded_url(
         settings.local_model, home=settings.home, n_ctx=settings.local_n_ctx, progress=progress
     )
     return server.base_url
+
+
+def destination_of(base_url: str | None) -> str:
+    """Where requests to `base_url` go, for the user to see: "local" for this machine (the
+    embedded server when None, a loopback address, localhost or a Unix socket), else the host.
+    Decided from the URL alone: no name is looked up."""
+    if base_url is None:
+        return LOCAL
+    parts = urlsplit(base_url if "//" in base_url else f"//{base_url}")
+    if "unix" in parts.scheme:
+        return LOCAL
+    host = (parts.hostname or "").rstrip(".").lower()
+    if host == "localhost" or host.endswith(".localhost"):
+        return LOCAL
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return host or base_url
+    mapped = getattr(address, "ipv4_mapped", None)
+    return LOCAL if (mapped or address).is_loopback else host
