@@ -36,6 +36,9 @@ SCHEMAS = default_registry().schemas()
         "Run `python --version` in the shell.",
         "List the files in the src folder.",
         "Delete old.log",
+        "What variables do I have?",
+        "Describe the DataFrame sales",
+        "Why did my last cell raise that traceback?",
     ],
 )
 def test_a_message_about_the_workspace_asks_for_tools(text: str) -> None:

@@ -3,8 +3,8 @@
 A 0.5B model offered six tool schemas calls one for "Hi! What is 2 + 2?" (it read a made-up
 `resources/file.txt`, issue 12). With `tools_on_request` (on by default for the embedded model)
 a request offers the tools only when they can be wanted: the user's last message speaks of the
-workspace (files, folders, a file name such as `notes.txt`, the shell, running or searching
-something), the turn is already in a tool round, or the caller forces a tool. Otherwise it offers
+workspace (files, folders, a file name such as `notes.txt`, the shell, running something) or of
+the notebook (variables, a DataFrame, cells, the last traceback), the turn is already in a tool round, or the caller forces a tool. Otherwise it offers
 none, so the model can only answer, and a JSON-looking answer stays text.
 
 The rule errs towards offering: a message that mentions a file while asking a general question
@@ -25,7 +25,8 @@ __all__ = ["asks_for_tools", "offered_tools"]
 
 WORKSPACE_WORDS = re.compile(
     r"\b(files?|folders?|director(?:y|ies)|workspace|repo(?:sitory)?|paths?|"
-    r"shell|terminal|commands?|run|execute|script|pytest|pip|git|ls|pwd|cat|grep|mkdir|rm)\b",
+    r"shell|terminal|commands?|run|execute|script|pytest|pip|git|ls|pwd|cat|grep|mkdir|rm|"
+    r"variables?|data ?frames?|cells?|notebook|kernel|traceback|exception)\b",
     re.IGNORECASE,
 )
 FILE_NAME = re.compile(
