@@ -4,11 +4,12 @@ A 0.5B model offered six tool schemas calls one for "Hi! What is 2 + 2?" (it rea
 `resources/file.txt`, issue 12). With `tools_on_request` (on by default for the embedded model)
 a request offers the tools only when they can be wanted: the user's last message speaks of the
 workspace (files, folders, a file name such as `notes.txt`, the shell, running something) or of
-the notebook (variables, a DataFrame, cells, the last traceback), the turn is already in a tool round, or the caller forces a tool. Otherwise it offers
-none, so the model can only answer, and a JSON-looking answer stays text.
+the notebook (variables, a DataFrame, cells, the last traceback), the turn is already in a tool
+round, or the caller forces a tool. Otherwise it offers none, so the model can only answer, and
+a JSON-looking answer stays text.
 
 The rule errs towards offering: a message that mentions a file while asking a general question
-gets the tools and the system prompt's "answer yourself" does the rest.
+gets the tools, and the system prompt's "answer general questions directly" does the rest.
 
 Pure: no I/O.
 """
