@@ -198,7 +198,8 @@ class ToolExecutor:
         )
         worker = _start(lambda: approver(request), stop)
         state = _wait(worker, stop, None, grace=0.0)
-        if state == "stopped":
+        # Stop also resolves the widget's card as denied, and that answer may arrive first.
+        if state == "stopped" or (stop is not None and stop.is_set()):
             raise _Failed(f"Refused: Stop was pressed while {tool.name!r} waited for approval.")
         if worker.error is not None:
             error = f"{type(worker.error).__name__}: {worker.error}"
