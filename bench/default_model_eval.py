@@ -56,7 +56,6 @@ from nbchat.conversation.loop import Conversation
 from nbchat.embedded.server import LocalServer, ensure_server
 from nbchat.store.store import Store
 from nbchat.tools import default_registry
-from nbchat.tools.schema import validate
 
 MODEL = "qwen"
 N_CTX = 8_192
@@ -222,7 +221,7 @@ class Outcome:
             values = json.loads(arguments or "{}")
         except ValueError:
             return False
-        if not isinstance(values, dict) or validate(values, schemas[name]):
+        if not isinstance(values, dict) or not default_registry().accepts(name, values):
             return False
         return all(
             want.lower() in str(values.get(key, "")).lower() for key, want in expected.items()
