@@ -27,6 +27,7 @@ BENCHMARKS = (
     "replay_savings",
     "streaming_overhead",
     "store_bench",
+    "tool_costs",
     "tokenize_ratio",
     "compaction_model",
 )
