@@ -4,8 +4,8 @@ The real `CompactionEngine` (JSON checkpoint under a schema, code-computed facts
 summarises three histories cut from a real agent run (`tests/data/traces/`, the matplotlib
 trace, its task message cut to its first 1,500 characters so the smallest history holds more
 than one turn) at about 2k, 8k and 32k estimated tokens, against Qwen2.5-Coder-0.5B served by
-`nbchat.local.ensure_server` (llama.cpp in its own process) with a 16,384-token window. Each
-compaction is the automatic one: the history is over the trigger because the threshold is a
+`nbchat.embedded.server.ensure_server` (llama.cpp in its own process) with a 16,384-token window.
+Each compaction is the automatic one: the history is over the trigger because the threshold is a
 quarter of its size, so the engine keeps a small tail (~10%) and summarises the rest, which is
 what "compacting an N-token history" should time. The 32k history's transcript is bigger than
 the summariser's window, so it is summarised in chunks.
@@ -28,10 +28,11 @@ import harness
 import openai
 from harness import Figure, temporary_directory
 
-from nbchat.compaction import CompactionEngine, CompactionResult
+from nbchat.compaction.engine import CompactionEngine
+from nbchat.compaction.result import CompactionResult
+from nbchat.embedded.server import LocalServer, ensure_server
 from nbchat.errors import NbchatError
 from nbchat.history import History, Row, estimate_tokens
-from nbchat.local import LocalServer, ensure_server
 
 TRACE = harness.REPO / "tests" / "data" / "traces" / "matplotlib__matplotlib-26208.json"
 TASK_CHARS = 1_500

@@ -15,7 +15,7 @@ import itertools
 import time
 from collections.abc import Callable, Sequence
 
-from nbchat.compaction import CompactionEngine
+from nbchat.compaction.engine import CompactionEngine
 from nbchat.history import History, Row
 
 SIZES = (1_000, 10_000, 100_000)

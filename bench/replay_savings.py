@@ -38,10 +38,10 @@ from replay_scenario import (
 )
 from replay_server import start_replay_server
 
-from nbchat.chat import Conversation
 from nbchat.config import Settings
-from nbchat.events import CompactionFinished, Failed
-from nbchat.store import Store
+from nbchat.conversation.events import CompactionFinished, Failed
+from nbchat.conversation.loop import Conversation
+from nbchat.store.store import Store
 
 THRESHOLD = 30_000
 NO_COMPACTION = 10**9  # a threshold no request of the replay comes near

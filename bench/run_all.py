@@ -24,11 +24,13 @@ from harness import Figure
 # Cheapest first, so a broken setup shows early; the embedded-model ones last.
 BENCHMARKS = (
     "compaction_overhead",
+    "render_math",
     "replay_savings",
     "streaming_overhead",
     "store_bench",
     "tool_costs",
     "tokenize_ratio",
+    "notebook_tools",
     "compaction_model",
 )
 OVERHEAD_TARGET = 0.01  # issue 3: the incremental check at least 100x faster at 100k rows

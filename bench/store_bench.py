@@ -28,9 +28,9 @@ from compaction_overhead import sample_rows
 from harness import Figure, temporary_directory
 
 from nbchat.history import Row, estimate_tokens
-from nbchat.records import CompactionRecord, now
-from nbchat.rowsql import ROW_COLUMNS
-from nbchat.store import Store
+from nbchat.store.records import CompactionRecord, now
+from nbchat.store.rowsql import ROW_COLUMNS
+from nbchat.store.store import Store
 
 SIZES = (10_000, 100_000)
 PER_ROW_SIZE = 10_000

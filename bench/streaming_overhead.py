@@ -33,7 +33,7 @@ from harness import Figure, temporary_directory
 from helpers import RecordingComm, recording_comms
 
 from nbchat.config import Settings
-from nbchat.store import Store
+from nbchat.store.store import Store
 from nbchat.ui import ChatUI
 
 REPLY_TOKENS = 20_000

@@ -1,7 +1,8 @@
 """How good is the len/3 estimate? Against the model server's own `/tokenize` count.
 
 nbchat estimates tokens as `len(text) // 3` (at least 1) per piece of text. This benchmark asks
-the embedded llama.cpp server (`nbchat.local.ensure_server`, each model in its own temporary
+the embedded llama.cpp server (`nbchat.embedded.server.ensure_server`, each model in its own
+temporary
 home and process) to tokenize a mixed corpus and compares, per kind and overall:
 
 - prose: the user messages, reasoning and assistant text of the five real agent runs in
@@ -30,8 +31,8 @@ import harness
 import httpx
 from harness import Figure, temporary_directory
 
-from nbchat.local import LocalServer, ensure_server
-from nbchat.summary import text_tokens
+from nbchat.compaction.prompts import text_tokens
+from nbchat.embedded.server import LocalServer, ensure_server
 
 MODELS = ("qwen", "smollm")
 KINDS = ("prose", "code", "tool output", "JSON")

@@ -5,10 +5,10 @@ no client, database, thread or socket is created and ipywidgets is not loaded un
 asked for.
 
     ChatUI            the notebook widget (nbchat.ui)
-    Conversation      one session's UI-free loop (nbchat.chat)
-    CompactionEngine  keeps requests inside the token budget (nbchat.compaction)
+    Conversation      one session's UI-free loop (nbchat.conversation.loop)
+    CompactionEngine  keeps requests inside the token budget (nbchat.compaction.engine)
     Settings          every setting and where it came from (nbchat.config)
-    Store             sessions and rows in SQLite (nbchat.store)
+    Store             sessions and rows in SQLite (nbchat.store.store)
     Row, History, build_messages   the data model (nbchat.history)
     tool, ToolRegistry             tools the model may call (nbchat.tools)
     NbchatError and its subclasses (nbchat.errors)
@@ -23,11 +23,11 @@ __version__ = "0.1.0"
 
 _EXPORTS = {
     "ChatUI": "nbchat.ui",
-    "Conversation": "nbchat.chat",
-    "CompactionEngine": "nbchat.compaction",
-    "CompactionResult": "nbchat.compaction",
+    "Conversation": "nbchat.conversation.loop",
+    "CompactionEngine": "nbchat.compaction.engine",
+    "CompactionResult": "nbchat.compaction.result",
     "Settings": "nbchat.config",
-    "Store": "nbchat.store",
+    "Store": "nbchat.store.store",
     "Row": "nbchat.history",
     "History": "nbchat.history",
     "build_messages": "nbchat.history",
@@ -66,9 +66,10 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
-    from nbchat.chat import Conversation
-    from nbchat.compaction import CompactionEngine, CompactionResult
+    from nbchat.compaction.engine import CompactionEngine
+    from nbchat.compaction.result import CompactionResult
     from nbchat.config import Settings
+    from nbchat.conversation.loop import Conversation
     from nbchat.errors import (
         CompactionError,
         ConfigError,
@@ -80,7 +81,7 @@ if TYPE_CHECKING:
         ToolError,
     )
     from nbchat.history import History, Row, build_messages
-    from nbchat.store import Store
+    from nbchat.store.store import Store
     from nbchat.tools import ToolRegistry, tool
     from nbchat.ui import ChatUI
 

@@ -65,7 +65,7 @@ def default_home() -> Path:
 class Settings:
     """Every setting, validated. Paths are absolute; `summary_model` defaults to `model`.
 
-    `base_url=None` means the embedded local model server (`nbchat.local`).
+    `base_url=None` means the embedded local model server (`nbchat.embedded.server`).
     `context_token_threshold=None` means: the embedded server's window minus `max_tokens`, or
     10,000 for any other server (see `threshold_for`).
     """
@@ -93,6 +93,7 @@ class Settings:
     request_timeout: float = 600.0
     connect_timeout: float = 10.0
     autostart: bool = False
+    notebook_tools: bool = True
     local_model: str = "qwen"
     local_n_ctx: int = 8192
     api_key: str | None = field(default=None, repr=False, compare=False)

@@ -27,11 +27,14 @@ from __future__ import annotations
 import json
 import logging
 import re
+import secrets
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple, TypeAlias
 
 __all__ = [
+    "ToolCall",
+    "new_call_id",
     "ROLES",
     "History",
     "Message",
@@ -335,3 +338,37 @@ class History:
 
     def __repr__(self) -> str:
         return f"History({len(self._rows)} rows, ~{self._total} tokens)"
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """One assembled tool call; `arguments` is the raw JSON text exactly as the model wrote it."""
+
+    id: str
+    name: str
+    arguments: str
+
+    def to_wire(self) -> dict[str, Any]:
+        """The call as an assistant message's `tool_calls` entry."""
+        function = {"name": self.name, "arguments": self.arguments}
+        return {"id": self.id, "type": "function", "function": function}
+
+    def parsed_arguments(self) -> dict[str, Any]:
+        """The arguments as a dict; ValueError with a readable message when they are not one."""
+        try:
+            value = json.loads(self.arguments or "{}")
+        except ValueError as exc:
+            raise ValueError(
+                f"the arguments of the call to {self.name!r} are not valid JSON ({exc})"
+            ) from exc
+        if not isinstance(value, dict):
+            raise ValueError(
+                f"the arguments of the call to {self.name!r} must be a JSON object, "
+                f"got {type(value).__name__}"
+            )
+        return value
+
+
+def new_call_id() -> str:
+    """A fresh tool-call id, for servers (and the JSON fallback) that give none."""
+    return "call_" + secrets.token_hex(6)

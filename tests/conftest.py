@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 from nbchat.config import Settings
-from nbchat.store import Store
+from nbchat.store.store import Store
 
 # CI runs more examples and never fails on slow generation; locally it stays quick.
 settings.register_profile(

@@ -23,8 +23,8 @@ from typing import Any
 
 import openai
 
-from nbchat.client import build_client
 from nbchat.config import Settings
+from nbchat.llm.client import build_client
 
 CHAT = "/v1/chat/completions"
 

@@ -15,11 +15,11 @@ import comm
 import ipywidgets as widgets
 from comm.base_comm import BaseComm
 
-from nbchat.chat import Conversation
-from nbchat.events import Event, RowSaved
+from nbchat.compaction.prompts import SUMMARY_SYSTEM_PROMPT
+from nbchat.conversation.events import Event, RowSaved
+from nbchat.conversation.loop import Conversation
 from nbchat.history import Row
-from nbchat.records import check_row
-from nbchat.summary import SUMMARY_SYSTEM_PROMPT
+from nbchat.store.records import check_row
 
 
 def is_summary_request(body: dict[str, Any]) -> bool:

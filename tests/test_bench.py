@@ -58,6 +58,20 @@ def test_streaming_overhead_runs(monkeypatch: pytest.MonkeyPatch) -> None:
     assert_table_rows(module.main())
 
 
+def test_render_math_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    module = load(
+        "render_math",
+        monkeypatch,
+        UNCLOSED_REPEATS=200,
+        CLOSED_SPANS=200,
+        REPLY_CHARS=2_000,
+        REPEATS=1,
+    )
+    rows = module.main()
+    assert_table_rows(rows)
+    assert len(rows) == 6
+
+
 def test_store_bench_runs(monkeypatch: pytest.MonkeyPatch) -> None:
     module = load("store_bench", monkeypatch, SIZES=(40, 80), PER_ROW_SIZE=20, REPEATS=1)
     rows = module.main()
@@ -99,3 +113,8 @@ def test_compaction_model_runs_on_smollm(monkeypatch: pytest.MonkeyPatch) -> Non
     rows = module.main()
     assert_table_rows(rows)
     assert len(rows) == 2  # the server start, then the one history
+
+
+def test_notebook_tools_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    module = load("notebook_tools", monkeypatch, VARIABLES=300, FRAME_BYTES=1 << 16, REPEATS=1)
+    assert_table_rows(module.main())

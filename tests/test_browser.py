@@ -27,7 +27,7 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Page, expect, sync_playwright
 
-from nbchat.local import find_running
+from nbchat.embedded.server import find_running
 
 REPO = Path(__file__).resolve().parent.parent
 NOTEBOOK = REPO / "notebooks" / "01-quickstart.ipynb"

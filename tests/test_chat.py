@@ -13,21 +13,14 @@ from factories import assistant, tool_result, user
 from fakeserver import FakeServer, Reply
 from helpers import is_summary_request, run, saved
 
-from nbchat.chat import Conversation
 from nbchat.config import Settings
+from nbchat.conversation.events import CompactionFinished, Done, Event, Failed, Notice, ToolFinished
+from nbchat.conversation.loop import Conversation
 from nbchat.errors import ContextOverflowError, NbchatError, ServerUnavailableError
-from nbchat.events import (
-    CompactionFinished,
-    Done,
-    Event,
-    Failed,
-    Notice,
-    TextDelta,
-    ToolFinished,
-)
 from nbchat.history import History, Row, build_messages
+from nbchat.llm.stream import TextDelta
 from nbchat.stopping import StopSignal
-from nbchat.store import Store
+from nbchat.store.store import Store
 
 SUMMARY = json.dumps(
     {
@@ -399,7 +392,7 @@ def test_read_archived_output_brings_back_a_pruned_tool_output(
             original,
         ],
     )
-    from nbchat.store import CompactionRecord
+    from nbchat.store.records import CompactionRecord
 
     store.replace_rows(
         session_id,

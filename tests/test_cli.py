@@ -22,10 +22,11 @@ from fakeserver import FakeServer
 from fakeserver_replies import MODEL_NAME
 from fixtures_server import Canned, ScriptedServer
 
-from nbchat.cli import main
-from nbchat.local import find_running
-from nbchat.localrun import is_running
-from nbchat.store import CompactionRecord, Store
+from nbchat.cli.command import main
+from nbchat.embedded.runtime import is_running
+from nbchat.embedded.server import find_running
+from nbchat.store.records import CompactionRecord
+from nbchat.store.store import Store
 
 MARKER = "sk-marker-never-printed-7f3a"
 NBCHAT = Path(sys.executable).with_name("nbchat")
@@ -279,14 +280,14 @@ def test_serve_model_with_a_missing_file_says_what_to_use(
 
 
 def leftover_servers(home: Path) -> list[int]:
-    """Pids of live `nbchat.local serve` processes whose command line names `home`."""
+    """Pids of live `nbchat.embedded.server serve` processes whose command line names `home`."""
     found = []
     for entry in Path("/proc").iterdir():
         try:
             cmdline = (entry / "cmdline").read_bytes() if entry.name.isdigit() else b""
         except OSError:
             continue
-        if b"nbchat.local" in cmdline and os.fsencode(home) in cmdline:
+        if b"nbchat.embedded.server" in cmdline and os.fsencode(home) in cmdline:
             found.append(int(entry.name))
     return found
 

@@ -1,4 +1,4 @@
-"""nbchat.client against real HTTP: the fake OpenAI server (and a byte-level scripted one)
+"""nbchat.llm.client against real HTTP: the fake OpenAI server (and a byte-level scripted one)
 driven by the real `openai` client, as nbchat builds it."""
 
 from __future__ import annotations
@@ -14,21 +14,13 @@ import pytest
 from fakeserver import FakeServer, Reply
 from fixtures_server import CHAT, Canned, ScriptedServer, chunk, client_for, settings_for
 
-from nbchat.client import (
-    Finish,
-    ReasoningDelta,
-    StreamEvent,
-    TextDelta,
-    ToolCall,
-    ToolCallsReady,
-    Usage,
-    build_client,
-    complete_chat,
-    server_context_size,
-    stream_chat,
-)
 from nbchat.errors import ContextOverflowError, NbchatError, ServerError, ServerUnavailableError
+from nbchat.history import ToolCall
+from nbchat.llm.client import build_client, complete_chat, server_context_size, stream_chat
+from nbchat.llm.fallback import schemas_by_name
+from nbchat.llm.stream import Finish, ReasoningDelta, StreamEvent, TextDelta, ToolCallsReady, Usage
 from nbchat.stopping import StopSignal
+from nbchat.tools.schema import validate
 
 MESSAGES: list[dict[str, Any]] = [{"role": "user", "content": "What is in this notebook?"}]
 CALL_ID = re.compile(r"^call_[0-9a-f]{12}$")
@@ -66,6 +58,14 @@ def client(fake: FakeServer, tmp_path: Path) -> Iterator[openai.OpenAI]:
 
 
 def collect(client: openai.OpenAI, **options: Any) -> list[StreamEvent]:
+    if options.get("json_tool_fallback"):
+        schemas = schemas_by_name(options.get("tools") or [])
+        options.setdefault(
+            "check_arguments",
+            lambda name, arguments: (
+                name in schemas and not validate(dict(arguments), schemas[name])
+            ),
+        )
     return list(stream_chat(client, MESSAGES, model="test-model", **options))
 
 

@@ -19,13 +19,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 from strategies import histories, well_formed_histories
 
-from nbchat.client import stream_chat
-from nbchat.compaction import CompactionEngine, CompactionResult, apply_compaction
+from nbchat.compaction.engine import CompactionEngine
+from nbchat.compaction.result import CompactionResult, apply_compaction
 from nbchat.config import Settings
 from nbchat.errors import CompactionError, NbchatError
 from nbchat.history import History, Message, Row, build_messages, estimate_tokens, repair_rows
+from nbchat.llm.client import stream_chat
 from nbchat.stopping import StopSignal
-from nbchat.store import Store
+from nbchat.store.store import Store
 
 BIG = "x" * 3000  # 1,000 tokens
 
@@ -131,8 +132,8 @@ class TestBaseline:
 
     def test_importing_compaction_loads_neither_openai_nor_the_store(self) -> None:
         code = (
-            "import sys, nbchat.compaction; "
-            "print(sorted(m for m in ('openai', 'nbchat.store', 'nbchat.client') "
+            "import sys, nbchat.compaction.engine; "
+            "print(sorted(m for m in ('openai', 'nbchat.store.store', 'nbchat.llm.client') "
             "if m in sys.modules))"
         )
         out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)

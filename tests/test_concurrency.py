@@ -23,10 +23,11 @@ from helpers import is_summary_request, shown_text
 from test_tools import has_exited
 
 from nbchat.config import Settings
-from nbchat.events import Event, TextDelta
+from nbchat.conversation.events import Event
+from nbchat.conversation.session import READ_ONLY_MESSAGE
 from nbchat.history import Row
-from nbchat.session import READ_ONLY_MESSAGE
-from nbchat.store import Store
+from nbchat.llm.stream import TextDelta
+from nbchat.store.store import Store
 from nbchat.ui import ChatUI
 
 SUMMARY = json.dumps({"goal": "Answer the questions", "done": ["answered"]})
@@ -106,9 +107,9 @@ def test_two_widgets_in_one_kernel_stream_two_sessions_at_once(
 HOLDER = r"""
 import sys
 import openai
-from nbchat.chat import Conversation
+from nbchat.conversation.loop import Conversation
 from nbchat.config import Settings
-from nbchat.store import Store
+from nbchat.store.store import Store
 
 path, session_id, url, home, workspace = sys.argv[1:6]
 settings = Settings(base_url=url + "/v1", home=home, workspace=workspace,
@@ -180,7 +181,7 @@ def test_a_second_kernel_on_the_same_session_is_read_only_until_the_first_lets_g
             assert other.ask("close") == "closed"
     finally:
         other.end(kill=ending == "is killed")
-    ui._send_button.click()
+    ui.press_send()
     assert ui.wait(20)
     assert not ui.conversation.read_only
     assert store.load_active(session_id) == [
@@ -202,11 +203,11 @@ SHELL = "sleep 100 & echo $! > pids; echo $$ >> pids; echo go > started; wait"
 
 def press(ui: ChatUI, action: str, other_session: str) -> None:
     if action == "Stop":
-        ui._stop_button.click()
+        ui.press_stop()
     elif action == "New":
-        ui._new_button.click()
+        ui.press_new()
     else:
-        ui._picker.value = other_session
+        ui.choose_session(other_session)
 
 
 @pytest.fixture
@@ -279,7 +280,7 @@ def test_stop_new_or_switch_while_compacting_leaves_the_session_as_it_was(
         assert ui.wait(20)
     first = str(ui.conversation.session_id)
     before = store.load_full(first)
-    ui._compact_button.click()
+    ui.press_compact()
     assert summarising.wait(20)
     press(ui, action, other_session)
     assert ui.wait(30)
@@ -288,7 +289,7 @@ def test_stop_new_or_switch_while_compacting_leaves_the_session_as_it_was(
     current_after(action, first, other_session, ui)
     if action == "Stop":
         assert ui.conversation.history.rows == [s.row for s in before]
-        assert "stopped" in ui._status_line.value
+        assert ui.status == "stopped"
     ui.close()
 
 
@@ -331,7 +332,7 @@ def test_closing_the_widget_mid_work_leaves_no_thread_and_no_process(
             [user(f"q{n}") if n % 2 == 0 else assistant("a" * 600) for n in range(8)],
         )
         ui.conversation.resume(str(ui.conversation.session_id))
-        ui._compact_button.click()
+        ui.press_compact()
     else:
         ui.send("go")
     if moment == "running a tool":

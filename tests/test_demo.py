@@ -1,4 +1,5 @@
-"""nbchat.demo: the notebooks' demo session is realistic, consistent and the same every time."""
+"""nbchat.notebook.demo: the notebooks' demo session is realistic, consistent and the same every
+time."""
 
 from __future__ import annotations
 
@@ -9,10 +10,9 @@ from typing import Any
 
 import pytest
 
-from nbchat import demo
-from nbchat.client import ToolCall
-from nbchat.history import Row, repair_rows
-from nbchat.store import Store
+from nbchat.history import Row, ToolCall, repair_rows
+from nbchat.notebook import demo
+from nbchat.store.store import Store
 from nbchat.tools import ApprovalRequest, ToolContext, ToolExecutor, default_registry
 
 # The project as it was when the demo session started: the files its first tool calls read.

@@ -12,10 +12,12 @@ import pytest
 from compaction_strategies import SUMMARY, FakeSummariser
 from fakeserver import FakeServer, Reply
 
-from nbchat import summariser as summariser_module
-from nbchat.client import Finish, StreamEvent, TextDelta, Usage
+from nbchat.compaction import modelsummariser as summariser_module
+from nbchat.compaction.modelsummariser import OpenAISummariser, to_compaction_error
+from nbchat.compaction.summariser import SummaryReply
+from nbchat.compaction.writer import SummaryWriter, write_digest
 from nbchat.config import Settings
-from nbchat.digest import SummaryReply, SummaryWriter, write_digest
+from nbchat.embedded.server import start_server
 from nbchat.errors import (
     CompactionError,
     ContextOverflowError,
@@ -24,8 +26,7 @@ from nbchat.errors import (
     ServerUnavailableError,
 )
 from nbchat.history import Message
-from nbchat.local import start_server
-from nbchat.summariser import OpenAISummariser, to_compaction_error
+from nbchat.llm.stream import Finish, StreamEvent, TextDelta, Usage
 
 BLOCKS = [f"[User]: message {n} " + "x" * 1500 for n in range(12)]  # ~500 tokens each
 

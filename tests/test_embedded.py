@@ -12,12 +12,12 @@ import pytest
 from factories import user
 from helpers import buttons
 
-from nbchat import local
-from nbchat.chat import Conversation
 from nbchat.config import Settings
+from nbchat.conversation.events import Done, Failed
+from nbchat.conversation.loop import Conversation
+from nbchat.embedded import server as local
 from nbchat.errors import ServerUnavailableError
-from nbchat.events import Done, Failed
-from nbchat.store import Store
+from nbchat.store.store import Store
 from nbchat.ui import ChatUI
 
 pytestmark = [pytest.mark.slow, pytest.mark.model, pytest.mark.timeout(240)]

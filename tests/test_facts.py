@@ -12,8 +12,8 @@ from factories import tool_call, tool_result, user
 from hypothesis import given
 from hypothesis import strategies as st
 
-from nbchat.compaction import CompactionEngine
-from nbchat.facts import (
+from nbchat.compaction.engine import CompactionEngine
+from nbchat.compaction.facts import (
     FAILURES_TOKENS,
     FIRST_MESSAGE_TOKENS,
     Facts,

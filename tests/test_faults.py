@@ -26,21 +26,15 @@ from factories import assistant, tool_call, tool_result, user
 from fakeserver import FakeServer, Reply
 from helpers import is_summary_request, run, saved, shown_text
 
-from nbchat.chat import Conversation
-from nbchat.client import build_client
 from nbchat.config import Settings
+from nbchat.conversation.events import CompactionFinished, Done, Event, Failed, Notice
+from nbchat.conversation.loop import Conversation
 from nbchat.errors import CompactionError, ContextOverflowError, StoreError
-from nbchat.events import (
-    CompactionFinished,
-    Done,
-    Event,
-    Failed,
-    Notice,
-    TextDelta,
-)
 from nbchat.history import Row
+from nbchat.llm.client import build_client
+from nbchat.llm.stream import TextDelta
 from nbchat.stopping import StopSignal
-from nbchat.store import Store
+from nbchat.store.store import Store
 from nbchat.tools import default_registry
 from nbchat.ui import ChatUI
 
@@ -416,9 +410,9 @@ def test_a_summary_cancelled_by_stop_changes_nothing(chat: Conversation, script:
 KILL_CHILD = r"""
 import sys
 import openai
-from nbchat.chat import Conversation
+from nbchat.conversation.loop import Conversation
 from nbchat.config import Settings
-from nbchat.store import Store
+from nbchat.store.store import Store
 
 path, session_id, url, home, workspace, step = sys.argv[1:7]
 store = Store(path)
@@ -863,7 +857,7 @@ def test_the_stop_button_ends_a_turn_whose_stream_stalled(
     ui.stop()
     assert ui.wait(10)
     assert ui.conversation.history.rows == [user("talk"), assistant("abcdefgh"), STOPPED]
-    assert not ui._send_button.disabled and ui._stop_button.disabled
+    assert ui.can_send and not ui.can_stop
     ui.send("again")
     assert ui.wait(10)
     assert ui.conversation.history.rows[-1] == assistant("ok")
@@ -885,11 +879,11 @@ def test_the_widget_gives_the_message_back_when_the_database_is_locked(
         assert ui.wait(10)
         assert locked_message(store, "save the message") in shown_text(ui.messages.box)
         assert ui.input.value == "my important message"  # back in the box, ready to resend
-        assert not ui._send_button.disabled
+        assert ui.can_send
         locker.unlock()
     finally:
         locker.close()
-    ui._send_button.click()
+    ui.press_send()
     assert ui.wait(10)
     assert ui.conversation.history.rows[-2:] == [user("my important message"), assistant("ok")]
     assert ui.input.value == ""

@@ -28,16 +28,22 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_render import executable_parts
 
-from nbchat.chat import Conversation
-from nbchat.client import ReasoningDelta, TextDelta, ToolCall, stream_chat
-from nbchat.compaction import CompactionEngine
+from nbchat.compaction.engine import CompactionEngine
+from nbchat.compaction.prune import (
+    apply_replacements,
+    find_prunable,
+    is_placeholder,
+    protected_start,
+)
+from nbchat.compaction.split import choose_split, is_cut_point
 from nbchat.config import Settings
+from nbchat.conversation.events import Done
+from nbchat.conversation.loop import Conversation
 from nbchat.errors import CompactionError
-from nbchat.events import Done
-from nbchat.history import UNSENT_ROLES, History, Message, Row, build_messages, to_row
-from nbchat.prune import apply_replacements, find_prunable, is_placeholder, protected_start
-from nbchat.split import choose_split, is_cut_point
-from nbchat.store import Store
+from nbchat.history import UNSENT_ROLES, History, Message, Row, ToolCall, build_messages, to_row
+from nbchat.llm.client import stream_chat
+from nbchat.llm.stream import ReasoningDelta, TextDelta
+from nbchat.store.store import Store
 from nbchat.tools import ToolExecutor, default_registry
 from nbchat.ui.cards import row_widget
 from nbchat.ui.chatui import transcript_factories

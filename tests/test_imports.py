@@ -5,8 +5,11 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
+
+GROUND = {"errors", "config", "history", "stopping"}
 
 PROBE = """
 import json, socket, sqlite3, sys, threading
@@ -30,6 +33,7 @@ print(json.dumps({
     "threads": threading.active_count() - threads_before,
     "loaded": sorted(m for m in ("ipywidgets", "openai", "playwright", "xllamacpp",
                                  "markdown_it") if m in sys.modules),
+    "nbchat": sorted(m for m in sys.modules if m.startswith("nbchat.")),
 }))
 """
 
@@ -42,11 +46,45 @@ def probe(*modules: str) -> dict[str, object]:
 
 
 def test_import_nbchat_does_no_work() -> None:
-    assert probe("nbchat") == {"opened": [], "threads": 0, "loaded": []}
+    assert probe("nbchat") == {"opened": [], "threads": 0, "loaded": [], "nbchat": []}
+
+
+def test_the_http_edge_loads_no_tools_store_compaction_or_widgets() -> None:
+    found = probe("nbchat.llm.client", "nbchat.llm.reader", "nbchat.llm.endpoint")
+    loaded = found["nbchat"]
+    assert isinstance(loaded, list)
+    assert [m for m in loaded if m.split(".")[1] not in GROUND | {"llm", "embedded"}] == []
+    assert "ipywidgets" not in found["loaded"]  # type: ignore[operator]
+
+
+def test_the_tools_load_no_http_edge() -> None:
+    loaded = probe("nbchat.tools")["nbchat"]
+    assert isinstance(loaded, list)
+    assert [m for m in loaded if m.split(".")[1] not in GROUND | {"tools"}] == []
+
+
+def test_import_contracts_hold() -> None:
+    """The floors in pyproject.toml's [tool.importlinter]: a backwards import or a cycle fails
+    here with import-linter's own message naming the import."""
+    done = subprocess.run(
+        [str(Path(sys.executable).with_name("lint-imports")), "--no-cache"],
+        capture_output=True,
+        text=True,
+        cwd=Path(__file__).parent.parent,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "0 broken" in done.stdout
 
 
 @pytest.mark.parametrize(
-    "module", ["nbchat.history", "nbchat.store", "nbchat.config", "nbchat.errors", "nbchat.export"]
+    "module",
+    [
+        "nbchat.history",
+        "nbchat.store.store",
+        "nbchat.config",
+        "nbchat.errors",
+        "nbchat.store.export",
+    ],
 )
 def test_core_and_edge_modules_do_not_load_widgets(module: str) -> None:
     found = probe(module)

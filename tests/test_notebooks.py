@@ -30,7 +30,7 @@ from typing import Any
 import nbformat
 import pytest
 
-from nbchat.local import find_running
+from nbchat.embedded.server import find_running
 
 REPO = Path(__file__).resolve().parent.parent
 NOTEBOOK_DIR = REPO / "notebooks"
@@ -157,7 +157,7 @@ def test_notebook_cells_hold_calls_into_nbchat_not_logic(notebook: Path) -> None
         for node in ast.walk(tree):
             assert not isinstance(node, ast.Import), cell.source
             if isinstance(node, ast.ImportFrom):
-                assert node.module == "nbchat", cell.source
+                assert node.module in ("nbchat", "nbchat.notebook"), cell.source
 
 
 @pytest.mark.slow

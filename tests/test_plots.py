@@ -1,4 +1,5 @@
-"""nbchat.plots: the usage chart's figures, its compaction marks and a well-formed, stable SVG."""
+"""nbchat.notebook.plots: the usage chart's figures, its compaction marks and a well-formed, stable
+SVG."""
 
 from __future__ import annotations
 
@@ -7,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from nbchat import demo, plots
-from nbchat.store import Store
+from nbchat.notebook import demo, plots
+from nbchat.store.store import Store
 
 SVG = "{http://www.w3.org/2000/svg}"
 

@@ -8,14 +8,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 from strategies import histories
 
-from nbchat.history import Row, build_messages, estimate_tokens
-from nbchat.prune import (
+from nbchat.compaction.prune import (
     apply_replacements,
     find_prunable,
     is_placeholder,
     protected_start,
     to_placeholder,
 )
+from nbchat.history import Row, build_messages, estimate_tokens
 
 OUTPUT = "line of output\n" * 200  # 3,000 characters, 1,000 tokens
 

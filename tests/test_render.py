@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import re
 from html.parser import HTMLParser
+from typing import Any
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from nbchat.ui.mathspans import math_spans
 from nbchat.ui.render import (
     COPY_HANDLER,
     render_compacted,
@@ -157,6 +160,72 @@ def test_math_is_kept_for_mathjax() -> None:
 
 def test_dollar_amounts_are_not_math() -> None:
     assert "<em>" in render_markdown("costs $5 and *really* $10")
+
+
+# The math rules as the regular expression the renderer used before: the scanner must agree.
+OLD_MATH_PATTERN = re.compile(
+    r"(\$\$.+?\$\$|\\\[.+?\\\]|\\\(.+?\\\)|(?<![\\$\w])\$(?=\S)[^$\n]+?(?<=\S)\$(?![\w$]))",
+    re.DOTALL,
+)
+
+
+@given(st.text(alphabet="$\\()[]xé_ \n", max_size=60))
+def test_math_spans_are_where_the_old_expression_found_them(text: str) -> None:
+    expected = [match.span() for match in OLD_MATH_PATTERN.finditer(text)]
+    assert list(math_spans(text)) == expected
+
+
+class CountingText(str):
+    """A str that adds up how many characters its `find` calls look at."""
+
+    examined = 0
+
+    def find(self, sub: str, start: Any = None, end: Any = None) -> int:  # type: ignore[override]
+        start = 0 if start is None else start
+        end = len(self) if end is None else end
+        found = super().find(sub, start, end)
+        CountingText.examined += (end if found < 0 else found + len(sub)) - start
+        return found
+
+
+@pytest.mark.parametrize(
+    ("text", "count"),
+    [
+        ("\\( x " * 20_000, 0),
+        ("$$ x " * 20_000, 10_000),
+        ("\\[ x " * 20_000, 0),
+        ("$a " * 20_000 + "\n", 0),
+        ("$a\n" * 20_000, 0),
+        ("$$a$$ \\(b " * 10_000, 10_000),
+        ("$a$ " * 20_000, 20_000),
+    ],
+    ids=["unclosed \\(", "paired $$", "unclosed \\[", "inline $", "$ lines", "mixed", "closed $"],
+)
+def test_finding_math_looks_at_each_character_a_bounded_number_of_times(
+    text: str, count: int
+) -> None:
+    CountingText.examined = 0
+    assert len(list(math_spans(CountingText(text)))) == count
+    assert CountingText.examined <= 4 * len(text)
+
+
+def test_an_unclosed_opener_repeated_renders_as_text() -> None:
+    text = "\\( x " * 20_000
+    markup = render_markdown(text)
+    assert markup.count("( x") == 20_000 and "\ue000" not in markup
+
+
+def test_every_one_of_many_math_spans_comes_back_verbatim_and_escaped() -> None:
+    text = " ".join(f"$$a<{index}>b$$" for index in range(25_000))
+    markup = render_markdown(text)
+    shown = re.findall(r"\$\$(.*?)\$\$", markup)
+    assert shown == [f"a&lt;{index}&gt;b" for index in range(25_000)]
+    assert "\ue000" not in markup and "\ue001" not in markup
+
+
+def test_markers_in_the_text_cannot_pull_in_another_span() -> None:
+    markup = render_markdown("\ue0000\ue001 and $$x<y$$")
+    assert markup.count("$$x&lt;y$$") == 1 and "\ue000" not in markup
 
 
 def test_long_tool_results_are_capped_for_display() -> None:

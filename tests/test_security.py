@@ -12,13 +12,14 @@ without Jupyter's token (test_serverext.py).
 
 from __future__ import annotations
 
+import html
 import json
 import logging
 import os
 import re
 import subprocess
 import sys
-import threading
+import unicodedata
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -34,12 +35,13 @@ from helpers import is_summary_request
 from ipywidgets.widgets.widget import _instances
 from test_render import XSS_PAYLOADS, executable_parts
 
-from nbchat.client import ToolCall
 from nbchat.config import Settings
-from nbchat.store import Store
+from nbchat.history import ToolCall
+from nbchat.store.store import Store
 from nbchat.tools import ApprovalRequest, ToolExecutor, default_registry
 from nbchat.ui import ChatUI
 from nbchat.ui.render import STYLE
+from nbchat.ui.view import ContextMeter
 
 
 @pytest.fixture
@@ -70,7 +72,7 @@ def executable_markup(ui: ChatUI) -> list[str]:
     """Anything in the widget's HTML that could run code. nbchat's own stylesheet, and the
     inline styles of its own meter and status line (fixed text around numbers and escaped
     words), are the widget's, not the model's."""
-    own = {id(ui._meter), id(ui._status_line)}
+    own = {id(ui.view.status)} | {id(w) for w in tree(ui) if isinstance(w, ContextMeter)}
     problems: list[str] = []
     for widget in tree(ui):
         if isinstance(widget, widgets.HTML | widgets.HTMLMath) and widget.value != STYLE:
@@ -131,7 +133,8 @@ def test_no_payload_becomes_executable_anywhere_in_the_widget(
     assert sum(1 for s in rows if s.row.role == "compacted") == 1
     assert [s.row for s in rows if s.row.role == "tool"][0].content == corpus
     assert executable_markup(ui) == []
-    labels = ui._picker.label, *[label for label, _ in ui._picker.options]
+    labels = [label for label, value in ui.session_choices if value == first]
+    labels += [label for label, _ in ui.session_choices]
     assert XSS_PAYLOADS[12] in labels[0]  # plain text: the browser sets it as textContent
     assert any(XSS_PAYLOADS[2] in label for label in labels)
     for session_id in (other, first):  # and everything again, rebuilt from the store
@@ -149,21 +152,53 @@ def test_an_approval_card_shows_hostile_arguments_as_text(
     command = XSS_PAYLOADS[1] + " " + XSS_PAYLOADS[0]
     server.enqueue(Reply(tool_calls=[("a1", "run_shell", json.dumps({"command": command}))]))
     ui = make_ui(server, store, settings.replace(tool_policy="ask"))
-    card_shown = threading.Event()
-    add = ui.messages.add
-
-    def watch(widget: widgets.Widget) -> widgets.Widget:
-        added = add(widget)
-        if "nbchat-approval" in widget._dom_classes:
-            card_shown.set()
-        return added
-
-    ui.messages.add = watch  # type: ignore[method-assign]
     ui.send("run it")
-    assert card_shown.wait(20)
+    card = ui.wait_for_approval(20)
+    assert card is not None
     assert executable_markup(ui) == []
-    ui.stop()
+    assert shown_arguments(card.question.value) == {"command": command}
+    ui.press_stop()
     assert ui.wait(20)
+    ui.close()
+
+
+def shown_arguments(card_html: str) -> Any:
+    """The arguments an approval card shows in full (its one `<pre>`), read back as JSON."""
+    [shown] = re.findall(r'<pre class="nbchat-exact">(.*?)</pre>', card_html, re.DOTALL)
+    return json.loads(html.unescape(shown))
+
+
+# Characters that are invisible or reorder what is displayed around them.
+HIDDEN = (
+    "\u202e\u202c\u2066\u2069\u200b\u200d\u2028\u2029\ufeff\u00ad\u00a0\u0085\x7f\x1b\U000e0041"
+)
+
+
+@pytest.mark.timeout(30)
+def test_an_approval_card_shows_the_whole_command_exactly_as_it_runs(
+    server: FakeServer, store: Store, settings: Settings
+) -> None:
+    """`echo ok <RLO>; touch PWNED #<PDF>` displays as `echo ok # HCUOT ...`: a harmless echo.
+    The card must show it all, without a click, every hidden character as an escape."""
+    marker = settings.workspace / "PWNED"
+    command = f"echo ok \u202e; touch {marker} #\u202c; : {HIDDEN} " + "x" * 3000
+    arguments = json.dumps({"command": command})
+    server.enqueue(Reply(tool_calls=[("a1", "run_shell", arguments)]), Reply(text="done"))
+    ui = make_ui(server, store, settings.replace(tool_policy="ask"))
+    ui.send("check it")
+    card = ui.wait_for_approval(20)
+    assert card is not None
+    markup = "".join(w.value for w in tree(card.widget) if isinstance(w, widgets.HTML))
+    assert "<details" not in markup  # nothing to click open
+    raw = {c for c in markup if c in HIDDEN or unicodedata.category(c) in ("Cf", "Cc", "Zl", "Zp")}
+    assert raw == {"\n"}  # the JSON's own line breaks, nothing else
+    assert "\\u202e" in markup and "\\u202c" in markup and "x" * 3000 in markup
+    assert shown_arguments(card.question.value) == json.loads(arguments)
+    assert ".nbchat-exact { unicode-bidi: bidi-override; direction: ltr;" in STYLE
+    ui.approve()
+    assert ui.wait(20)
+    assert marker.exists()  # what ran is what the card showed: the touch included
+    assert ui.conversation.history.rows[-1] == assistant("done")
     ui.close()
 
 
@@ -255,23 +290,12 @@ def test_run_shell_waits_under_ask_until_the_user_decides(
         Reply(text="done"),
     )
     ui = make_ui(server, store, settings.replace(tool_policy="ask"))
-    cards: list[widgets.Widget] = []
-    card_shown = threading.Event()
-    add = ui.messages.add
-
-    def watch(widget: widgets.Widget) -> widgets.Widget:
-        added = add(widget)
-        if "nbchat-approval" in widget._dom_classes:
-            cards.append(widget)
-            card_shown.set()
-        return added
-
-    ui.messages.add = watch  # type: ignore[method-assign]
     ui.send("touch it")
-    assert card_shown.wait(20)
+    card = ui.wait_for_approval(20)
+    assert card is not None and card.widget in ui.messages.box.children
     assert not marker.exists()  # waiting: nothing has run
     assert ui.busy
-    [button] = [w for w in tree(cards[0]) if getattr(w, "description", "") == decision]
+    [button] = [w for w in tree(card.widget) if getattr(w, "description", "") == decision]
     button.click()
     assert ui.wait(20)
     assert marker.exists() is (decision == "Approve")
@@ -401,7 +425,7 @@ def listening_addresses(pid: int) -> list[str]:
 @pytest.mark.model
 @pytest.mark.timeout(120)
 def test_the_embedded_model_server_listens_on_127_0_0_1_only(home: Path) -> None:
-    from nbchat.local import start_server
+    from nbchat.embedded.server import start_server
 
     server = start_server("smollm", home=home, n_ctx=512, timeout=60)
     try:

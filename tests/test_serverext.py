@@ -23,9 +23,9 @@ import httpx
 import pytest
 from factories import assistant, user
 
-from nbchat.local import ensure_server, find_running
-from nbchat.localrun import is_running
-from nbchat.store import Store
+from nbchat.embedded.runtime import is_running
+from nbchat.embedded.server import ensure_server, find_running
+from nbchat.store.store import Store
 
 JUPYTER = Path(sys.executable).with_name("jupyter")
 TOKEN = "nbchat-test-token-5b1f"
@@ -86,7 +86,7 @@ def kill_leftover_servers(home: Path) -> None:
             cmdline = (entry / "cmdline").read_bytes() if entry.name.isdigit() else b""
         except OSError:
             continue
-        if b"nbchat.local" in cmdline and os.fsencode(home) in cmdline:
+        if b"nbchat.embedded.server" in cmdline and os.fsencode(home) in cmdline:
             os.kill(int(entry.name), signal.SIGKILL)
 
 
@@ -160,15 +160,15 @@ def test_extension_list_reports_nbchat_enabled_and_valid(tmp_path: Path) -> None
     )
     lines = [ANSI.sub("", line).strip() for line in (result.stdout + result.stderr).splitlines()]
     assert result.returncode == 0
-    assert "nbchat.serverext enabled" in lines
-    assert "- Validating nbchat.serverext..." in lines
-    assert "nbchat.serverext 0.1.0 OK" in lines
+    assert "nbchat.jupyter.serverext enabled" in lines
+    assert "- Validating nbchat.jupyter.serverext..." in lines
+    assert "nbchat.jupyter.serverext 0.1.0 OK" in lines
 
 
 def test_extension_points_name_the_module_itself() -> None:
-    from nbchat.serverext import _jupyter_server_extension_points
+    from nbchat.jupyter.serverext import _jupyter_server_extension_points
 
-    assert _jupyter_server_extension_points() == [{"module": "nbchat.serverext"}]
+    assert _jupyter_server_extension_points() == [{"module": "nbchat.jupyter.serverext"}]
 
 
 ENDPOINTS = [

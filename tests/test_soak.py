@@ -34,11 +34,11 @@ from fakeserver import FakeServer, Reply
 from fakeserver_replies import count_prompt_tokens
 from helpers import is_summary_request
 
-from nbchat.chat import Conversation
 from nbchat.config import Settings
-from nbchat.events import CompactionFinished, Failed
+from nbchat.conversation.events import CompactionFinished, Failed
+from nbchat.conversation.loop import Conversation
 from nbchat.history import estimate_tokens
-from nbchat.store import Store
+from nbchat.store.store import Store
 from nbchat.tools import ToolRegistry
 
 pytestmark = [pytest.mark.slow, pytest.mark.soak, pytest.mark.timeout(1200)]

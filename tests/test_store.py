@@ -15,11 +15,12 @@ from hypothesis import HealthCheck, given
 from hypothesis import settings as hypothesis_settings
 from strategies import histories
 
-from nbchat import rowsql
 from nbchat.errors import StoreError
 from nbchat.history import Row, build_messages
-from nbchat.migrations import MIGRATIONS
-from nbchat.store import CompactionRecord, Store
+from nbchat.store import rowsql
+from nbchat.store.migrations import MIGRATIONS
+from nbchat.store.records import CompactionRecord
+from nbchat.store.store import Store
 
 EXPECTED_TABLES = {
     "_sqlite_migrations",

@@ -9,8 +9,7 @@ from factories import analysis, assistant, tool_call, tool_result, user
 from hypothesis import given
 from hypothesis import strategies as st
 
-from nbchat.history import Row
-from nbchat.summary import (
+from nbchat.compaction.prompts import (
     RESPONSE_FORMAT,
     SECTION_TITLES,
     SUMMARY_PROMPT,
@@ -22,6 +21,7 @@ from nbchat.summary import (
     to_blocks,
     trim_middle,
 )
+from nbchat.history import Row
 
 
 def test_the_transcript_is_readable_text_without_reasoning_or_summaries() -> None:

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from nbchat.client import ToolCall
+from nbchat.history import ToolCall
 from nbchat.errors import ToolError
 from nbchat.stopping import StopSignal
 from nbchat.tools import ToolContext, ToolExecutor, ToolOutcome, default_registry

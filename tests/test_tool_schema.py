@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, Literal, Optional
 
 import pytest
 
 from nbchat.errors import ToolError
+from nbchat.llm.fallback import call_from_text, looks_like_call_start
 from nbchat.tools.context import ToolContext
-from nbchat.tools.fallback import call_from_text, looks_like_call_start
 from nbchat.tools.schema import describe_function, parameters_schema, type_schema, validate
 
 
@@ -230,9 +231,13 @@ def test_streamed_text_is_held_only_while_it_may_still_be_a_call(
 
 def test_a_call_written_as_text_is_read_only_when_its_arguments_validate() -> None:
     schemas = {"read": {"type": "object", "properties": {"path": {"type": "string"}}}}
-    assert call_from_text('{"name": "read", "arguments": {"path": "a"}}', schemas) == (
+
+    def check(name: str, arguments: Mapping[str, Any]) -> bool:
+        return not validate(dict(arguments), schemas[name])
+
+    assert call_from_text('{"name": "read", "arguments": {"path": "a"}}', schemas, check) == (
         "read",
         {"path": "a"},
     )
-    assert call_from_text('{"name": "read", "arguments": {"path": 1}}', schemas) is None
-    assert call_from_text('{"name": "write", "arguments": {}}', schemas) is None
+    assert call_from_text('{"name": "read", "arguments": {"path": 1}}', schemas, check) is None
+    assert call_from_text('{"name": "write", "arguments": {}}', schemas, check) is None

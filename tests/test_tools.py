@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from nbchat.client import ToolCall
 from nbchat.errors import ConfigError, ToolError
+from nbchat.history import ToolCall
 from nbchat.stopping import StopSignal
 from nbchat.tools import (
     ApprovalRequest,

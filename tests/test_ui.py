@@ -17,7 +17,9 @@ from fakeserver import FakeServer, Reply
 from helpers import buttons, recording_comms, shown_text
 
 from nbchat.config import Settings
-from nbchat.store import Store
+from nbchat.history import Row
+from nbchat.llm.endpoint import destination_of
+from nbchat.store.store import Store
 from nbchat.ui import ChatUI
 from nbchat.ui.commands import COMMANDS
 
@@ -63,12 +65,12 @@ def button_named(widget: widgets.Widget, name: str) -> widgets.Button:
 def test_typing_and_clicking_send_shows_the_streamed_reply(ui: ChatUI, server: FakeServer) -> None:
     server.enqueue(Reply(text="Hello **there**", chunk_size=3))
     ui.input.set_state({"value": "hi"})
-    ui._send_button.click()
+    ui.press_send()
     assert ui.wait(20)
     assert "<strong>there</strong>" in texts(ui)
     assert ui.conversation.history.rows == [user("hi"), assistant("Hello **there**")]
     assert ui.input.value == ""
-    assert not ui._send_button.disabled and ui._stop_button.disabled
+    assert ui.can_send and not ui.can_stop
 
 
 def test_enter_in_the_input_sends(ui: ChatUI, server: FakeServer) -> None:
@@ -91,13 +93,13 @@ def test_stop_mid_stream_stops_within_a_chunk(ui: ChatUI, server: FakeServer) ->
     ui.view.handle = watch  # type: ignore[method-assign]
     ui.send("talk")
     assert started.wait(20)
-    assert not ui._stop_button.disabled
-    ui._stop_button.click()
+    assert ui.can_stop
+    ui.press_stop()
     assert ui.wait(20)
     rows = ui.conversation.history.rows
     assert rows[-1] == ("system", "Stopped by you; the reply so far was kept.", "", "", "")
     assert len(rows[-2].content) < len("tok " * 2000)
-    assert ui._stop_button.disabled and not ui._send_button.disabled
+    assert not ui.can_stop and ui.can_send
 
 
 def test_a_server_error_shows_a_bubble_and_the_input_is_usable_again(
@@ -107,7 +109,7 @@ def test_a_server_error_shows_a_bubble_and_the_input_is_usable_again(
     ui.send("anyone?")
     assert ui.wait(20)
     assert "nbchat-error" in texts(ui) and "No model server" in texts(ui)
-    assert not ui._send_button.disabled
+    assert ui.can_send
     server.up()
     server.enqueue(Reply(text="back"))
     ui.send("again")
@@ -115,45 +117,45 @@ def test_a_server_error_shows_a_bubble_and_the_input_is_usable_again(
     assert ui.conversation.history.rows[-1] == assistant("back")
 
 
-def watch_for_approval_card(ui: ChatUI) -> threading.Event:
-    """An event set when the worker shows an approval card."""
-    card_shown = threading.Event()
-    original = ui.messages.add
-
-    def add(widget: widgets.Widget) -> widgets.Widget:
-        result = original(widget)
-        if "nbchat-approval" in widget._dom_classes:
-            card_shown.set()
-        return result
-
-    ui.messages.add = add  # type: ignore[method-assign]
-    return card_shown
-
-
 def test_a_tool_approval_round(ui: ChatUI, server: FakeServer) -> None:
     server.enqueue(
         Reply(tool_calls=[("c1", "run_shell", json.dumps({"command": "echo hi"}))]),
         Reply(text="it said hi"),
     )
-    card_shown = watch_for_approval_card(ui)
     ui.send("run echo")
-    assert card_shown.wait(20)
-    card = next(w for w in ui.messages.box.children if "nbchat-approval" in w._dom_classes)
-    button_named(card, "Approve").click()
+    card = ui.wait_for_approval(20)
+    assert card is not None and card.decision == ""
+    ui.approve()
     assert ui.wait(20)
     tool_row = ui.conversation.history.rows[2]
     assert tool_row.role == "tool" and "hi" in tool_row.content
-    assert button_named(card, "Approve").disabled
+    assert card.decision == "approved"
+    assert button_named(card.widget, "Approve").disabled
 
 
-def test_stop_while_waiting_for_approval_denies(ui: ChatUI, server: FakeServer) -> None:
-    server.enqueue(Reply(tool_calls=[("c1", "run_shell", json.dumps({"command": "echo no"}))]))
-    card_shown = watch_for_approval_card(ui)
+def test_stop_while_waiting_for_approval_denies(
+    ui: ChatUI, server: FakeServer, settings: Settings
+) -> None:
+    marker = settings.workspace / "ran"
+    server.enqueue(
+        Reply(tool_calls=[("c1", "run_shell", json.dumps({"command": f"touch {marker}"}))])
+    )
     ui.send("run it")
-    assert card_shown.wait(20)
-    ui.stop()
+    card = ui.wait_for_approval(20)
+    assert card is not None and ui.can_stop
+    ui.press_stop()
     assert ui.wait(20)
-    assert ui.conversation.history.rows[-1].role in ("tool", "system")
+    assert card.decision == "denied"
+    assert ui.conversation.history.rows[2:] == [
+        Row(
+            "tool",
+            "Refused: Stop was pressed while 'run_shell' waited for approval.",
+            "c1",
+            "run_shell",
+        ),
+        Row("system", "Stopped by you; the reply so far was kept."),
+    ]
+    assert not marker.exists()
 
 
 def test_switching_session_while_streaming_stops_the_old_turn_first(
@@ -164,7 +166,7 @@ def test_switching_session_while_streaming_stops_the_old_turn_first(
     server.enqueue(Reply(text="slow " * 2000, chunk_size=5, delay=0.005))
     ui.send("first")
     ui.refresh_sessions()
-    ui._picker.value = other
+    ui.choose_session(other)
     assert ui.wait(20)
     assert ui.conversation.session_id == other
     assert "from the other session" in texts(ui)
@@ -179,7 +181,7 @@ def test_new_starts_an_empty_session_and_keeps_the_old_one(
     ui.send("keep me")
     assert ui.wait(20)
     old = ui.conversation.session_id
-    ui._new_button.click()
+    ui.press_new()
     assert ui.wait(20)
     assert ui.conversation.session_id != old
     assert store.load_active(str(old))[0] == user("keep me")
@@ -350,3 +352,38 @@ def test_a_long_session_keeps_only_the_newest_messages_live(
         assert "message 50" in texts(chat) and "message 49" not in texts(chat)
     finally:
         chat.close()
+
+
+@pytest.mark.parametrize(
+    ("base_url", "shown"),
+    [
+        (None, "local"),
+        ("http://127.0.0.1:8080/v1", "local"),
+        ("http://127.8.9.10/v1", "local"),
+        ("http://[::1]:8000/v1", "local"),
+        ("http://[::ffff:127.0.0.1]:8000/v1", "local"),
+        ("http://localhost:11434/v1", "local"),
+        ("http+unix://%2Frun%2Fllama.sock/v1", "local"),
+        ("https://api.openai.com/v1", "api.openai.com"),
+        ("http://192.168.1.20:8000/v1", "192.168.1.20"),
+        ("http://127.0.0.1.example.com/v1", "127.0.0.1.example.com"),
+    ],
+)
+def test_where_requests_go_is_decided_from_the_url(base_url: str | None, shown: str) -> None:
+    assert destination_of(base_url) == shown
+
+
+def test_the_header_badge_says_local_for_the_test_server_and_the_host_otherwise(
+    server: FakeServer, store: Store, settings: Settings
+) -> None:
+    local = make_ui(server, store, settings)
+    remote_client = openai.OpenAI(base_url="https://api.example.org/v1", api_key="k")
+    remote = ChatUI(settings, store=store, client=remote_client)
+    try:
+        local_badge = 'class="nbchat-badge nbchat-local"'
+        assert ">local</span>" in shown_text(local) and local_badge in shown_text(local)
+        assert ">api.example.org</span>" in shown_text(remote)
+        assert local_badge not in shown_text(remote)
+    finally:
+        local.close()
+        remote.close()

@@ -9,7 +9,7 @@
     default_registry()         a fresh registry holding the built-in tools (nbchat.tools.builtins)
 
 Schemas come from signatures (nbchat.tools.schema); child processes are run by
-nbchat.tools.shell; a call written as plain JSON text is recognised by nbchat.tools.fallback.
+nbchat.tools.shell; a call written as plain JSON text is recognised by nbchat.llm.fallback.
 Importing this package does no work: the built-in tools are described when a registry is made.
 """
 

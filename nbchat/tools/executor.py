@@ -19,18 +19,16 @@ import traceback
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
+from nbchat.config import Settings
 from nbchat.errors import ConfigError, ToolError
+from nbchat.history import ToolCall
 from nbchat.stopping import StopSignal
 from nbchat.tools.context import ToolContext, cap_output, safe_environment
 from nbchat.tools.registry import Tool, ToolRegistry
 from nbchat.tools.schema import validate
 from nbchat.tools.shell import KILL_GRACE
-
-if TYPE_CHECKING:  # the client imports the tools package, so only the type is imported here
-    from nbchat.client import ToolCall
-    from nbchat.config import Settings
 
 __all__ = ["ApprovalRequest", "Approver", "ToolExecutor", "ToolOutcome"]
 
@@ -201,7 +199,8 @@ class ToolExecutor:
         )
         worker = _start(lambda: approver(request), stop)
         state = _wait(worker, stop, None, grace=0.0)
-        if state == "stopped":
+        # Stop also resolves the widget's card as denied, and that answer may arrive first.
+        if state == "stopped" or (stop is not None and stop.is_set()):
             raise _Failed(f"Refused: Stop was pressed while {tool.name!r} waited for approval.")
         if worker.error is not None:
             error = f"{type(worker.error).__name__}: {worker.error}"

@@ -27,7 +27,7 @@ from typing import Any, overload
 
 from nbchat.errors import ToolError
 from nbchat.tools.context import ToolContext
-from nbchat.tools.schema import describe_function, parameters_schema, type_hints
+from nbchat.tools.schema import describe_function, parameters_schema, type_hints, validate
 
 __all__ = ["Tool", "ToolRegistry", "tool"]
 
@@ -155,6 +155,11 @@ class ToolRegistry:
 
     def names(self) -> list[str]:
         return list(self._tools)
+
+    def accepts(self, name: str, arguments: Mapping[str, Any]) -> bool:
+        """Whether `name` is registered and `arguments` validate against its schema."""
+        found = self._tools.get(name)
+        return found is not None and not validate(dict(arguments), found.parameters)
 
     def schemas(self) -> list[dict[str, Any]]:
         """The OpenAI `tools=[{"type": "function", "function": {...}}]` list."""

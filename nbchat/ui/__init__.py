@@ -1,4 +1,18 @@
-"""The notebook widget (`ChatUI`) and its parts; the only package that imports ipywidgets."""
+"""The notebook widget (`ChatUI`) and its parts; the only package that imports ipywidgets.
+
+chatui.py     `ChatUI`: layout, clicks, the worker, and its public surface (press_send, approve…)
+view.py       `EventView`: the conversation's events -> widget updates (one `match`)
+cards.py      one widget per row; `ApprovalCard`, which pauses a turn until the user decides
+messages.py   the message list and the throttled streaming text
+render.py     untrusted text -> safe HTML (markdown, code, cards, notices)
+mathspans.py  where the math is, in one linear pass (set aside for MathJax)
+visible.py    text shown exactly: invisible and bidi characters as escapes
+commands.py   slash commands: what exists and how they parse
+actions.py    carrying the commands out (on a `CommandTarget` protocol, not `ChatUI` itself)
+attach.py     /attach: cells, outputs, errors and variables sent with a message
+input.py      `ChatInput`: the message box (Enter sends, Shift+Enter newline)
+worker.py     the one worker thread every turn runs on
+"""
 
 from __future__ import annotations
 

@@ -2,25 +2,52 @@
 
 Work that touches the model or a session switch goes through the UI's worker; quick store
 reads and writes (list, rename, export) happen here. No SQL, HTTP or prompt text.
+
+The commands act on a `CommandTarget`: what they need of the widget, as a protocol that
+`ChatUI` meets, so this module does not import `chatui` (which imports this one).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
-from typing import TYPE_CHECKING
+import threading
+from collections.abc import Callable, Iterator
+from typing import Protocol
 
+from nbchat.conversation.events import Event
+from nbchat.conversation.loop import Conversation
 from nbchat.errors import NbchatError
-from nbchat.ui.attach import Shell, attachment_from
+from nbchat.store.store import Store
+from nbchat.ui.attach import Attachment, Shell, attachment_from
 from nbchat.ui.commands import Command, help_text
+from nbchat.ui.input import ChatInput
 
-if TYPE_CHECKING:
-    from nbchat.ui.chatui import ChatUI
-
-__all__ = ["run_command"]
+__all__ = ["CommandTarget", "run_command"]
 
 
-def run_command(ui: ChatUI, command: Command) -> None:
+class CommandTarget(Protocol):
+    """What the commands use of the chat widget (`CommandTarget` has all of it)."""
+
+    store: Store
+    conversation: Conversation
+    attachments: list[Attachment]
+    input: ChatInput
+
+    @property
+    def busy(self) -> bool: ...
+
+    def notice(self, text: str) -> None: ...
+
+    def switch_session(self, session_id: str | None) -> None: ...
+
+    def refresh_sessions(self) -> None: ...
+
+    def show_session(self) -> None: ...
+
+    def run_turn(self, start: Callable[[threading.Event], Iterator[Event]]) -> None: ...
+
+
+def run_command(ui: CommandTarget, command: Command) -> None:
     """Carry out `command`; problems are shown as notices, never raised."""
     action = ACTIONS.get(command.name, _unknown)
     try:
@@ -29,11 +56,11 @@ def run_command(ui: ChatUI, command: Command) -> None:
         ui.notice(str(exc))
 
 
-def _new(ui: ChatUI, _argument: str) -> None:
+def _new(ui: CommandTarget, _argument: str) -> None:
     ui.switch_session(None)
 
 
-def _sessions(ui: ChatUI, _argument: str) -> None:
+def _sessions(ui: CommandTarget, _argument: str) -> None:
     sessions = ui.store.list_sessions()
     if not sessions:
         ui.notice("No saved sessions yet.")
@@ -45,7 +72,7 @@ def _sessions(ui: ChatUI, _argument: str) -> None:
     ui.notice("Sessions (newest first; /resume <title or id>):\n" + "\n".join(lines))
 
 
-def _resume(ui: ChatUI, argument: str) -> None:
+def _resume(ui: CommandTarget, argument: str) -> None:
     wanted = argument.lower()
     sessions = ui.store.list_sessions()
     found = (
@@ -61,7 +88,7 @@ def _resume(ui: ChatUI, argument: str) -> None:
     ui.switch_session(found.id)
 
 
-def _rename(ui: ChatUI, argument: str) -> None:
+def _rename(ui: CommandTarget, argument: str) -> None:
     session_id = ui.conversation.session_id
     if session_id is None:
         ui.notice("Send a message first: this session is not saved yet.")
@@ -71,17 +98,17 @@ def _rename(ui: ChatUI, argument: str) -> None:
     ui.notice(f"Renamed to {argument!r}.")
 
 
-def _compact(ui: ChatUI, argument: str) -> None:
+def _compact(ui: CommandTarget, argument: str) -> None:
     focus = argument or None
     ui.run_turn(lambda stop: ui.conversation.compact_now(focus, stop))
 
 
-def _model(ui: ChatUI, argument: str) -> None:
+def _model(ui: CommandTarget, argument: str) -> None:
     ui.conversation.set_model(argument)
     ui.notice(f"Model switched to {argument!r}.")
 
 
-def _export(ui: ChatUI, argument: str) -> None:
+def _export(ui: CommandTarget, argument: str) -> None:
     session_id = ui.conversation.session_id
     if session_id is None:
         ui.notice("Nothing to export yet: send a message first.")
@@ -97,11 +124,11 @@ def _export(ui: ChatUI, argument: str) -> None:
     ui.notice(f"Exported to {path}")
 
 
-def _retry(ui: ChatUI, _argument: str) -> None:
+def _retry(ui: CommandTarget, _argument: str) -> None:
     ui.run_turn(lambda stop: ui.conversation.retry(stop))
 
 
-def _edit(ui: ChatUI, _argument: str) -> None:
+def _edit(ui: CommandTarget, _argument: str) -> None:
     if ui.busy:
         ui.notice("A reply is still running; press Stop first.")
         return
@@ -110,7 +137,7 @@ def _edit(ui: ChatUI, _argument: str) -> None:
     ui.input.value = text
 
 
-def _attach(ui: ChatUI, argument: str) -> None:
+def _attach(ui: CommandTarget, argument: str) -> None:
     if argument.strip() == "clear":
         ui.attachments.clear()
         ui.notice("Attachments dropped.")
@@ -136,19 +163,19 @@ def _ipython() -> Shell | None:
     return shell
 
 
-def _help(ui: ChatUI, _argument: str) -> None:
+def _help(ui: CommandTarget, _argument: str) -> None:
     ui.notice(help_text())
 
 
-def _invalid(ui: ChatUI, argument: str) -> None:
+def _invalid(ui: CommandTarget, argument: str) -> None:
     ui.notice(f"{argument}. /help lists the commands.")
 
 
-def _unknown(ui: ChatUI, argument: str) -> None:
+def _unknown(ui: CommandTarget, argument: str) -> None:
     ui.notice(f"Unknown command /{argument}. The commands are:\n{help_text()}")
 
 
-ACTIONS: dict[str, Callable[[ChatUI, str], None]] = {
+ACTIONS: dict[str, Callable[[CommandTarget, str], None]] = {
     "new": _new,
     "clear": _new,
     "sessions": _sessions,

@@ -7,15 +7,17 @@ prompt text here.
 
 from __future__ import annotations
 
-import html
 import json
 import threading
+from collections.abc import Mapping
+from typing import Any
 
 import ipywidgets as widgets
 
 from nbchat.history import Row
 from nbchat.stopping import StopSignal
 from nbchat.ui.render import (
+    render_approval,
     render_compacted,
     render_markdown,
     render_notice,
@@ -116,25 +118,24 @@ class ApprovalCard:
     Stop ends the wait as a refusal. The card stays in the transcript showing the decision.
     """
 
-    def __init__(self, name: str, arguments: str, *, reason: str = "") -> None:
+    def __init__(self, name: str, arguments: Mapping[str, Any], *, reason: str = "") -> None:
         self._decided = threading.Event()
         self.approved = False
-        question = f"Allow <b>{html.escape(name)}</b>?" + (
-            f" {html.escape(reason)}" if reason else ""
-        )
         self._approve = widgets.Button(description="Approve", button_style="success")
         self._deny = widgets.Button(description="Deny", button_style="danger")
         self._approve.on_click(self._on_approve_click)
         self._deny.on_click(self._on_deny_click)
         self._status = widgets.HTML(value="")
+        self.question = widgets.HTML(value=render_approval(name, arguments, reason))
         self.widget = widgets.VBox(
-            [
-                widgets.HTML(value=f"<div class='nbchat-card'>{question}</div>"),
-                widgets.HTML(value=render_tool_call(name, arguments)),
-                widgets.HBox([self._approve, self._deny, self._status]),
-            ]
+            [self.question, widgets.HBox([self._approve, self._deny, self._status])]
         )
         self.widget.add_class("nbchat-approval")
+
+    @property
+    def decision(self) -> str:
+        """What the card shows: "" while waiting, then "approved" or "denied"."""
+        return str(self._status.value)
 
     def approve(self) -> None:
         self._decide(True)

@@ -6,12 +6,15 @@ runs every turn, switch and compaction; the kernel thread only handles clicks, s
 once. Switching session, New and close stop the running turn first, then act on the worker, in
 order. Every failure ends as a visible bubble and the input is usable again.
 
-Driving it from cells: `ui.send(text)`, `ui.wait()`, `ui.conversation`, `ui.close()`.
+Driving it from cells: `ui.send(text)`, `ui.wait()`, `ui.conversation`, `ui.close()`. What a
+user does and sees has a public name too (tests use only these): `press_send()`, `press_stop()`,
+`press_new()`, `press_compact()`, `choose_session(id)`, `can_send`, `can_stop`, `status`,
+`session_choices`, and for a tool waiting on the user `wait_for_approval()`, `approve()`,
+`deny()`.
 """
 
 from __future__ import annotations
 
-import json
 import threading
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -19,21 +22,23 @@ from typing import Any
 import ipywidgets as widgets
 import openai
 
-from nbchat.chat import Conversation
 from nbchat.config import Settings
+from nbchat.conversation.events import Event, Failed
+from nbchat.conversation.loop import Conversation
 from nbchat.errors import NbchatError, ServerUnavailableError
-from nbchat.events import Event, Failed
 from nbchat.history import Row
+from nbchat.llm.endpoint import destination_of
 from nbchat.stopping import StopSignal
-from nbchat.store import Store
+from nbchat.store.store import Store
 from nbchat.tools import ApprovalRequest, ToolRegistry
+from nbchat.tools.notebook import current_shell, notebook_tools
 from nbchat.ui.actions import run_command
 from nbchat.ui.attach import Attachment, with_attachments
 from nbchat.ui.cards import ApprovalCard, row_widget
 from nbchat.ui.commands import Command, parse_command
 from nbchat.ui.input import ChatInput
 from nbchat.ui.messages import MessageList
-from nbchat.ui.render import STYLE, render_notice
+from nbchat.ui.render import STYLE, destination_badge, render_notice
 from nbchat.ui.view import ContextMeter, EventView
 from nbchat.ui.worker import Worker
 
@@ -63,10 +68,18 @@ class ChatUI(widgets.VBox):
         self.conversation = Conversation(
             settings, self.store, session_id, client, tools, approver=self._approve
         )
+        shell = current_shell() if settings.notebook_tools else None
+        for notebook_tool in notebook_tools(shell) if shell is not None else ():
+            self.conversation.tools.register(notebook_tool)
+        self._destination = destination_of(
+            str(client.base_url) if client is not None else settings.base_url
+        )
         self._worker = Worker()
         self._stop = StopSignal()
         self._picker_lock = threading.Lock()
         self._turn_queued = threading.Event()
+        self._approval_shown = threading.Event()
+        self._pending_approval: ApprovalCard | None = None
         self.attachments: list[Attachment] = []
         self._build_widgets(live_limit, max_rate)
         super().__init__(
@@ -112,6 +125,68 @@ class ChatUI(widgets.VBox):
         self.conversation.close()
         super().close()
 
+    # What a user does and sees, for cells and tests: the same handlers the clicks run
+
+    def press_send(self) -> None:
+        """Click Send: send what is in the input."""
+        self._send_button.click()
+
+    def press_stop(self) -> None:
+        """Click Stop."""
+        self._stop_button.click()
+
+    def press_new(self) -> None:
+        """Click New: start a new session (the current one is kept)."""
+        self._new_button.click()
+
+    def press_compact(self) -> None:
+        """Click Compact: compact the history now."""
+        self._compact_button.click()
+
+    def choose_session(self, session_id: str) -> None:
+        """Pick a session in the header's list."""
+        self._picker.value = session_id
+
+    @property
+    def session_choices(self) -> list[tuple[str, str | None]]:
+        """The header's session list as (label, session id), the current one included."""
+        return list(self._picker.options)
+
+    @property
+    def can_send(self) -> bool:
+        """Whether the Send button is enabled."""
+        return not self._send_button.disabled
+
+    @property
+    def can_stop(self) -> bool:
+        """Whether the Stop button is enabled."""
+        return not self._stop_button.disabled
+
+    @property
+    def status(self) -> str:
+        """The status line's text."""
+        return self.view.status_text
+
+    def wait_for_approval(self, timeout: float | None = None) -> ApprovalCard | None:
+        """The approval card waiting for a decision, once there is one; None on timeout."""
+        if not self._approval_shown.wait(timeout):
+            return None
+        return self._pending_approval
+
+    def approve(self) -> None:
+        """Press Approve on the card that is waiting."""
+        self._waiting_card().approve()
+
+    def deny(self) -> None:
+        """Press Deny on the card that is waiting."""
+        self._waiting_card().deny()
+
+    def _waiting_card(self) -> ApprovalCard:
+        card = self._pending_approval
+        if card is None:
+            raise NbchatError("Nothing is waiting for approval: wait_for_approval() first.")
+        return card
+
     # Layout
 
     def _build_widgets(self, live_limit: int, max_rate: float) -> None:
@@ -124,8 +199,9 @@ class ChatUI(widgets.VBox):
             description="Compact", tooltip="Compact the history now"
         )
         self._compact_button.on_click(self._on_compact_click)
+        self._badge = widgets.HTML(value=destination_badge(self._destination))
         self._header = widgets.HBox(
-            [self._picker, self._new_button, self._meter, self._compact_button]
+            [self._picker, self._new_button, self._meter, self._compact_button, self._badge]
         )
         self.messages = MessageList(live_limit=live_limit)
         self.input = ChatInput(layout=widgets.Layout(flex="1"))
@@ -244,11 +320,16 @@ class ChatUI(widgets.VBox):
         self.view.set_status("no model server", error=True)
 
     def _approve(self, request: ApprovalRequest) -> bool:
-        arguments = json.dumps(dict(request.arguments), ensure_ascii=False, default=str)
-        card = ApprovalCard(request.name, arguments, reason=request.reason)
+        card = ApprovalCard(request.name, request.arguments, reason=request.reason)
         self.messages.add(card.widget)
         self.view.set_status(f"waiting for your approval to run {request.name}…")
-        return card.wait(self._stop)
+        self._pending_approval = card
+        self._approval_shown.set()
+        try:
+            return card.wait(self._stop)
+        finally:
+            self._approval_shown.clear()
+            self._pending_approval = None
 
     # Display helpers
 

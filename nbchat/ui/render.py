@@ -19,6 +19,7 @@ import functools
 import html
 import json
 import re
+from collections.abc import Mapping
 from typing import Any
 
 from markdown_it import MarkdownIt
@@ -26,15 +27,21 @@ from pygments.lexers import get_lexer_by_name
 from pygments.token import STANDARD_TYPES
 from pygments.util import ClassNotFound
 
+from nbchat.ui.mathspans import math_spans
+from nbchat.ui.visible import visible_json, visible_text, visible_text_lines
+
 __all__ = [
     "COPY_BUTTON",
     "STYLE",
+    "destination_badge",
+    "render_approval",
     "render_compacted",
     "render_markdown",
     "render_notice",
     "render_reasoning",
     "render_tool_call",
     "render_tool_result",
+    "set_math_aside",
     "split_stable_blocks",
 ]
 
@@ -46,11 +53,8 @@ COPY_HANDLER = (
 COPY_BUTTON = (
     f'<button class="nbchat-copy" title="Copy code" onclick="{COPY_HANDLER}">Copy</button>'
 )
-MATH_PATTERN = re.compile(
-    r"(\$\$.+?\$\$|\\\[.+?\\\]|\\\(.+?\\\)|(?<![\\$\w])\$(?=\S)[^$\n]+?(?<=\S)\$(?![\w$]))",
-    re.DOTALL,
-)
 MARK_OPEN, MARK_CLOSE = "\ue000", "\ue001"
+MARK_PATTERN = re.compile("\ue000([0-9]+)\ue001")
 FENCE_PATTERN = re.compile(r"^ {0,3}(`{3,}|~{3,})", re.MULTILINE)
 STYLE = """
 <style>
@@ -69,6 +73,9 @@ STYLE = """
 .nbchat-card.nbchat-failed { border-left-color: var(--jp-error-color1, #d32f2f); }
 .nbchat-card.nbchat-compacted { border-left-color: var(--jp-warn-color1, #f57c00); }
 .nbchat-failed .nbchat-result { color: var(--jp-error-color1, #d32f2f); }
+.nbchat-exact { unicode-bidi: bidi-override; direction: ltr; text-align: left;
+  white-space: pre-wrap; overflow-wrap: anywhere; max-height: 24em; overflow: auto;
+  background: var(--jp-cell-editor-background, #f7f7f7); padding: 4px 6px; margin: 4px 0; }
 .nbchat-notice { font-size: 12px; color: var(--jp-ui-font-color2); }
 .nbchat-notice.nbchat-error { color: var(--jp-error-color1, #d32f2f); }
 .nbchat-reasoning { color: var(--jp-ui-font-color2); font-size: 12px; }
@@ -83,6 +90,10 @@ STYLE = """
 .nbchat-msg .nf, .nbchat-msg .nc { color: var(--jp-mirror-editor-def-color, #00f); }
 .nbchat-msg .nb, .nbchat-msg .bp { color: var(--jp-mirror-editor-builtin-color, #008000); }
 .nbchat-msg .o, .nbchat-msg .ow { color: var(--jp-mirror-editor-operator-color, #aa22ff); }
+.nbchat-badge { font-size: 11px; padding: 1px 7px; border-radius: 9px; align-self: center;
+  border: 1px solid var(--jp-border-color2, #ccc); color: var(--jp-ui-font-color2, #666); }
+.nbchat-badge.nbchat-local { border-color: var(--jp-success-color1, #388e3c);
+  color: var(--jp-success-color1, #388e3c); }
 </style>
 """
 
@@ -163,19 +174,27 @@ def render_markdown(text: str, *, highlight: bool = True) -> str:
 
     `highlight=False` leaves code uncoloured: for a streaming tail, re-rendered many times.
     """
+    marked, spans = set_math_aside(text)
+    parser = _PARSER if highlight else _PLAIN_PARSER
+    rendered = parser.render(marked)
+    # One pass puts every span back (a replace per span was quadratic in the spans).
+    rendered = MARK_PATTERN.sub(lambda match: html.escape(spans[int(match.group(1))]), rendered)
+    return f'<div class="nbchat-msg">{rendered}</div>'
+
+
+def set_math_aside(text: str) -> tuple[str, list[str]]:
+    """`text` with each math span replaced by a numbered marker, and the spans in order."""
     # Private-use markers survive markdown-it untouched; any in the input are neutralised first.
     text = text.replace(MARK_OPEN, "\ufffd").replace(MARK_CLOSE, "\ufffd")
     spans: list[str] = []
-
-    def set_aside(match: re.Match[str]) -> str:
-        spans.append(match.group(0))
-        return f"{MARK_OPEN}{len(spans) - 1}{MARK_CLOSE}"
-
-    parser = _PARSER if highlight else _PLAIN_PARSER
-    rendered = parser.render(MATH_PATTERN.sub(set_aside, text))
-    for index, span in enumerate(spans):
-        rendered = rendered.replace(f"{MARK_OPEN}{index}{MARK_CLOSE}", html.escape(span), 1)
-    return f'<div class="nbchat-msg">{rendered}</div>'
+    pieces: list[str] = []
+    end = 0
+    for start, stop in math_spans(text):
+        pieces += (text[end:start], f"{MARK_OPEN}{len(spans)}{MARK_CLOSE}")
+        spans.append(text[start:stop])
+        end = stop
+    pieces.append(text[end:])
+    return "".join(pieces), spans
 
 
 def split_stable_blocks(text: str) -> tuple[str, str]:
@@ -219,8 +238,23 @@ def render_tool_call(name: str, arguments: str) -> str:
     except ValueError:
         pretty = arguments
     return (
-        f'<div class="nbchat-card"><details><summary>🔧 <b>{html.escape(name)}</b></summary>'
-        f"<pre>{html.escape(pretty)}</pre></details></div>"
+        f'<div class="nbchat-card"><details><summary>🔧 <b>{html.escape(visible_text(name))}</b>'
+        f'</summary><pre class="nbchat-exact">{html.escape(visible_text_lines(pretty))}</pre>'
+        "</details></div>"
+    )
+
+
+def render_approval(name: str, arguments: Mapping[str, Any], reason: str = "") -> str:
+    """The question on an approval card: the tool, why it asks, and the exact arguments.
+
+    Nothing is folded away: the arguments are shown in full (a long value scrolls), left to
+    right, with every invisible or bidi character as a visible escape; the JSON shown decodes
+    back to exactly the arguments that run (see `nbchat.ui.visible`).
+    """
+    why = f" {html.escape(visible_text(reason))}" if reason else ""
+    return (
+        f'<div class="nbchat-card">Allow <b>{html.escape(visible_text(name))}</b>?{why}'
+        f'<pre class="nbchat-exact">{html.escape(visible_json(arguments))}</pre></div>'
     )
 
 
@@ -257,6 +291,21 @@ def render_compacted(
     return (
         f'<div class="nbchat-card nbchat-compacted"><details><summary>🗜 Earlier conversation '
         f"compacted{html.escape(detail)}</summary>{render_markdown(summary)}</details></div>"
+    )
+
+
+def destination_badge(destination: str) -> str:
+    """The header's badge saying where requests go: "local" (this machine) or the host."""
+    local = destination == "local"
+    title = (
+        "Requests go to a model server on this machine"
+        if local
+        else f"Requests go to {destination}"
+    )
+    kind = " nbchat-local" if local else ""
+    return (
+        f'<span class="nbchat-badge{kind}" title="{html.escape(title)}">'
+        f"{html.escape(destination)}</span>"
     )
 
 

@@ -12,25 +12,25 @@ import html
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 import ipywidgets as widgets
+from typing_extensions import assert_never
 
-from nbchat.events import (
+from nbchat.conversation.events import (
     CompactionFinished,
     CompactionStarted,
     Done,
     Event,
     Failed,
-    ReasoningDelta,
+    Notice,
     RequestStarted,
     RowSaved,
-    TextDelta,
     ToolFinished,
     ToolStarted,
     UsageReported,
 )
 from nbchat.history import Row
+from nbchat.llm.stream import ReasoningDelta, TextDelta
 from nbchat.ui.cards import Collapsible, row_widget, tool_result_widget
 from nbchat.ui.messages import MessageList, StreamingText
 from nbchat.ui.render import render_notice
@@ -60,10 +60,6 @@ class ContextMeter(widgets.HTML):
             f'<span style="font-size:11px;margin-left:6px">{_short(tokens)} / {_short(threshold)}'
             "</span>"
         )
-
-
-def _ignore(_event: object) -> None:
-    """Events this view has nothing to show for."""
 
 
 def _short(tokens: int) -> str:
@@ -101,27 +97,54 @@ class EventView:
         self._last_status = 0.0
         self._compaction_reason = ""
         self._usage: UsageReported | None = None
-        self._handlers: dict[type, Callable[[Any], None]] = {}
+        self.status_text = ""
 
     def set_status(self, text: str, *, error: bool = False) -> None:
+        self.status_text = text
         colour = "var(--jp-error-color1,#d32f2f)" if error else "var(--jp-ui-font-color2,#666)"
         self.status.value = (
             f'<span style="font-size:12px;color:{colour}">{html.escape(text)}</span>'
         )
 
     def handle(self, event: Event) -> None:
-        """Apply one event (called on the worker thread, in order)."""
-        kind = type(event)
-        handler = self._handlers.get(kind)
-        if handler is None:  # looked up once per event type: this runs for every delta
-            handler = self._handlers[kind] = getattr(self, f"_on_{kind.__name__}", _ignore)
-        handler(event)
+        """Apply one event (called on the worker thread, in order).
 
-    def _on_RequestStarted(self, event: RequestStarted) -> None:
+        Every event type has its case: one added to `Event` and not handled here fails mypy.
+        """
+        match event:
+            case TextDelta():  # first: the most frequent by far
+                self._on_text_delta(event)
+            case ReasoningDelta():
+                self._on_reasoning_delta(event)
+            case RequestStarted():
+                self._on_request_started(event)
+            case RowSaved():
+                self._on_row_saved(event)
+            case UsageReported():
+                self._on_usage_reported(event)
+            case ToolStarted():
+                self.set_status(f"running tool {event.call.name}…")
+            case ToolFinished():
+                self._on_tool_finished(event)
+            case CompactionStarted():
+                self._compaction_reason = event.reason
+                self.set_status("compacting the history…")
+            case CompactionFinished():
+                self._on_compaction_finished(event)
+            case Notice():
+                pass  # shown by the `system` row saved with it, or (a retry's) by what follows
+            case Failed():
+                self._on_failed(event)
+            case Done():
+                self._on_done(event)
+            case _:
+                assert_never(event)
+
+    def _on_request_started(self, event: RequestStarted) -> None:
         self._live = _Live()
         self.set_status("thinking…" if event.attempt == 1 else "retrying after compaction…")
 
-    def _on_ReasoningDelta(self, event: ReasoningDelta) -> None:
+    def _on_reasoning_delta(self, event: ReasoningDelta) -> None:
         live = self._live or _Live()
         self._live = live
         if live.reasoning is None:
@@ -130,7 +153,7 @@ class EventView:
         live.reasoning.append(event.text)
         self._streaming_status(live, len(event.text))
 
-    def _on_TextDelta(self, event: TextDelta) -> None:
+    def _on_text_delta(self, event: TextDelta) -> None:
         live = self._live or _Live()
         self._live = live
         if live.reply is None:
@@ -148,7 +171,7 @@ class EventView:
             rate = live.characters / 4 / max(1e-3, now - live.started)
             self.set_status(f"streaming · ~{rate:.0f} tok/s")
 
-    def _on_RowSaved(self, event: RowSaved) -> None:
+    def _on_row_saved(self, event: RowSaved) -> None:
         row = event.row
         live = self._live
         if row.role == "analysis" and live is not None and live.reasoning is not None:
@@ -166,7 +189,7 @@ class EventView:
             self.messages.add(row_widget(row))
         self.update_meter()
 
-    def _on_UsageReported(self, event: UsageReported) -> None:
+    def _on_usage_reported(self, event: UsageReported) -> None:
         self._usage = event
         if event.completion_tokens and event.duration > 0:
             rate = event.completion_tokens / event.duration
@@ -184,21 +207,14 @@ class EventView:
         line = f"{usage.completion_tokens} tokens · {rate:.1f} tok/s · {usage.duration:.1f} s"
         self.messages.add(widgets.HTML(value=f'<div class="nbchat-notice">{line}</div>'))
 
-    def _on_ToolStarted(self, event: ToolStarted) -> None:
-        self.set_status(f"running tool {event.call.name}…")
-
-    def _on_ToolFinished(self, event: ToolFinished) -> None:
+    def _on_tool_finished(self, event: ToolFinished) -> None:
         widget = self._tool_widgets.pop(event.call.id, None)
         if widget is not None and not event.outcome.ok:
             widget.value = tool_result_widget(
                 event.call.name, event.outcome.content, ok=False
             ).value
 
-    def _on_CompactionStarted(self, event: CompactionStarted) -> None:
-        self._compaction_reason = event.reason
-        self.set_status("compacting the history…")
-
-    def _on_CompactionFinished(self, event: CompactionFinished) -> None:
+    def _on_compaction_finished(self, event: CompactionFinished) -> None:
         result = event.result
         if result.changed and result.summary_row is not None:
             self.messages.add(
@@ -227,7 +243,7 @@ class EventView:
             )
         self.update_meter()
 
-    def _on_Failed(self, event: Failed) -> None:
+    def _on_failed(self, event: Failed) -> None:
         self._finish_live()
         self.messages.add(
             widgets.HTML(value=render_notice(event.message, error=True, traceback=event.traceback))
@@ -236,7 +252,7 @@ class EventView:
             self.restore_input(event.unsent_text)
         self.set_status(f"error: {event.message}", error=True)
 
-    def _on_Done(self, event: Done) -> None:
+    def _on_done(self, event: Done) -> None:
         self._finish_live()
         if event.stopped:
             self.set_status("stopped")

@@ -1,0 +1,243 @@
+"""The `nbchat` command: run the embedded model server, list and export sessions, check the setup.
+
+    nbchat serve-model [--model qwen|smollm|PATH] [--port N] [--n-ctx N] [--detach] [--replace]
+    nbchat stop-model
+    nbchat sessions [--json]
+    nbchat export ID [--format md|json] [--output FILE]
+    nbchat doctor
+
+Everything reads `Settings.load()` (so NBCHAT_HOME, the other NBCHAT_* variables and
+`<home>/config.toml` apply). Results go to stdout, progress to stderr; an `NbchatError` becomes one
+`nbchat: …` message on stderr and exit code 1 (argparse's usage errors exit 2).
+
+Must not: print the API key (the doctor says only whether one is set and where from), import
+xllamacpp (the doctor looks for it with `find_spec`), or hold logic the library modules own.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import sys
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import closing, contextmanager
+from dataclasses import asdict
+from datetime import datetime
+from pathlib import Path
+from types import FrameType
+from typing import TYPE_CHECKING
+
+from nbchat.cli.doctor import clip, run_doctor
+from nbchat.config import Settings
+from nbchat.embedded.modelfiles import model_key
+from nbchat.embedded.runtime import LOG_FILE, is_running
+from nbchat.embedded.server import LocalServer, ensure_server, find_running
+from nbchat.errors import ConfigError, NbchatError, ServerUnavailableError
+from nbchat.store.store import Store
+
+if TYPE_CHECKING:  # openai takes ~0.4 s to import and only the doctor needs it
+    pass
+
+__all__ = ["main"]
+
+# How often a foreground `serve-model` checks that its server still answers: nothing notifies
+# us when another process's server dies, so this is a watchdog, not a wait for an event.
+WATCH_SECONDS = 2.0
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
+Handler = Callable[[int, FrameType | None], None]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run one subcommand; returns the exit code (argparse exits 2 itself on usage errors)."""
+    args = build_parser().parse_args(argv)
+    command: Callable[[argparse.Namespace], int] = args.command
+    try:
+        return command(args)
+    except NbchatError as error:
+        print(f"nbchat: {error}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="nbchat", description="nbchat's command line.")
+    commands = parser.add_subparsers(required=True, metavar="COMMAND")
+    serve = commands.add_parser("serve-model", help="run the embedded llama.cpp model server")
+    serve.add_argument("--model", help="qwen, smollm or a .gguf path (default: local_model)")
+    serve.add_argument("--port", type=int, default=0, help="default: any free port")
+    serve.add_argument("--n-ctx", type=int, help="context window (default: local_n_ctx)")
+    serve.add_argument("--detach", action="store_true", help="start it, leave it running, return")
+    serve.add_argument("--replace", action="store_true", help="replace one running another model")
+    serve.set_defaults(command=serve_model)
+    stop = commands.add_parser("stop-model", help="stop the embedded model server")
+    stop.set_defaults(command=stop_model)
+    sessions = commands.add_parser("sessions", help="list sessions, newest first")
+    sessions.add_argument("--json", action="store_true", help="print JSON")
+    sessions.set_defaults(command=list_sessions)
+    export = commands.add_parser("export", help="export one session's full transcript")
+    export.add_argument("session_id", metavar="ID")
+    export.add_argument("--format", choices=("md", "json"), default="md")
+    export.add_argument("--output", type=Path, metavar="FILE", help="default: stdout")
+    export.set_defaults(command=export_session)
+    doctor = commands.add_parser("doctor", help="check the setup and say what to fix")
+    doctor.set_defaults(command=run_doctor)
+    return parser
+
+
+# serve-model / stop-model
+
+
+def serve_model(args: argparse.Namespace) -> int:
+    settings = Settings.load()
+    model = model_key(args.model or settings.local_model)
+    n_ctx = settings.local_n_ctx if args.n_ctx is None else args.n_ctx
+    # SIGTERM and SIGHUP end a foreground server like Ctrl-C, so every exit path cleans up.
+    with _handling(STOP_SIGNALS, _interrupt):
+        server, started = _start_or_reuse(settings, model, port=args.port, n_ctx=n_ctx, args=args)
+        try:
+            _announce(server, started, settings=settings, detach=args.detach)
+            if not args.detach:
+                _watch(server)
+        except KeyboardInterrupt:
+            pass  # Ctrl-C or SIGTERM: the normal way to end a foreground server
+        finally:
+            if started and not args.detach:
+                _stop_started(server)
+    return 0
+
+
+def _start_or_reuse(
+    settings: Settings, model: str, *, port: int, n_ctx: int, args: argparse.Namespace
+) -> tuple[LocalServer, bool]:
+    running = find_running(home=settings.home)
+    if running is not None and running.model != model and not args.replace:
+        raise ConfigError(
+            f"The embedded model server at {running.url} (pid {running.pid}) runs "
+            f"{running.model}, not {model}. Stop it with `nbchat stop-model`, or pass --replace."
+        )
+    started: list[str] = []
+
+    def progress(message: str) -> None:
+        started.append(message)
+        print(message, file=sys.stderr, flush=True)
+
+    server = ensure_server(
+        model, home=settings.home, port=port, n_ctx=n_ctx, replace=args.replace, progress=progress
+    )
+    # ensure_server reports progress only when it starts a server; silence means it reused one.
+    return server, bool(started)
+
+
+def _announce(server: LocalServer, started: bool, *, settings: Settings, detach: bool) -> None:
+    verb = "Started" if started else "Reusing the already running"
+    print(f"{verb} embedded model server: {server.model}, n_ctx {server.n_ctx}, pid {server.pid}.")
+    print(f"URL: {server.url}")
+    print(f"To use it elsewhere: NBCHAT_BASE_URL={server.base_url}")
+    if settings.base_url is not None:
+        where = settings.source_of("base_url")
+        print(f"Note: base_url is set to {settings.base_url} ({where}); nbchat uses that server.")
+    if detach:
+        print("It keeps running for every kernel; stop it with `nbchat stop-model`.")
+    elif started:
+        print("Serving; press Ctrl-C to stop it.", flush=True)
+    else:
+        print("Ctrl-C leaves it running: it was started elsewhere.", flush=True)
+
+
+def _watch(server: LocalServer) -> None:
+    """Return never: wait for Ctrl-C/SIGTERM (KeyboardInterrupt) while the server answers."""
+    while server.is_alive():
+        time.sleep(WATCH_SECONDS)
+    log = server.home / "run" / LOG_FILE if server.home else LOG_FILE
+    raise ServerUnavailableError(
+        f"The embedded model server at {server.url} (pid {server.pid}) stopped answering; see "
+        f"{log}. Start it again with `nbchat serve-model`."
+    )
+
+
+def _stop_started(server: LocalServer) -> None:
+    was_running = is_running(server.pid)
+    # A second Ctrl-C must not cut the stop half-way (the record would outlive the server).
+    with _handling((signal.SIGINT, *STOP_SIGNALS), signal.SIG_IGN):
+        server.stop()
+    if was_running:
+        print(f"Stopped the embedded model server (pid {server.pid}).")
+
+
+def _interrupt(signum: int, frame: FrameType | None) -> None:
+    raise KeyboardInterrupt
+
+
+@contextmanager
+def _handling(
+    signals: Sequence[signal.Signals], handler: signal.Handlers | Handler
+) -> Iterator[None]:
+    """Install `handler` for `signals` while the block runs, then put the old ones back."""
+    previous = {sig: signal.signal(sig, handler) for sig in signals}
+    try:
+        yield
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+
+
+def stop_model(args: argparse.Namespace) -> int:
+    home = Settings.load().home
+    server = find_running(home=home)
+    if server is None:
+        print(f"No embedded model server is running (home {home}).")
+        return 0
+    server.stop()
+    print(f"Stopped the embedded model server at {server.url} (pid {server.pid}).")
+    return 0
+
+
+# sessions / export
+
+
+def list_sessions(args: argparse.Namespace) -> int:
+    with _store(Settings.load()) as store:
+        sessions = store.list_sessions()
+    if args.json:
+        print(json.dumps([asdict(info) for info in sessions], indent=2, ensure_ascii=False))
+    elif not sessions:
+        print(f"No sessions yet in {store.path}.")
+    else:
+        print(f"{'ID':<12}  {'TITLE':<40}  {'ROWS':>9}  UPDATED")
+        for info in sessions:
+            rows = f"{info.active_rows}/{info.total_rows}"
+            print(f"{info.id:<12}  {clip(info.title, 40):<40}  {rows:>9}  {_local(info.updated)}")
+    return 0
+
+
+def export_session(args: argparse.Namespace) -> int:
+    with _store(Settings.load()) as store:
+        export = store.export_json if args.format == "json" else store.export_markdown
+        text = export(args.session_id)
+    text = text if text.endswith("\n") else text + "\n"
+    if args.output is None:
+        sys.stdout.write(text)
+        return 0
+    try:
+        args.output.write_text(text, encoding="utf-8")
+    except OSError as error:
+        raise NbchatError(
+            f"Cannot write {args.output}: {error.strerror or error}. Choose another --output."
+        ) from error
+    print(f"Wrote session {args.session_id} ({args.format}) to {args.output}.")
+    return 0
+
+
+def _store(settings: Settings) -> closing[Store]:
+    return closing(Store(settings.database_path))
+
+
+def _local(stamp: str) -> str:
+    """A stored UTC timestamp in the reader's local time, to the minute."""
+    try:
+        return datetime.fromisoformat(stamp).astimezone().strftime("%Y-%m-%d %H:%M")
+    except ValueError:
+        return stamp

@@ -1,0 +1,193 @@
+"""`nbchat doctor`: check settings, database, model server, window and the embedded model's
+pieces, one ✓/✗ line each, saying what to fix.
+
+Must not: print the API key (only whether one is set and from which variable), import
+xllamacpp (it is looked for with `find_spec`), or change anything it checks.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes.util
+import importlib.util
+import os
+from collections.abc import Sequence
+from contextlib import closing
+from typing import TYPE_CHECKING
+
+from nbchat.config import API_KEY_VARIABLES, Settings
+from nbchat.embedded.modelfiles import QWEN_PARTS, model_path
+from nbchat.embedded.server import find_running
+from nbchat.errors import ConfigError, NbchatError
+from nbchat.store.store import Store
+
+if TYPE_CHECKING:  # openai takes ~0.4 s to import and only the server check needs it
+    import openai
+
+__all__ = ["clip", "run_doctor"]
+
+DOCTOR_TIMEOUT = 5.0
+LIBGOMP_HINT = "install it (Debian/Ubuntu: apt-get install libgomp1)"
+LOCAL_HINT = "pip install 'nbchat[local]'"
+
+
+def clip(text: str, width: int) -> str:
+    """`text` on one line, at most `width` characters (an ellipsis marks the cut)."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= width else flat[: width - 1] + "…"
+
+
+class Doctor:
+    """Prints one ✓/✗ line per check (details indented below) and remembers any failure."""
+
+    def __init__(self) -> None:
+        self.failed = False
+
+    def report(self, ok: bool, text: str, details: Sequence[str] = ()) -> None:
+        self.failed = self.failed or not ok
+        print(f"{'✓' if ok else '✗'} {text}", flush=True)
+        for line in details:
+            print(f"    {line}")
+
+
+def run_doctor(args: argparse.Namespace) -> int:
+    doctor = Doctor()
+    try:
+        settings = Settings.load()
+    except ConfigError as error:
+        doctor.report(False, f"Settings: {error}")
+        return 1
+    doctor.report(True, f"Settings load (home {settings.home})", _setting_sources(settings))
+    doctor.report(True, _api_key_line(settings))
+    _check_database(doctor, settings)
+    client = _check_server(doctor, settings)
+    if client is not None:
+        _check_window(doctor, settings, client)
+    if settings.is_embedded:
+        _check_embedded(doctor, settings)
+    else:
+        doctor.report(True, f"Embedded model: not used (base_url {settings.source_of('base_url')})")
+    return 1 if doctor.failed else 0
+
+
+def _setting_sources(settings: Settings) -> list[str]:
+    lines = []
+    for name, value in settings.to_public_dict().items():
+        source = settings.source_of(name)
+        if source != "default":
+            lines.append(f"{name} = {clip(str(value), 60)}  (from {source})")
+    return lines
+
+
+def _api_key_line(settings: Settings) -> str:
+    if settings.api_key:
+        return "API key: given as an argument"
+    found = next((name for name in API_KEY_VARIABLES if os.environ.get(name)), None)
+    if found is not None:
+        return f"API key: set (from {found})"
+    return "API key: not set (fine for local servers; set NBCHAT_API_KEY for hosted ones)"
+
+
+def _check_database(doctor: Doctor, settings: Settings) -> None:
+    try:
+        with closing(Store(settings.database_path)) as store:
+            count = len(store.list_sessions())
+    except NbchatError as error:
+        doctor.report(False, f"Session database: {error}")
+        return
+    doctor.report(True, f"Session database {store.path} opens and is migrated ({count} sessions)")
+
+
+def _check_server(doctor: Doctor, settings: Settings) -> openai.OpenAI | None:
+    """Does a model server answer `/v1/models`? The client for it, or None."""
+    import openai
+
+    from nbchat.llm.client import build_client
+    from nbchat.llm.servererrors import translate_error
+
+    url, which = settings.base_url, ""
+    if url is None:
+        running = find_running(home=settings.home)
+        if running is None:
+            doctor.report(
+                False,
+                "Model server: the embedded one is not running. Start it with `nbchat "
+                "serve-model --detach` (or set NBCHAT_AUTOSTART=1 so the chat starts it), or "
+                "point NBCHAT_BASE_URL at an OpenAI-compatible server.",
+            )
+            return None
+        url, which = running.base_url, f" (the embedded {running.model}, pid {running.pid})"
+    client = build_client(settings, base_url=url).with_options(
+        timeout=DOCTOR_TIMEOUT, max_retries=0
+    )
+    try:
+        names = [model.id for model in client.models.list().data]
+    except openai.OpenAIError as exc:
+        error = translate_error(exc, base_url=url)
+        where = f" (base_url from {settings.source_of('base_url')})" if settings.base_url else ""
+        doctor.report(False, f"Model server: {error}{where}")
+        return None
+    listed = ", ".join(names) or "none listed"
+    doctor.report(True, f"Model server at {url}{which} answers /v1/models (models: {listed})")
+    return client
+
+
+def _check_window(doctor: Doctor, settings: Settings, client: openai.OpenAI) -> None:
+    from nbchat.llm.client import server_context_size
+
+    n_ctx = server_context_size(client)
+    if n_ctx is None:
+        doctor.report(True, "Context window: not reported by the server (it has no /props)")
+    else:
+        doctor.report(True, f"Context window: {n_ctx:,} tokens (from the server's /props)")
+    threshold = settings.threshold_for(n_ctx)
+    trigger = int(threshold * settings.trigger_factor)
+    if settings.context_token_threshold is not None:
+        origin = f"context_token_threshold, from {settings.source_of('context_token_threshold')}"
+    elif n_ctx is not None and n_ctx > settings.max_tokens:
+        origin = f"the window minus max_tokens {settings.max_tokens:,}"
+    else:
+        origin = "the default; set NBCHAT_CONTEXT_TOKEN_THRESHOLD to fit the model"
+    text = f"Compaction: threshold {threshold:,} tokens ({origin}), triggers at {trigger:,}"
+    if n_ctx is None or threshold + settings.max_tokens <= n_ctx:
+        doctor.report(True, text)
+        return
+    room = n_ctx - settings.max_tokens
+    fix = (
+        f"Set NBCHAT_CONTEXT_TOKEN_THRESHOLD to at most {room:,}."
+        if room > 0
+        else "Lower NBCHAT_MAX_TOKENS or serve the model with a larger --n-ctx."
+    )
+    doctor.report(
+        False,
+        f"{text}; with max_tokens {settings.max_tokens:,} a request may not fit the "
+        f"{n_ctx:,}-token window. {fix}",
+    )
+
+
+def _check_embedded(doctor: Doctor, settings: Settings) -> None:
+    runtime = importlib.util.find_spec("xllamacpp") is not None
+    state = "is installed" if runtime else f"is missing: {LOCAL_HINT}"
+    doctor.report(runtime, f"xllamacpp (the embedded llama.cpp server) {state}")
+    doctor.report(*_model_files(settings))
+    gomp = ctypes.util.find_library("gomp")
+    state = f"found ({gomp})" if gomp else f"(needed by llama.cpp) is missing: {LIBGOMP_HINT}"
+    doctor.report(gomp is not None, f"libgomp {state}")
+
+
+def _model_files(settings: Settings) -> tuple[bool, str]:
+    """Whether the model file for `local_model` is there, without assembling anything."""
+    name = settings.local_model
+    if name == "qwen":
+        # The packages, not the cached file: a cache is rebuilt from them when it goes bad.
+        missing = [
+            req for package, _, req in QWEN_PARTS if importlib.util.find_spec(package) is None
+        ]
+        if missing:
+            return False, f"Model qwen: {', '.join(missing)} missing: {LOCAL_HINT}"
+        return True, "Model qwen: its six chunk packages are installed (joined on first start)"
+    try:
+        path = model_path(name, home=settings.home)
+    except ConfigError as error:
+        return False, f"Model {name}: {error}"
+    return True, f"Model {name}: {path}"

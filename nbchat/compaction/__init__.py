@@ -1,0 +1,15 @@
+"""Keeping every request inside the token budget without losing what matters.
+
+    engine           `CompactionEngine`: estimate, decide, and the layered compaction
+    split            where a history is cut: rows to summarise, tail kept verbatim
+    prune            the cheap layer: old tool outputs become placeholders
+    facts            what code keeps across a compaction (files, errors, the user's words)
+    prompts          what the summariser is asked and how its answer is read
+    summariser       the summariser seam (`Summariser`, `SummaryReply`)
+    modelsummariser  `OpenAISummariser`: the one place compaction calls a model
+    writer           `SummaryWriter`/`write_digest`: a transcript summarised chunk by chunk
+    result           `CompactionResult` and `apply_compaction`, which stores it
+
+Must not: import the conversation loop or widgets. Pure except `modelsummariser` (HTTP) and
+`apply_compaction` (the store it is handed).
+"""

@@ -1,0 +1,405 @@
+"""`CompactionEngine`: keeps every request inside the token budget without losing what matters.
+
+The engine decides and builds; it never opens the DB or touches widgets. Its steps are pure and
+live in their own modules: the split (`nbchat.compaction.split`), the cheap prune layer
+(`nbchat.compaction.prune`), the code-computed facts (`nbchat.compaction.facts`), the prompts,
+transcript and chunks (`nbchat.compaction.prompts`). The one call to a model goes through a
+`Summariser` (by default `nbchat.compaction.modelsummariser.OpenAISummariser`, imported only when
+first needed).
+
+- `total_tokens(history)`: rows only, the baseline len//3 rule; O(1) on a `History`.
+- `should_compact(history)`: rows + system prompt + tool schemas (or the server's reported
+  prompt size plus the rows added since) against the trigger, `int(threshold * factor)`.
+- `compact_history(history)`: the baseline, `[compacted, *tail]` or the history unchanged.
+- `compact(history, ...)`: the layered path the conversation loop uses: prune old tool
+  outputs; stop there if that lands under the trigger; else summarise (in chunks when the input
+  exceeds the summariser's window). Returns a `CompactionResult` with everything measurable.
+- `apply_compaction(store, ...)`: writes a result in one store transaction (archive, never
+  delete), through a small protocol so this module never imports `nbchat.store.store`.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any
+
+from nbchat.compaction.facts import facts_of, previous_summary, render_facts
+from nbchat.compaction.prompts import SummaryFormat, text_tokens, to_blocks
+from nbchat.compaction.prune import apply_replacements, find_prunable, protected_start
+from nbchat.compaction.result import CompactionResult, CompactionStore, Layer, apply_compaction
+from nbchat.compaction.split import choose_split
+from nbchat.compaction.summariser import Summariser
+from nbchat.compaction.writer import Digest, SummaryWriter
+from nbchat.history import History, Row, estimate_tokens, request_overhead_tokens, to_row
+
+if TYPE_CHECKING:
+    import openai
+
+    from nbchat.config import Settings
+
+__all__ = [
+    "CompactionEngine",
+    "CompactionResult",
+    "CompactionStore",
+    "Layer",
+    "apply_compaction",
+]
+
+log = logging.getLogger(__name__)
+
+DEFAULT_TRIGGER_FACTOR = 0.75
+DEFAULT_SUMMARY_MAX_TOKENS = 1024
+DEFAULT_SUMMARY_FORMAT: SummaryFormat = "json"
+
+HistoryLike = History | Sequence[Sequence[str]]
+
+
+class CompactionEngine:
+    """Decides when to compact and builds the compacted history (see the module docstring).
+
+    The six positional parameters are the original nbchat's, kept so cells that drive it keep
+    working; everything added is keyword-only. Constructing an engine does no I/O: the client
+    (from `Settings.load()` when `client` is None) and the summariser's window are looked up at
+    the first summary. `summariser` replaces the OpenAI client with any `Summariser`.
+    """
+
+    def __init__(
+        self,
+        threshold: int,
+        tail_messages: int = 5,
+        summary_prompt: str | None = None,
+        summary_model: str | None = None,
+        system_prompt: str = "",
+        client: openai.OpenAI | None = None,
+        *,
+        trigger_factor: float | None = None,
+        tool_schemas: Sequence[Mapping[str, Any]] = (),
+        summary_max_tokens: int | None = None,
+        summariser_context: int | None = None,
+        summary_format: SummaryFormat = DEFAULT_SUMMARY_FORMAT,
+        extra_body: Mapping[str, Any] | None = None,
+        settings: Settings | None = None,
+        summariser: Summariser | None = None,
+        prune_protect_tokens: int | None = None,
+    ) -> None:
+        self.threshold = threshold
+        self.tail_messages = tail_messages
+        self.summary_prompt = summary_prompt
+        self.summary_model = summary_model or (settings.summary_model if settings else None)
+        self.system_prompt = system_prompt
+        self.client = client
+        self.trigger_factor: float = _pick(
+            trigger_factor, settings, name="trigger_factor", default=DEFAULT_TRIGGER_FACTOR
+        )
+        self.tool_schemas = tuple(tool_schemas)
+        self.summary_max_tokens: int = _pick(
+            summary_max_tokens,
+            settings,
+            name="summary_max_tokens",
+            default=DEFAULT_SUMMARY_MAX_TOKENS,
+        )
+        self.summary_format = summary_format
+        self.extra_body = dict(extra_body) if extra_body else None
+        self.settings = settings
+        self.prune_protect_tokens = prune_protect_tokens
+        self._summariser = summariser
+        self._summary_writer: SummaryWriter | None = None
+        self._window: int | None = summariser_context or (
+            settings.summariser_context if settings else None
+        )
+        _validate(self)
+        self._overhead: tuple[str, tuple[Mapping[str, Any], ...], int] | None = None
+
+    @classmethod
+    def from_settings(
+        cls,
+        settings: Settings,
+        client: openai.OpenAI | None = None,
+        *,
+        system_prompt: str | None = None,
+        tool_schemas: Sequence[Mapping[str, Any]] = (),
+        summariser: Summariser | None = None,
+    ) -> CompactionEngine:
+        """An engine with the settings' threshold, tail, trigger factor and summary options."""
+        return cls(
+            settings.threshold_for(None),
+            settings.tail_messages,
+            None,
+            settings.summary_model,
+            settings.system_prompt if system_prompt is None else system_prompt,
+            client,
+            tool_schemas=tool_schemas,
+            settings=settings,
+            summariser=summariser,
+        )
+
+    def __repr__(self) -> str:
+        return (
+            f"CompactionEngine(threshold={self.threshold}, tail_messages={self.tail_messages}, "
+            f"trigger={self.trigger})"
+        )
+
+    @property
+    def overhead_tokens(self) -> int:
+        """The system prompt's and the tool schemas' estimate, counted again only when changed."""
+        cached = self._overhead
+        if (
+            cached is None
+            or cached[0] is not self.system_prompt
+            or cached[1] is not self.tool_schemas
+        ):
+            tokens = request_overhead_tokens(self.system_prompt, self.tool_schemas)
+            self._overhead = cached = (self.system_prompt, self.tool_schemas, tokens)
+        return cached[2]
+
+    @property
+    def trigger(self) -> int:
+        """Compaction triggers at this many tokens and aims to land under it."""
+        return int(self.threshold * self.trigger_factor)
+
+    def total_tokens(self, history: HistoryLike) -> int:
+        """Rows only, the baseline rule; O(1) on a `History`, a rescan on a list."""
+        if isinstance(history, History):
+            return history.total_tokens
+        return sum(estimate_tokens(row) for row in history)
+
+    def context_tokens(self, history: HistoryLike) -> int:
+        """The size of the next request: the server's report plus rows since, else the estimate
+        of rows + system prompt + tool schemas."""
+        if isinstance(history, History) and history.reported_tokens is not None:
+            return history.reported_tokens
+        return self.total_tokens(history) + self.overhead_tokens
+
+    def should_compact(self, history: HistoryLike) -> bool:
+        """At or over the trigger, unless the history is already `[compacted, <= tail rows]`."""
+        if len(history) == 0 or self._is_settled(history):
+            return False
+        return self.context_tokens(history) >= self.trigger
+
+    def compact_history(self, history: HistoryLike) -> list[Row]:
+        """The baseline: `[compacted, *tail]`, or the history unchanged (as a list).
+
+        Raises `CompactionError` when the summariser fails; the history is not touched.
+        """
+        rows, estimates = _rows_and_estimates(history)
+        measured = self.context_tokens(history)
+        if self._is_settled(rows):
+            return rows
+        result = self._summarise(
+            rows, rows, estimates, measured=measured, over=measured >= self.trigger
+        )
+        return list(result.rows)
+
+    def compact(
+        self,
+        history: HistoryLike,
+        *,
+        force: bool = False,
+        focus: str | None = None,
+        cancel: threading.Event | None = None,
+    ) -> CompactionResult:
+        """The layered path: prune old tool outputs, then summarise (chunked) if still needed.
+
+        `force` compacts under the trigger too (the Compact button); `focus` is passed to the
+        summariser; a set `cancel` (checked between chunks, and closing the summariser's stream)
+        returns `changed=False`. Raises `CompactionError` when the summariser fails.
+        """
+        started = time.monotonic()
+        rows, estimates = _rows_and_estimates(history)
+        before = self.context_tokens(history)
+        if not force and before < self.trigger:
+            result = CompactionResult.unchanged(
+                rows, before, f"under the trigger ({before:,} of {self.trigger:,})"
+            )
+        elif not rows or self._is_settled(rows):
+            result = CompactionResult.unchanged(
+                rows, before, "already compacted: a summary and the recent rows"
+            )
+        else:
+            pruned, pruned_estimates = self._prune(rows, estimates, before)
+            if pruned.changed and not force and pruned.tokens_after < self.trigger:
+                result = pruned  # the cheap layer was enough: no model call
+            else:
+                result = self._summarise_pruned(
+                    rows,
+                    estimates,
+                    pruned,
+                    pruned_estimates=pruned_estimates,
+                    focus=focus,
+                    cancel=cancel,
+                )
+        return replace(result, duration=time.monotonic() - started)
+
+    def _summarise_pruned(
+        self,
+        rows: list[Row],
+        estimates: list[int],
+        pruned: CompactionResult,
+        *,
+        pruned_estimates: list[int],
+        focus: str | None,
+        cancel: threading.Event | None,
+    ) -> CompactionResult:
+        """The summary layer on top of the prune layer; placeholders kept only in the tail."""
+        outcome = self._summarise(
+            list(pruned.rows),
+            rows,
+            pruned_estimates,
+            measured=pruned.tokens_after,
+            over=True,  # forced, or still over the trigger after pruning
+            focus=focus,
+            cancel=cancel,
+        )
+        if outcome.cancelled or (not outcome.changed and not pruned.changed):
+            before = pruned.tokens_before  # nothing is applied: not even the placeholders
+            return replace(outcome, rows=tuple(rows), tokens_before=before, tokens_after=before)
+        if not outcome.changed:
+            return replace(pruned, reason=f"{pruned.reason}; no summary: {outcome.reason}")
+        first_kept = len(rows) - outcome.keep_tail
+        kept = {i: row for i, row in pruned.replacements.items() if i >= first_kept}
+        return replace(
+            outcome,
+            tokens_before=pruned.tokens_before,
+            replacements=MappingProxyType(kept),
+            pruned_tokens=sum(estimates[i] - pruned_estimates[i] for i in kept),
+        )
+
+    def _is_settled(self, rows: HistoryLike) -> bool:
+        """The loop guard: `[compacted, <= tail rows]` is never compacted again."""
+        return 0 < len(rows) <= self.tail_messages + 1 and rows[0][0] == "compacted"
+
+    def _keep_budget(self) -> int:
+        """How many tokens a tail may keep when over the trigger: room is left for the summary."""
+        allowance = min(2 * self.summary_max_tokens, self.trigger // 2)
+        return max(0, self.trigger - self.overhead_tokens - allowance)
+
+    def _prune(
+        self, rows: list[Row], estimates: list[int], before: int
+    ) -> tuple[CompactionResult, list[int]]:
+        """The cheap layer: old tool outputs behind placeholders (and the new estimates)."""
+        keep_tokens = self.prune_protect_tokens
+        if keep_tokens is None:
+            keep_tokens = self.trigger // 4
+        start = protected_start(
+            rows, estimates, keep_rows=self.tail_messages, keep_tokens=keep_tokens
+        )
+        replacements = find_prunable(rows, estimates, protect_from=start)
+        pruned = apply_replacements(rows, replacements)
+        new_estimates = [
+            estimate_tokens(pruned[i]) if i in replacements else e for i, e in enumerate(estimates)
+        ]
+        saved = sum(estimates) - sum(new_estimates)
+        result = CompactionResult(
+            rows=tuple(pruned),
+            changed=bool(replacements),
+            layer="prune" if replacements else "none",
+            reason=f"{len(replacements)} old tool output(s) archived behind placeholders",
+            tokens_before=before,
+            tokens_after=before - saved,
+            replacements=MappingProxyType(replacements),
+            pruned_tokens=saved,
+        )
+        return result, new_estimates
+
+    def _summarise(
+        self,
+        rows: list[Row],
+        original: list[Row],
+        estimates: list[int],
+        *,
+        measured: int,
+        over: bool,
+        focus: str | None = None,
+        cancel: threading.Event | None = None,
+    ) -> CompactionResult:
+        """Summarise `rows[:split]` (facts read from `original`, the rows before pruning)."""
+        split = choose_split(
+            rows,
+            estimates,
+            tail_messages=self.tail_messages,
+            budget=self._keep_budget(),
+            over_trigger=over,
+        )
+        if split is None:
+            reason = "fewer than two rows before the kept tail"
+            return CompactionResult.unchanged(rows, measured, reason)
+        facts = render_facts(facts_of(original[: split.start]))
+        # Checked before any tokens are spent: even a summary of nothing must save something.
+        if text_tokens(facts) + sum(estimates[split.start :]) >= sum(estimates):
+            reason = "a summary would not shrink the history"
+            return CompactionResult.unchanged(rows, measured, reason)
+        said = self._writer().write(
+            to_blocks(original[: split.start]),
+            previous=previous_summary(rows[: split.start]),
+            max_tokens=self.summary_max_tokens,
+            fmt=self.summary_format,
+            instruction=self.summary_prompt,
+            focus=focus,
+            cancel=cancel,
+        )
+        if said.cancelled:
+            return self._with_usage(CompactionResult.unchanged(rows, measured, "cancelled"), said)
+        summary_row = Row("compacted", f"{said.text}\n\n{facts}")
+        result = CompactionResult.summarised(
+            rows, estimates, summary_row, start=split.start, rule=split.rule, measured=measured
+        )
+        # A summary that would not shrink the history is not applied: no layer did the work.
+        layer: Layer = ("chunked" if said.chunks > 1 else "summary") if result.changed else "none"
+        return self._with_usage(replace(result, layer=layer), said)
+
+    def _with_usage(self, result: CompactionResult, said: Digest) -> CompactionResult:
+        return replace(
+            result,
+            model=self._writer().model_name if said.requests else "",
+            prompt_tokens=said.prompt_tokens,
+            completion_tokens=said.completion_tokens,
+            requests=said.requests,
+            cancelled=said.cancelled,
+            warnings=said.warnings,
+        )
+
+    def _writer(self) -> SummaryWriter:
+        if self._summary_writer is None:
+            self._summary_writer = SummaryWriter(
+                self._summariser,
+                client=self.client,
+                model=self.summary_model,
+                settings=self.settings,
+                extra_body=self.extra_body,
+                window=self._window,
+            )
+        return self._summary_writer
+
+
+def _pick(value: Any, settings: Settings | None, *, name: str, default: Any) -> Any:
+    """An explicit value, else the settings' value, else the default."""
+    if value is not None:
+        return value
+    return getattr(settings, name) if settings is not None else default
+
+
+def _validate(engine: CompactionEngine) -> None:
+    problems = {
+        "threshold must be a positive number of tokens": engine.threshold < 1,
+        "tail_messages must be at least 1": engine.tail_messages < 1,
+        "trigger_factor must be above 0 and at most 1": not 0 < engine.trigger_factor <= 1,
+        "summary_max_tokens must be at least 1": engine.summary_max_tokens < 1,
+        "summary_format must be 'json' or 'markdown'": engine.summary_format
+        not in ("json", "markdown"),
+    }
+    for problem, failed in problems.items():
+        if failed:
+            name = problem.split()[0]
+            raise ValueError(f"{problem}, got {getattr(engine, name)!r}")
+
+
+def _rows_and_estimates(history: HistoryLike) -> tuple[list[Row], list[int]]:
+    if isinstance(history, History):
+        return history.rows, [history.estimate_of(i) for i in range(len(history))]
+    rows = [to_row(row) for row in history]
+    return rows, [estimate_tokens(row) for row in rows]

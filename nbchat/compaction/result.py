@@ -1,0 +1,197 @@
+"""`CompactionResult`: what one compaction did, and `apply_compaction`, which stores it.
+
+A result is a value: the new active rows plus every figure worth showing or plotting (tokens
+before and after, rows summarised and pruned, duration, summariser usage, which layer did the
+work) and exactly what the store needs to apply it: `replacements` (index → placeholder, the
+prune layer) and `summary_row` + `keep_tail` (the summary layer).
+
+`apply_compaction` writes a result in one store transaction: the pruned originals are archived
+and their placeholders put at the same positions (`Store.replace_rows`, kind "prune"), then the
+summarised rows are archived behind one `compacted` row (`Store.replace_with_compacted`, kind
+"summary" or "chunked"). Nothing is deleted. The store is reached through the small
+`CompactionStore` protocol, so compaction never imports `nbchat.store.store` (imports flow one way:
+store → history; chat → compaction).
+
+Pure apart from the calls it makes on the store it is given.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any, Literal, Protocol
+
+from nbchat.history import Row, estimate_tokens
+
+__all__ = ["CompactionResult", "CompactionStore", "Layer", "apply_compaction"]
+
+Layer = Literal["none", "prune", "summary", "chunked"]
+
+
+@dataclass(frozen=True)
+class CompactionResult:
+    """What one compaction did (or why it did nothing), and what the store needs to apply it.
+
+    `replacements` maps an index in the input history to the placeholder that replaces it;
+    `summary_row` (with `keep_tail`) replaces every row but the last `keep_tail`. Token figures
+    count the whole request: rows + system prompt + tool schemas, or the server's report.
+    """
+
+    rows: tuple[Row, ...]
+    changed: bool
+    layer: Layer
+    reason: str
+    tokens_before: int
+    tokens_after: int
+    rows_summarised: int = 0
+    duration: float = 0.0
+    summary: str = ""
+    model: str = ""
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    requests: int = 0
+    replacements: Mapping[int, Row] = field(default_factory=lambda: MappingProxyType({}))
+    pruned_tokens: int = 0
+    keep_tail: int = 0
+    summary_row: Row | None = None
+    cancelled: bool = False
+    warnings: tuple[str, ...] = ()
+
+    @property
+    def rows_pruned(self) -> int:
+        return len(self.replacements)
+
+    @classmethod
+    def summarised(
+        cls,
+        rows: Sequence[Row],
+        estimates: Sequence[int],
+        summary_row: Row,
+        *,
+        start: int,
+        rule: str,
+        measured: int,
+    ) -> CompactionResult:
+        """`[summary_row, *rows[start:]]`, or a no-op when that would not shrink the rows."""
+        rows_tokens = sum(estimates)
+        after = estimate_tokens(summary_row) + sum(estimates[start:])
+        if after >= rows_tokens:
+            return cls.unchanged(rows, measured, "the summary would not shrink it")
+        return cls(
+            rows=(summary_row, *rows[start:]),
+            changed=True,
+            layer="summary",
+            reason=f"{start} rows summarised ({rule} split)",
+            tokens_before=measured,
+            tokens_after=measured - (rows_tokens - after),
+            rows_summarised=start,
+            summary=summary_row.content,
+            keep_tail=len(rows) - start,
+            summary_row=summary_row,
+        )
+
+    @classmethod
+    def unchanged(cls, rows: Sequence[Row], tokens: int, reason: str) -> CompactionResult:
+        """A no-op: the rows as they were, and why nothing was done."""
+        return cls(
+            rows=tuple(rows),
+            changed=False,
+            layer="none",
+            reason=reason,
+            tokens_before=tokens,
+            tokens_after=tokens,
+        )
+
+
+class CompactionStore(Protocol):
+    """What `apply_compaction` needs from `nbchat.store.store.Store`.
+
+    `record` is typed `Any` because the store's record class lives in `nbchat.store.store`, which
+    this module must not import; the store reads the record's attributes only.
+    """
+
+    def transaction(self, action: str) -> AbstractContextManager[Any]: ...
+
+    def replace_rows(
+        self,
+        session_id: str,
+        replacements: Mapping[int, Sequence[str]],
+        *,
+        expected_active: int,
+        record: Any,
+    ) -> int: ...
+
+    def replace_with_compacted(
+        self,
+        session_id: str,
+        compacted: Sequence[str],
+        *,
+        keep_tail: int,
+        expected_active: int,
+        record: Any,
+    ) -> int: ...
+
+
+@dataclass(frozen=True)
+class _Record:
+    """Has the attributes of `nbchat.store.store.CompactionRecord`."""
+
+    kind: str
+    summary: str
+    tokens_before: int
+    tokens_after: int
+    model: str
+    prompt_tokens: int
+    completion_tokens: int
+    duration: float
+
+
+def apply_compaction(
+    store: CompactionStore, session_id: str, result: CompactionResult, *, expected_active: int
+) -> list[int]:
+    """Write `result` to the session in one transaction; returns the compaction record ids.
+
+    `expected_active` is the number of active rows the result was computed from; the store
+    refuses (and writes nothing) when the session changed meanwhile.
+    """
+    if not result.changed:
+        return []
+    ids: list[int] = []
+    pruned_to = result.tokens_before - result.pruned_tokens
+    with store.transaction("save the compaction"):
+        if result.replacements:
+            record = _record(result, "prune", before=result.tokens_before, after=pruned_to)
+            ids.append(
+                store.replace_rows(
+                    session_id, result.replacements, expected_active=expected_active, record=record
+                )
+            )
+        if result.summary_row is not None:
+            record = _record(result, result.layer, before=pruned_to, after=result.tokens_after)
+            ids.append(
+                store.replace_with_compacted(
+                    session_id,
+                    result.summary_row,
+                    keep_tail=result.keep_tail,
+                    expected_active=expected_active,
+                    record=record,
+                )
+            )
+    return ids
+
+
+def _record(result: CompactionResult, kind: str, *, before: int, after: int) -> _Record:
+    """The store's record of one layer; the summariser's figures belong to the summary only."""
+    summary = kind != "prune"
+    return _Record(
+        kind=kind,
+        summary=result.summary if summary else "",
+        tokens_before=before,
+        tokens_after=after,
+        model=result.model if summary else "",
+        prompt_tokens=result.prompt_tokens if summary else 0,
+        completion_tokens=result.completion_tokens if summary else 0,
+        duration=result.duration,
+    )

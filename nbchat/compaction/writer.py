@@ -1,0 +1,230 @@
+"""`SummaryWriter` and `write_digest`: a transcript summarised chunk by chunk.
+
+The writer talks to a `Summariser` (`nbchat.compaction.summariser`; the real one is
+`nbchat.compaction.modelsummariser.OpenAISummariser`, tests pass fakes). `write_digest` cuts the
+transcript into chunks that fit the summariser's window next to the prompts and the reply, then
+asks for each chunk in turn, every request after the first *updating* the summary so far (the first
+updates the previous compaction's summary, when there is one). A cancel is honoured between chunks
+and passed on as the request's `stop`, so the HTTP stream is closed; an empty reply is a failure.
+
+Pure apart from the summariser it is handed: no I/O of its own.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
+
+from nbchat.compaction.prompts import (
+    RESPONSE_FORMAT,
+    SummaryFormat,
+    build_request,
+    chunk_blocks,
+    parse_reply,
+    request_overhead,
+    text_tokens,
+)
+from nbchat.compaction.summariser import SizedSummariser, Summariser, SummaryReply
+from nbchat.errors import CompactionError, ContextOverflowError, NbchatError
+
+if TYPE_CHECKING:
+    import openai
+
+    from nbchat.config import Settings
+
+__all__ = [
+    "Digest",
+    "SummaryWriter",
+    "write_digest",
+]
+
+log = logging.getLogger(__name__)
+
+DEFAULT_SUMMARISER_CONTEXT = 8192
+MIN_CHUNK_TOKENS = 256
+NOTHING_SAID = "(The earlier rows held only the assistant's reasoning.)"
+
+
+@dataclass(frozen=True)
+class Digest:
+    """The summariser's side of one compaction: the text, usage, chunks, how it ended."""
+
+    text: str = ""
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    requests: int = 0
+    chunks: int = 0
+    cancelled: bool = False
+    warnings: tuple[str, ...] = ()
+
+
+class SummaryWriter:
+    """The engine's summariser: built at first use (OpenAI-backed unless one was injected), its
+    window asked once (else 8192), and corrected when the server reports an overflow."""
+
+    def __init__(
+        self,
+        summariser: Summariser | None,
+        *,
+        client: openai.OpenAI | None = None,
+        model: str | None = None,
+        settings: Settings | None = None,
+        extra_body: Mapping[str, Any] | None = None,
+        window: int | None = None,
+    ) -> None:
+        self._summariser = summariser
+        self._client, self._model, self._settings = client, model, settings
+        self._extra_body = extra_body
+        self._window = window
+
+    @property
+    def summariser(self) -> Summariser:
+        if self._summariser is None:
+            # Imported here: only this path needs the HTTP client (and openai).
+            from nbchat.compaction.modelsummariser import OpenAISummariser
+
+            self._summariser = OpenAISummariser(
+                self._client,
+                model=self._model,
+                settings=self._settings,
+                extra_body=self._extra_body,
+            )
+        return self._summariser
+
+    @property
+    def model_name(self) -> str:
+        return str(self._model or getattr(self._summariser, "model", "") or "")
+
+    @property
+    def window(self) -> int:
+        """The summariser's context size: given, else asked once from the server, else 8192."""
+        if self._window is None:
+            summariser = self.summariser
+            asked = summariser.context_size() if isinstance(summariser, SizedSummariser) else None
+            self._window = asked or DEFAULT_SUMMARISER_CONTEXT
+        return self._window
+
+    def write(
+        self,
+        blocks: Sequence[str],
+        *,
+        previous: str,
+        max_tokens: int,
+        fmt: SummaryFormat,
+        instruction: str | None = None,
+        focus: str | None = None,
+        cancel: threading.Event | None = None,
+    ) -> Digest:
+        """`write_digest` with this summariser and window; every failure a `CompactionError`."""
+        try:
+            digest = write_digest(
+                self.summariser,
+                blocks,
+                previous=previous,
+                window=self.window,
+                max_tokens=max_tokens,
+                fmt=fmt,
+                instruction=instruction,
+                focus=focus,
+                cancel=cancel,
+            )
+        except NbchatError as exc:
+            raise self._learn_from(exc) from exc
+        for warning in digest.warnings:
+            log.warning("compaction: %s", warning)
+        return digest
+
+    def _learn_from(self, exc: NbchatError) -> CompactionError:
+        """The error to raise; an overflow also says the window, so the next attempt fits it."""
+        cause = exc.__cause__ if isinstance(exc, CompactionError) else exc
+        if isinstance(cause, ContextOverflowError) and cause.context_size:
+            self._window = cause.context_size
+        if isinstance(exc, CompactionError):
+            return exc
+        return CompactionError(
+            f"The summariser failed: {exc} The history was left as it was; compact again."
+        )
+
+
+def write_digest(
+    summariser: Summariser,
+    blocks: Sequence[str],
+    *,
+    previous: str,
+    window: int,
+    max_tokens: int,
+    fmt: SummaryFormat,
+    instruction: str | None = None,
+    focus: str | None = None,
+    cancel: threading.Event | None = None,
+) -> Digest:
+    """The summary of the transcript `blocks`, updating `previous` (may be empty)."""
+    if not blocks:
+        return Digest(text=previous or NOTHING_SAID)
+    reply_tokens = min(max_tokens, window // 4)
+    budget = _chunk_budget(
+        window, reply_tokens, previous=previous, instruction=instruction, focus=focus
+    )
+    chunks = chunk_blocks(blocks, budget=budget)
+    digest = Digest(text=previous, chunks=len(chunks))
+    for chunk in chunks:
+        if cancel is not None and cancel.is_set():
+            return replace(digest, cancelled=True)
+        messages = build_request(
+            chunk, previous=digest.text, fmt=fmt, instruction=instruction, focus=focus
+        )
+        schema = RESPONSE_FORMAT if fmt == "json" else None
+        reply = summariser.summarise(
+            messages, max_tokens=reply_tokens, response_format=schema, stop=cancel
+        )
+        digest = _read_reply(digest, reply, cancelled=cancel is not None and cancel.is_set())
+        if digest.cancelled:
+            return digest
+    return digest
+
+
+def _chunk_budget(
+    window: int, reply_tokens: int, *, previous: str, instruction: str | None, focus: str | None
+) -> int:
+    """Transcript tokens one request may carry beside its prompts, summary so far and reply."""
+    overhead = request_overhead(
+        previous_tokens=max(reply_tokens, text_tokens(previous) if previous else 0),
+        instruction=instruction,
+        focus=focus,
+    )
+    budget = window - reply_tokens - overhead - window // 20  # 5% margin: len//3 is a guess
+    if budget < MIN_CHUNK_TOKENS:
+        raise CompactionError(
+            f"The summariser's window ({window:,} tokens) leaves no room for the transcript "
+            f"after the prompts and a {reply_tokens:,}-token reply. The history was left as it "
+            "was; raise summariser_context or lower summary_max_tokens."
+        )
+    return budget
+
+
+def _read_reply(digest: Digest, reply: SummaryReply, *, cancelled: bool) -> Digest:
+    """`digest` after one reply: usage counted, its text the new summary so far."""
+    counted = replace(
+        digest,
+        prompt_tokens=digest.prompt_tokens + reply.prompt_tokens,
+        completion_tokens=digest.completion_tokens + reply.completion_tokens,
+        requests=digest.requests + 1,
+    )
+    if cancelled or reply.finish_reason == "stopped":
+        return replace(counted, cancelled=True)
+    checkpoint = parse_reply(reply.text)
+    if not checkpoint.text:
+        raise CompactionError(
+            "The summariser returned an empty summary. The history was left as it was; compact "
+            "again, or set another summary_model if it keeps happening."
+        )
+    warnings = list(counted.warnings)
+    if checkpoint.missing:
+        missing = ", ".join(checkpoint.missing)
+        warnings.append(f"the summary lacks section(s) {missing}; the recorded facts stand in")
+    if reply.finish_reason == "length":
+        warnings.append("the summary was cut at its max_tokens")
+    return replace(counted, text=checkpoint.text, warnings=tuple(dict.fromkeys(warnings)))

@@ -1,0 +1,11 @@
+"""One session's whole round-trip, synchronous and UI-free.
+
+    loop         `Conversation`: send a message, stream the reply, run tools, compact, store
+    budget       the model server connection, token budget and compaction engine of one loop
+    session      which session, its active rows, the writer lease and every write
+    events       what a turn reports as it happens (the events `Conversation.send` yields)
+    turn         one turn's small state: the round, the streamed reply, the failure guard
+    archivetool  the tool that reads a pruned tool output back from the store
+
+Must not: import widgets.
+"""

@@ -1,0 +1,114 @@
+"""`Budget`: one conversation's model server connection, token budget and compaction engine.
+
+The connection (and with it the server's window, which sets the budget when no threshold is
+configured) is made on first need, never at construction, so a widget can show its meter
+before any server answers. The engine is built once the budget is known and rebuilt after a
+model switch.
+
+Must not: store rows or yield events.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import openai
+
+from nbchat.compaction.engine import CompactionEngine
+from nbchat.config import Settings
+from nbchat.errors import ContextOverflowError, ServerUnavailableError
+from nbchat.history import History, estimate_tokens, request_overhead_tokens
+from nbchat.llm.endpoint import Connection, connect
+
+__all__ = ["Budget"]
+
+
+class Budget:
+    """Connection, threshold, engine and token counts for one conversation."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        tool_schemas: Callable[[], list[dict[str, Any]]],
+        client: openai.OpenAI | None = None,
+    ) -> None:
+        self.settings = settings
+        self._tool_schemas = tool_schemas
+        self._client = client
+        self._connection: Connection | None = None
+        self._engine: CompactionEngine | None = None
+
+    def use_settings(self, settings: Settings) -> None:
+        """New settings (e.g. another model): the engine is rebuilt on next use."""
+        self.settings = settings
+        self._engine = None
+
+    def connect(
+        self, *, start: bool | None = None, progress: Callable[[str], None] | None = None
+    ) -> Connection:
+        """Connect now (starting the embedded model when `start`); later calls reuse it."""
+        if self._connection is None:
+            self._connection = connect(
+                self.settings, client=self._client, start=start, progress=progress
+            )
+        return self._connection
+
+    def lost(self, error: ServerUnavailableError) -> ServerUnavailableError:
+        """The server stopped answering. An embedded one is forgotten, so the next request
+        finds (or starts) it again; returns the error to show."""
+        connection = self._connection
+        if connection is None or not connection.embedded:
+            return error
+        self._connection = self._engine = None
+        return ServerUnavailableError(
+            f"The embedded model server at {connection.base_url} stopped. Start it again with "
+            "the Start button or `nbchat serve-model` (or set NBCHAT_AUTOSTART=1 to restart it "
+            "automatically), then resend."
+        )
+
+    @property
+    def engine(self) -> CompactionEngine:
+        if self._engine is None:
+            budget = self.settings.replace(context_token_threshold=self.threshold)
+            self._engine = CompactionEngine.from_settings(
+                budget,
+                client=self.connect().client,
+                system_prompt=self.settings.system_prompt,
+                tool_schemas=self._tool_schemas(),
+            )
+        return self._engine
+
+    @property
+    def threshold(self) -> int:
+        """The token budget: the setting, else the server's window minus the reply."""
+        if self.settings.context_token_threshold is not None:
+            return self.settings.context_token_threshold
+        return self.connect().threshold
+
+    def threshold_if_known(self) -> int:
+        """The budget without contacting a server (the default until connected)."""
+        if self._connection is not None:
+            return self._connection.threshold
+        return self.settings.threshold_for(None)
+
+    def context_tokens(self, history: History) -> int:
+        """Tokens the next request takes, counted as the engine counts them (without needing
+        a connection): reported usage + rows since, else rows + system prompt + tool schemas."""
+        reported = history.reported_tokens
+        if reported is not None:
+            return reported
+        overhead = request_overhead_tokens(self.settings.system_prompt, self._tool_schemas())
+        return history.total_tokens + overhead
+
+    def check_fits(self, text: str) -> None:
+        """Refuse a message that alone is bigger than the whole budget, before it is sent."""
+        tokens = estimate_tokens(("user", text, "", "", ""))
+        if tokens > self.threshold:
+            raise ContextOverflowError(
+                f"Your message is about {tokens:,} tokens, more than the whole budget "
+                f"({self.threshold:,}). Shorten it, or save it to a file in the workspace and "
+                "ask the model to read the parts it needs.",
+                prompt_tokens=tokens,
+                context_size=self.threshold,
+            )

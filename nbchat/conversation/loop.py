@@ -1,0 +1,408 @@
+"""`Conversation`: one session's whole round-trip, synchronous and UI-free.
+
+`send(text, stop)` yields `nbchat.conversation.events` while it: stores the user row; streams the
+reply; stores `analysis`, `assistant` or `assistant_full` rows exactly as they will be sent again;
+runs the tool round-trips up to `max_tool_turns`; checks the budget before each request, after each
+reply and after each tool round (at most one automatic compaction per round, plus one forced
+compaction after a context overflow, whose request is then retried once); and honours the stop
+signal at every chunk and between tools. Rows are persisted as they complete (`Session`), so a
+crash loses nothing already received and nothing is ever half a row.
+
+A `ChatUI` runs this in its worker thread; a script can iterate `send` directly. Must not import
+ipywidgets, hold widget state, or contain SQL.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import traceback
+from collections.abc import Callable, Generator, Iterator
+
+import openai
+
+from nbchat.compaction.engine import CompactionEngine
+from nbchat.config import Settings
+from nbchat.conversation.archivetool import archived_output_tool
+from nbchat.conversation.budget import Budget
+from nbchat.conversation.events import (
+    CompactionFinished,
+    CompactionStarted,
+    Done,
+    Event,
+    Failed,
+    Notice,
+    RequestStarted,
+    RowSaved,
+    ToolFinished,
+    ToolStarted,
+    UsageReported,
+)
+from nbchat.conversation.session import Session
+from nbchat.conversation.turn import FailureGuard, Round, StreamedReply
+from nbchat.errors import (
+    CompactionError,
+    ContextOverflowError,
+    NbchatError,
+    ServerUnavailableError,
+    StoreError,
+)
+from nbchat.history import History, Row, ToolCall, build_messages
+from nbchat.llm.client import stream_chat
+from nbchat.llm.endpoint import Connection
+from nbchat.llm.stream import ReasoningDelta, TextDelta
+from nbchat.store.store import Store
+from nbchat.tools import ApprovalRequest, ToolExecutor, ToolRegistry, default_registry
+
+__all__ = ["Conversation"]
+
+STOPPED_NOTICE = "Stopped by you; the reply so far was kept."
+EMPTY_REPLY_NOTICE = "The model sent an empty reply. Try rephrasing, or /retry."
+NOTHING_TO_RETRY = "There is no message to retry yet."
+NOT_RUN = "Not run: stopped by the user."
+Approver = Callable[[ApprovalRequest], bool]
+Steps = Generator[Event, None, None]
+
+
+class Conversation:
+    """One session's loop: `send`, `compact_now`, `retry`, `resume`, and what a UI inspects."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        store: Store,
+        session_id: str | None = None,
+        client: openai.OpenAI | None = None,
+        tools: ToolRegistry | None = None,
+        *,
+        approver: Approver | None = None,
+    ) -> None:
+        self.settings = settings
+        self.store = store
+        self.approver = approver
+        self.session = Session(store, settings)
+        self.tools = (tools if tools is not None else default_registry()).copy()
+        self.budget = Budget(settings, self.tools.schemas, client)
+        self.tools.register(archived_output_tool(self.session))
+        self._lock = threading.Lock()  # one turn at a time
+        if session_id is not None:
+            self.session.open(session_id)
+
+    def __repr__(self) -> str:
+        return f"Conversation(session={self.session_id!r}, rows={len(self.history)})"
+
+    @property
+    def history(self) -> History:
+        """The active history: what the model sees next."""
+        return self.session.history
+
+    @property
+    def session_id(self) -> str | None:
+        return self.session.id
+
+    @property
+    def read_only(self) -> bool:
+        return self.session.read_only
+
+    @property
+    def problems(self) -> list[StoreError]:
+        """Rows that could not be loaded (corrupt), as errors naming them."""
+        return self.session.problems
+
+    def resume(self, session_id: str) -> None:
+        """Continue `session_id` exactly where it stopped (read-only if another kernel writes)."""
+        self.session.open(session_id)
+
+    def new_session(self, title: str = "") -> str:
+        """Start a new, empty session (the old one stays in the store)."""
+        return self.session.create(title)
+
+    def close(self) -> None:
+        self.session.release()
+
+    def set_model(self, model: str) -> None:
+        """Switch the chat model; the server's last usage figure no longer applies."""
+        self.settings = self.session.settings = self.settings.replace(model=model)
+        self.budget.use_settings(self.settings)
+        self.history.forget_usage()
+
+    # Server and budget (see `Budget`)
+
+    def connect(
+        self, *, start: bool | None = None, progress: Callable[[str], None] | None = None
+    ) -> Connection:
+        """Connect now (starting the embedded model when `start`); later calls reuse it."""
+        return self.budget.connect(start=start, progress=progress)
+
+    @property
+    def engine(self) -> CompactionEngine:
+        return self.budget.engine
+
+    @property
+    def threshold(self) -> int:
+        return self.budget.threshold
+
+    def context_tokens(self) -> int:
+        """Tokens the next request takes: reported usage + rows since, else the estimate."""
+        return self.budget.context_tokens(self.history)
+
+    # Turns
+
+    def send(
+        self, text: str, stop: threading.Event | None = None, *, tool_choice: str | None = None
+    ) -> Iterator[Event]:
+        """Add the user's message and run the turn; ends with exactly one `Done` or `Failed`.
+
+        `tool_choice` (a tool's name, or "required") applies to the first request of the turn.
+        """
+        yield from self._exclusive(
+            lambda s: self._turn(text, s, tool_choice), stop, unsent_text=text
+        )
+
+    def retry(self, stop: threading.Event | None = None) -> Iterator[Event]:
+        """Ask for the last reply again: what followed the last user message is archived."""
+        yield from self._exclusive(self._retry, stop)
+
+    def compact_now(
+        self, focus: str | None = None, stop: threading.Event | None = None
+    ) -> Iterator[Event]:
+        """Compact the history now (the Compact button, `/compact [focus]`)."""
+
+        def run(stop_event: threading.Event) -> Steps:
+            yield from self._compact("manual", stop_event, focus=focus, force=True)
+            yield Done(stopped=stop_event.is_set())
+
+        yield from self._exclusive(run, stop)
+
+    def take_back_last_message(self) -> str:
+        """Archive the last user message and what followed; return its text to edit."""
+        with self._lock:
+            index = self.session.last_user_index()
+            if index is None:
+                return ""
+            text = self.history[index].content
+            self.session.archive_last(len(self.history) - index, kind="edit")
+            return text
+
+    def _exclusive(
+        self,
+        run: Callable[[threading.Event], Steps],
+        stop: threading.Event | None,
+        *,
+        unsent_text: str = "",
+    ) -> Iterator[Event]:
+        """One turn at a time; any exception becomes a `Failed` event (errors never vanish)."""
+        stop = stop or threading.Event()
+        if not self._lock.acquire(blocking=False):
+            yield Failed(
+                RuntimeError("busy"),
+                "A reply is still running; wait or press Stop.",
+                unsent_text=unsent_text,
+            )
+            return
+        try:
+            yield from run(stop)
+        except NbchatError as exc:
+            yield Failed(exc, str(exc), unsent_text=self._unsaved(unsent_text))
+        except Exception as exc:  # a bug: show it with its traceback
+            yield Failed(
+                exc,
+                f"Unexpected error: {exc!r}",
+                traceback.format_exc(),
+                unsent_text=self._unsaved(unsent_text),
+            )
+        finally:
+            self._lock.release()
+
+    def _unsaved(self, text: str) -> str:
+        rows = self.history.rows[-50:]
+        return "" if any(r.role == "user" and r.content == text for r in rows) else text
+
+    def _turn(self, text: str, stop: threading.Event, tool_choice: str | None) -> Steps:
+        if not text.strip():
+            yield Failed(ValueError("empty message"), "Type a message first.")
+            return
+        if tool_choice not in (None, "auto", "required", "none") and tool_choice not in self.tools:
+            yield Failed(
+                ValueError("unknown tool"),
+                f"No tool named {tool_choice!r} to require. "
+                f"Tools: {', '.join(self.tools.names())}.",
+                unsent_text=text,
+            )
+            return
+        self.budget.check_fits(text)
+        yield from self._save(Row("user", text))
+        yield from self._rounds(stop, tool_choice)
+
+    def _retry(self, stop: threading.Event) -> Steps:
+        index = self.session.last_user_index()
+        if index is None:
+            yield Failed(ValueError("nothing to retry"), NOTHING_TO_RETRY)
+            return
+        if index < len(self.history) - 1:
+            self.session.archive_last(len(self.history) - 1 - index, kind="retry")
+        yield from self._rounds(stop)
+
+    def _rounds(self, stop: threading.Event, tool_choice: str | None = None) -> Steps:
+        guard = FailureGuard()
+        for number in range(1, self.settings.max_tool_turns + 1):
+            state = Round(number, tool_choice=tool_choice if number == 1 else None)
+            yield from self._compact_if_needed(state, stop)
+            reply = yield from self._request(state, stop)
+            if reply.stopped or stop.is_set():
+                yield Done(stopped=True)
+                return
+            yield from self._compact_if_needed(state, stop)
+            if not reply.calls:
+                yield Done()
+                return
+            if (yield from self._run_tools(reply.calls, stop, guard)):
+                return
+            yield from self._compact_if_needed(state, stop)
+        yield from self._notice(
+            f"Stopped after {self.settings.max_tool_turns} tool rounds (max_tool_turns). "
+            "Send a message to let the model continue, or raise NBCHAT_MAX_TOOL_TURNS."
+        )
+        yield Done()
+
+    def _request(
+        self, state: Round, stop: threading.Event
+    ) -> Generator[Event, None, StreamedReply]:
+        """One streamed request; after an overflow, one forced compaction and one retry."""
+        while True:
+            yield RequestStarted(state.number, 2 if state.overflow_retried else 1)
+            try:
+                reply = yield from self._stream(stop, state.tool_choice)
+                break
+            except ContextOverflowError as exc:
+                if state.overflow_retried:
+                    raise ContextOverflowError(
+                        f"The request is still too big for the model after compacting: {exc} "
+                        "Start a new session (/new), or give the server a larger context.",
+                        prompt_tokens=exc.prompt_tokens,
+                        context_size=exc.context_size,
+                    ) from exc
+                state.overflow_retried = True
+                yield Notice(f"The server said the request was too big; compacting. ({exc})")
+                yield from self._compact("overflow", stop, force=True)
+        yield from self._save_reply(reply)
+        return reply
+
+    def _stream(
+        self, stop: threading.Event, tool_choice: str | None
+    ) -> Generator[Event, None, StreamedReply]:
+        """Stream one reply; a failure keeps what arrived (as complete rows), then raises."""
+        reply = StreamedReply(request_rows=len(self.history))
+        messages = build_messages(self.history.rows, self.settings.system_prompt)
+        try:
+            for event in stream_chat(
+                self.budget.connect().client,
+                messages,
+                model=self.settings.model,
+                tools=self.tools.schemas(),
+                max_tokens=self.settings.max_tokens,
+                temperature=self.settings.temperature,
+                stop=stop,
+                json_tool_fallback=self.settings.uses_json_tool_fallback(),
+                check_arguments=self.tools.accepts,
+                tool_choice=tool_choice,
+            ):
+                reply.take(event)
+                if isinstance(event, ReasoningDelta | TextDelta):
+                    yield event
+        except ContextOverflowError:
+            raise
+        except ServerUnavailableError as exc:
+            raise self.budget.lost(exc) from exc
+        except NbchatError as exc:
+            if reply.is_empty:
+                raise
+            reply.calls = ()  # calls never complete in a cut stream; the text is kept
+            yield from self._save_reply(reply)
+            yield from self._notice(f"The reply was cut off: {exc}")
+            raise  # the client's message already says the partial reply was kept
+        return reply
+
+    def _save_reply(self, reply: StreamedReply) -> Steps:
+        duration = time.monotonic() - reply.started
+        usage = reply.usage
+        prompt = usage.prompt_tokens if usage else None
+        completion = usage.completion_tokens if usage else None
+        if prompt is not None:
+            self.history.record_usage(prompt)  # measured on the rows before this reply
+        self.session.record_request(
+            prompt_tokens=prompt,
+            completion_tokens=completion,
+            duration=duration,
+            active_rows=reply.request_rows,
+        )
+        yield UsageReported(prompt, completion, duration)
+        reply.calls = tuple(self.session.unique(call) for call in reply.calls)
+        yield from self._save(*reply.rows())
+        if reply.stopped:
+            yield from self._notice(STOPPED_NOTICE)
+        elif reply.is_empty:
+            yield from self._notice(EMPTY_REPLY_NOTICE)
+        elif reply.finish == "length":
+            yield from self._notice(
+                f"The reply hit the max_tokens limit ({self.settings.max_tokens}); ask the model "
+                "to continue, or raise NBCHAT_MAX_TOKENS."
+            )
+
+    def _run_tools(
+        self, calls: tuple[ToolCall, ...], stop: threading.Event, guard: FailureGuard
+    ) -> Generator[Event, None, bool]:
+        """Run each call and store its result; returns True when the turn has ended."""
+        # Without an approver the executor's own "ask with no approver means deny" applies.
+        approver = self._approve if self.approver else None
+        executor = ToolExecutor.from_settings(self.settings, self.tools, approver=approver)
+        gave_up = False
+        for index, call in enumerate(calls):
+            if stop.is_set():  # every call still needs a result row
+                skipped = [Row("tool", NOT_RUN, c.id, c.name) for c in calls[index:]]
+                yield from self._save(*skipped)
+                yield Done(stopped=True)
+                return True
+            yield ToolStarted(call)
+            outcome = executor.execute(call, stop=stop)
+            yield from self._save(Row("tool", outcome.content, call.id, call.name))
+            yield ToolFinished(call, outcome)
+            gave_up = guard.record(call, ok=outcome.ok) or gave_up
+        if gave_up:
+            yield from self._notice(
+                "The same tool call failed three times in a row, so the turn was ended. "
+                "Tell the model what to do differently."
+            )
+            yield Done()
+        return gave_up
+
+    def _approve(self, request: ApprovalRequest) -> bool:
+        # Read at call time, so a UI can attach its approver after the conversation exists.
+        return self.approver is not None and self.approver(request)
+
+    def _compact_if_needed(self, state: Round, stop: threading.Event) -> Steps:
+        """The budget check; a failed automatic compaction is reported and the turn goes on."""
+        if not state.may_compact() or not self.engine.should_compact(self.history):
+            return
+        state.compacted = True
+        try:
+            yield from self._compact("budget", stop)
+        except CompactionError as exc:
+            yield from self._notice(f"Compaction failed; the history was kept as it was. {exc}")
+
+    def _compact(
+        self, reason: str, stop: threading.Event, *, focus: str | None = None, force: bool = False
+    ) -> Steps:
+        yield CompactionStarted(reason)
+        result = self.engine.compact(self.history, force=force, focus=focus, cancel=stop)
+        if result.changed:
+            self.session.apply(result)
+        yield CompactionFinished(result)
+
+    def _save(self, *rows: Row) -> Steps:
+        for row in self.session.save(rows):
+            yield RowSaved(row)
+
+    def _notice(self, text: str) -> Steps:
+        yield from self._save(Row("system", text))
+        yield Notice(text)

@@ -1,0 +1,8 @@
+"""The embedded default model: a llama.cpp server (xllamacpp) in a child process on 127.0.0.1.
+
+    server      start, find, reuse and stop the server (`python -m nbchat.embedded.server serve`)
+    modelfiles  the model files it can load, and assembling the default Qwen GGUF
+    runtime     its run directory and the process record shared across kernels
+
+Must not: import anything of nbchat above the ground floor.
+"""

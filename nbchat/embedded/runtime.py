@@ -1,0 +1,188 @@
+"""The embedded server's run directory and the process it records (helpers for
+`nbchat.embedded.server`).
+
+`<home>/run/` holds `model-server.json` (the record other kernels read: url, pid, model, n_ctx,
+started, log), `model-server.lock` (flock: one process at a time starts, replaces or forgets the
+server) and `model-server.log` (the child's stderr). This module reads and writes those files and
+answers "is that process still our server, and is it healthy", and ends it.
+
+Must not: decide when to start or reuse a server (`nbchat.embedded.server` does), or send a signal
+to a pid it cannot tie to nbchat (a recycled pid belongs to someone else).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import signal
+import subprocess
+import time
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from nbchat.errors import ConfigError
+
+__all__ = [
+    "LOG_FILE",
+    "fetch_json",
+    "forget_record",
+    "has_record",
+    "is_healthy",
+    "is_running",
+    "lock",
+    "log_tail",
+    "read_record",
+    "register_child",
+    "run_dir",
+    "terminate",
+    "write_record",
+]
+
+RECORD_FILE = "model-server.json"
+LOCK_FILE = "model-server.lock"
+LOG_FILE = "model-server.log"
+RECORD_FIELDS = {"url": str, "pid": int, "model": str, "n_ctx": int}
+
+# Servers this interpreter started, so that terminate() can reap them (no zombie left behind) and
+# so that their Popen objects are not garbage-collected while the process runs, which would warn.
+_CHILDREN: dict[int, subprocess.Popen[bytes]] = {}
+# Requests go straight to 127.0.0.1, never through an HTTP proxy taken from the environment.
+_OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+
+def has_record(home: Path) -> bool:
+    return (home / "run" / RECORD_FILE).is_file()
+
+
+def run_dir(home: Path) -> Path:
+    run = home / "run"
+    try:
+        run.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise ConfigError(
+            f"Cannot create {run}: {error}. Point NBCHAT_HOME at a directory you can write."
+        ) from error
+    return run
+
+
+@contextmanager
+def lock(home: Path) -> Iterator[None]:
+    """Hold the per-home lock; the kernel releases a flock even if this process dies."""
+    with (run_dir(home) / LOCK_FILE).open("a+b") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def write_record(home: Path, record: dict[str, Any]) -> None:
+    """Write the record atomically (readers see the old one or the new one, never half)."""
+    stamped = {**record, "started": datetime.now(timezone.utc).isoformat(timespec="seconds")}
+    target = run_dir(home) / RECORD_FILE
+    temp = target.with_suffix(".tmp")
+    temp.write_text(json.dumps(stamped, indent=1) + "\n", encoding="utf-8")
+    os.replace(temp, target)
+
+
+def read_record(home: Path) -> dict[str, Any] | None:
+    """The record's url, pid, model and n_ctx, or None; an unreadable file is removed."""
+    target = run_dir(home) / RECORD_FILE
+    try:
+        record = json.loads(target.read_text(encoding="utf-8"))
+        return {name: kind(record[name]) for name, kind in RECORD_FIELDS.items()}
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError, KeyError, TypeError):
+        target.unlink(missing_ok=True)  # as good as stale
+        return None
+
+
+def forget_record(home: Path, *, pid: int) -> None:
+    """Remove the record if it still names `pid` (a newer server may have replaced it)."""
+    current = read_record(home)
+    if current is not None and current["pid"] == pid:
+        (run_dir(home) / RECORD_FILE).unlink(missing_ok=True)
+
+
+def log_tail(log: Path, *, lines: int = 12) -> str:
+    try:
+        text = log.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return "(no log)"
+    return "\n".join(text.strip().splitlines()[-lines:]) or "(empty log)"
+
+
+def register_child(proc: subprocess.Popen[bytes]) -> None:
+    _CHILDREN[proc.pid] = proc
+
+
+def is_running(pid: int) -> bool:
+    """True when `pid` is a live (not zombie) nbchat process."""
+    proc = _CHILDREN.get(pid)
+    if proc is not None:
+        return proc.poll() is None  # also reaps our own child once it has exited
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # it exists but belongs to another user; /health decides
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text(encoding="utf-8", errors="replace")
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return True  # no /proc on this system: trust kill(0)
+    state = stat.rpartition(")")[2].split()[:1]
+    return state != ["Z"] and b"nbchat" in cmdline
+
+
+def fetch_json(url: str, *, timeout: float) -> Any:
+    """GET `url` and parse its JSON body; OSError or ValueError when that fails."""
+    with _OPENER.open(url, timeout=timeout) as response:
+        return json.loads(response.read())
+
+
+def is_healthy(url: str, *, timeout: float) -> bool:
+    """True when the server's `/health` answers `{"status": "ok"}` within `timeout` seconds."""
+    try:
+        body = fetch_json(url + "/health", timeout=timeout)
+    except (OSError, ValueError):
+        return False
+    return isinstance(body, dict) and body.get("status") == "ok"
+
+
+def terminate(pid: int, *, grace: float) -> None:
+    """SIGTERM `pid`, SIGKILL it after `grace` seconds, and wait until it is gone."""
+    for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 5.0)):
+        if not is_running(pid):
+            break
+        try:
+            os.kill(pid, sig)
+        except ProcessLookupError:
+            break
+        if _wait_exit(pid, timeout=wait):
+            break
+    _CHILDREN.pop(pid, None)
+
+
+def _wait_exit(pid: int, *, timeout: float) -> bool:
+    proc = _CHILDREN.get(pid)
+    if proc is not None:
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return False
+        return True
+    # Not our child, so there is nothing to wait on: look every 50 ms.
+    deadline = time.monotonic() + timeout
+    while is_running(pid):
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.05)
+    return True

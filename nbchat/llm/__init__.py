@@ -1,0 +1,11 @@
+"""The HTTP edge to a model server: one streamed chat request turned into typed events.
+
+    client        build the `openai` client, stream one chat request, ask the server's window
+    reader        `ReplyReader`: one streamed reply's state while its chunks arrive
+    stream        the events a streamed reply is made of (deltas, tool calls, usage, finish)
+    servererrors  openai/httpx failures translated into `NbchatError`s that say what to do
+    fallback      a tool call a small model wrote as plain JSON text, and forced calls
+    endpoint      which server a conversation talks to (the embedded one found or started)
+
+Must not: import tools, the store, compaction or widgets (import-linter checks it).
+"""

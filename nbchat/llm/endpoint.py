@@ -1,0 +1,98 @@
+"""Which model server a conversation talks to, and how big its window is.
+
+`connect(settings)` turns settings into a `Connection`: the configured `base_url`, or, when none
+is set, the embedded llama.cpp server (`nbchat.embedded.server`) already running for this user —
+started only when asked (`start=True`, or `NBCHAT_AUTOSTART=1`). The window size (`n_ctx`) is asked
+from the server only when the threshold is not set, because only then does it decide the budget.
+
+Must not: keep state, start a server unasked, or know about rows.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Callable
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+import openai
+
+from nbchat.config import Settings
+from nbchat.embedded import server as local
+from nbchat.errors import ServerUnavailableError
+from nbchat.llm.client import build_client, server_context_size
+
+__all__ = ["LOCAL", "Connection", "connect", "destination_of"]
+
+LOCAL = "local"
+
+
+@dataclass(frozen=True)
+class Connection:
+    """A ready client, the URL it talks to, the server's window when known, and the budget."""
+
+    client: openai.OpenAI
+    base_url: str
+    n_ctx: int | None
+    threshold: int
+    embedded: bool
+
+
+def connect(
+    settings: Settings,
+    *,
+    client: openai.OpenAI | None = None,
+    start: bool | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> Connection:
+    """A connection for `settings`; raises `ServerUnavailableError` saying what to do."""
+    embedded = client is None and settings.is_embedded
+    if client is None:
+        base_url = _embedded_url(settings, start, progress) if embedded else settings.base_url
+        client = build_client(settings, base_url=base_url)
+    n_ctx = server_context_size(client) if settings.context_token_threshold is None else None
+    return Connection(
+        client=client,
+        base_url=str(client.base_url),
+        n_ctx=n_ctx,
+        threshold=settings.threshold_for(n_ctx),
+        embedded=embedded,
+    )
+
+
+def _embedded_url(
+    settings: Settings, start: bool | None, progress: Callable[[str], None] | None
+) -> str:
+    running = local.find_running(home=settings.home)
+    if running is not None:
+        return running.base_url
+    if not (settings.autostart if start is None else start):
+        raise ServerUnavailableError(
+            "No model server is configured and the embedded one is not running. Start it with "
+            "`nbchat serve-model` (or the Start button in the chat), set NBCHAT_AUTOSTART=1 to "
+            "start it automatically, or point NBCHAT_BASE_URL at an OpenAI-compatible server."
+        )
+    server = local.ensure_server(
+        settings.local_model, home=settings.home, n_ctx=settings.local_n_ctx, progress=progress
+    )
+    return server.base_url
+
+
+def destination_of(base_url: str | None) -> str:
+    """Where requests to `base_url` go, for the user to see: "local" for this machine (the
+    embedded server when None, a loopback address, localhost or a Unix socket), else the host.
+    Decided from the URL alone: no name is looked up."""
+    if base_url is None:
+        return LOCAL
+    parts = urlsplit(base_url if "//" in base_url else f"//{base_url}")
+    if "unix" in parts.scheme:
+        return LOCAL
+    host = (parts.hostname or "").rstrip(".").lower()
+    if host == "localhost" or host.endswith(".localhost"):
+        return LOCAL
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return host or base_url
+    mapped = getattr(address, "ipv4_mapped", None)
+    return LOCAL if (mapped or address).is_loopback else host

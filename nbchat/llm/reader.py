@@ -1,0 +1,147 @@
+"""`ReplyReader`: the state of one streamed reply while its chunks arrive.
+
+It turns each chunk into events (reasoning and text deltas, valid Unicode even when a server
+splits a character across chunks), assembles tool-call fragments by index, keeps the usage and
+the finish reason, and — with the JSON fallback on — holds back text that opens like a tool call
+written as JSON, to hand it over as a call (or as text) at the end.
+
+Pure: no I/O; the HTTP stream is read by `nbchat.llm.client`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from openai.types.chat import ChatCompletionChunk
+
+from nbchat.history import ToolCall, new_call_id, to_valid_text
+from nbchat.llm.fallback import (
+    ArgumentCheck,
+    call_from_text,
+    looks_like_call_start,
+    schemas_by_name,
+)
+from nbchat.llm.stream import Finish, ReasoningDelta, StreamEvent, TextDelta, ToolCallsReady, Usage
+
+__all__ = ["ReplyReader"]
+
+
+@dataclass
+class ToolCallParts:
+    id: str = ""
+    name: str = ""
+    arguments: list[str] = field(default_factory=list)
+
+
+class ReplyReader:
+    """The state of one streamed reply: tool-call fragments, usage, finish, held-back text."""
+
+    def __init__(
+        self, fallback_tools: Sequence[dict[str, Any]], check: ArgumentCheck | None = None
+    ) -> None:
+        self.schemas = schemas_by_name(fallback_tools)
+        self.check = check
+        self.calls: dict[int, ToolCallParts] = {}
+        self.usage: Usage | None = None
+        self.finish_reason: str | None = None
+        self.received = False
+        self.held: list[str] = []
+        self.holding: bool | None = None if self.schemas else False
+        self.halves = {"reasoning": "", "text": ""}  # a high surrogate awaiting its low half
+
+    def feed(self, chunk: ChatCompletionChunk) -> Iterator[StreamEvent]:
+        if chunk.usage is not None:
+            usage = chunk.usage
+            self.usage = Usage(usage.prompt_tokens, usage.completion_tokens)
+        for choice in chunk.choices[:1]:  # n=1: one choice
+            delta = choice.delta
+            # Reasoning is an extra field; reading it from the extras dict avoids pydantic's
+            # slow missing-attribute path on every chunk.
+            extra = delta.model_extra or {}
+            reasoning = extra.get("reasoning_content") or extra.get("reasoning")
+            if isinstance(reasoning, str) and reasoning:
+                self.received = True
+                if reasoning := self._valid("reasoning", reasoning):
+                    yield ReasoningDelta(reasoning)
+            if delta.content:
+                self.received = True
+                content = self._valid("text", delta.content)
+                if content and self.holding is False:
+                    yield TextDelta(content)  # the common case without a generator per chunk
+                elif content:
+                    yield from self._text(content)
+            for fragment in delta.tool_calls or ():
+                self.received = True
+                self._add_fragment(fragment)
+            if choice.finish_reason is not None:
+                self.finish_reason = choice.finish_reason
+
+    def _valid(self, kind: str, piece: str) -> str:
+        """`piece` as valid Unicode. A server that JSON-escapes text can split a character into
+        UTF-16 halves across deltas: a trailing high half waits to be joined with the next one."""
+        if piece.isascii() and not self.halves[kind]:
+            return piece  # the common case, on every chunk: nothing to repair
+        piece, self.halves[kind] = self.halves[kind] + piece, ""
+        if "\ud800" <= piece[-1] <= "\udbff":
+            self.halves[kind], piece = piece[-1], piece[:-1]
+        return to_valid_text(piece)
+
+    def _text(self, piece: str) -> Iterator[StreamEvent]:
+        if self.holding is False:
+            yield TextDelta(piece)
+            return
+        self.held.append(piece)
+        if self.holding:
+            return
+        # Once it opens like a call, hold the rest until the end; None: too short to tell yet.
+        self.holding = looks_like_call_start("".join(self.held).lstrip())
+        if self.holding is False:
+            yield from self.flush_text()
+
+    def _add_fragment(self, fragment: Any) -> None:
+        index = fragment.index
+        if index is None:  # servers that omit it: a fragment with a new id starts a new call
+            last = max(self.calls, default=-1)
+            is_new = fragment.id and (last < 0 or self.calls[last].id not in ("", fragment.id))
+            index = last + 1 if is_new or last < 0 else last
+        parts = self.calls.setdefault(index, ToolCallParts())
+        # id and name arrive once (some servers repeat them); the arguments arrive in pieces.
+        parts.id = parts.id or (fragment.id or "")
+        if fragment.function is not None:
+            parts.name = parts.name or (fragment.function.name or "")
+            if fragment.function.arguments:
+                parts.arguments.append(fragment.function.arguments)
+
+    def flush_text(self) -> Iterator[StreamEvent]:
+        """The held-back text as one delta (when there is any)."""
+        text, self.held = "".join(self.held), []
+        if text:
+            yield TextDelta(text)
+
+    def finish(self) -> Iterator[StreamEvent]:
+        calls = tuple(
+            ToolCall(parts.id or new_call_id(), parts.name, "".join(parts.arguments))
+            for _, parts in sorted(self.calls.items())
+        )
+        found = (
+            None
+            if calls or not self.held
+            else call_from_text("".join(self.held), self.schemas, self.check)
+        )
+        if found is not None:
+            self.held = []
+            arguments = json.dumps(found[1], ensure_ascii=False)
+            yield ToolCallsReady((ToolCall(new_call_id(), found[0], arguments),), from_content=True)
+        if self.halves["reasoning"]:  # a half never joined: shown as U+FFFD, like any lone half
+            yield ReasoningDelta(to_valid_text(self.halves["reasoning"]))
+        if self.halves["text"]:
+            yield from self._text(to_valid_text(self.halves["text"]))
+        yield from self.flush_text()
+        if calls:
+            yield ToolCallsReady(calls)
+        if self.usage is not None:
+            yield self.usage
+        yield Finish(self.finish_reason)

@@ -1,0 +1,55 @@
+"""What one streamed chat reply is made of: reasoning and text deltas as they arrive; the
+assembled tool calls, the usage and the finish reason at the end.
+
+Pure values: no I/O.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TypeAlias
+
+from nbchat.history import ToolCall
+
+__all__ = [
+    "Finish",
+    "ReasoningDelta",
+    "StreamEvent",
+    "TextDelta",
+    "ToolCallsReady",
+    "Usage",
+]
+
+
+@dataclass(frozen=True)
+class ReasoningDelta:
+    text: str
+
+
+@dataclass(frozen=True)
+class TextDelta:
+    text: str
+
+
+@dataclass(frozen=True)
+class ToolCallsReady:
+    """Every tool call of the reply, in index order; `from_content`: found by the JSON fallback."""
+
+    calls: tuple[ToolCall, ...]
+    from_content: bool = False
+
+
+@dataclass(frozen=True)
+class Usage:
+    prompt_tokens: int | None
+    completion_tokens: int | None
+
+
+@dataclass(frozen=True)
+class Finish:
+    """Why the reply ended: "stop", "length", "tool_calls", "stopped" (our Stop); None: unsaid."""
+
+    reason: str | None
+
+
+StreamEvent: TypeAlias = ReasoningDelta | TextDelta | ToolCallsReady | Usage | Finish

@@ -1,0 +1,132 @@
+"""The store's row-level SQL: insert rows at positions, archive them, find the active ones,
+record a compaction. Every function runs inside the caller's transaction (`Store.transaction`),
+so a compaction, a prune or a retry is all written or not at all.
+
+Nothing here deletes a row: replaced rows are archived and linked to their compaction record.
+Must not: open connections or transactions of its own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict
+from typing import Any
+
+from sqlite_utils import Database
+
+from nbchat.errors import StoreError
+from nbchat.history import Row, estimate_tokens
+from nbchat.store.records import CompactionRecord, now, to_stored_row
+
+__all__ = [
+    "active_positions",
+    "archive",
+    "insert_rows",
+    "next_position",
+    "record_compaction",
+    "require_session",
+    "touch",
+]
+
+ROW_COLUMNS = (
+    "id, position, role, content, tool_id, tool_name, tool_args, created, archived, compaction_id"
+)
+# ROW_COLUMNS for telling corrupt rows apart without reading every content: text stands as ''.
+CHECK_COLUMNS = ROW_COLUMNS.replace(
+    "content", "CASE WHEN typeof(content) = 'text' THEN '' ELSE content END"
+)
+
+
+def active_positions(
+    db: Database, session_id: str, expected: int
+) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
+    """The active rows' (id, position): the readable ones, which line up with the history
+    loaded from them (`load_active` skips corrupt rows too), and the corrupt ones."""
+    require_session(db, session_id)
+    readable: list[tuple[int, int]] = []
+    corrupt: list[tuple[int, int]] = []
+    for record in db.execute(
+        f"SELECT {CHECK_COLUMNS} FROM rows WHERE session_id = ? AND archived = 0 "
+        "ORDER BY position, id",
+        [session_id],
+    ).fetchall():
+        (readable if _is_readable(record) else corrupt).append((record[0], record[1]))
+    if len(readable) != expected:
+        raise StoreError(
+            f"Session {session_id} changed while compacting ({len(readable)} active rows, "
+            f"expected {expected}); nothing was written. Reload the session and retry."
+        )
+    return readable, corrupt
+
+
+def record_compaction(
+    db: Database, session_id: str, record: CompactionRecord, rows_replaced: int
+) -> int:
+    table = db.table("compactions").insert(
+        {
+            **asdict(record),
+            "session_id": session_id,
+            "rows_replaced": rows_replaced,
+            "created": now(),
+        }
+    )
+    return _last_id(table.last_pk)
+
+
+def archive(db: Database, row_ids: list[int], compaction_id: int) -> None:
+    db.conn.executemany(
+        "UPDATE rows SET archived = 1, compaction_id = ? WHERE id = ?",
+        [(compaction_id, row_id) for row_id in row_ids],
+    )
+
+
+def insert_rows(db: Database, session_id: str, rows: Sequence[tuple[Row, int]]) -> list[int]:
+    """Insert (row, position) pairs; returns their ids.
+
+    Appended rows take the next positions; a row standing in for replaced ones takes the
+    position of the last of them and, with its higher id, sorts right after it. Plain SQL:
+    sqlite-utils' insert re-reads the table's shape on every call (3x slower per row).
+    """
+    stamp = now()
+    ids = []
+    for row, position in rows:
+        cursor = db.conn.execute(
+            "INSERT INTO rows (session_id, position, role, content, tool_id, tool_name, "
+            "tool_args, tokens, created, archived) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 0)",
+            [session_id, position, *row, estimate_tokens(row), stamp],
+        )
+        ids.append(_last_id(cursor.lastrowid))
+    touch(db, session_id, stamp)
+    return ids
+
+
+def require_session(db: Database, session_id: str) -> None:
+    if db.execute("SELECT 1 FROM sessions WHERE id = ?", [session_id]).fetchone() is None:
+        path = db.execute("PRAGMA database_list").fetchone()[2]  # (seq, name, file)
+        raise StoreError(f"No session {session_id!r} in {path}.")
+
+
+def next_position(db: Database, session_id: str) -> int:
+    found = db.execute(
+        "SELECT MAX(position) FROM rows WHERE session_id = ?", [session_id]
+    ).fetchone()
+    return 0 if found[0] is None else int(found[0]) + 1
+
+
+def touch(db: Database, session_id: str, stamp: str) -> None:
+    db.execute("UPDATE sessions SET updated = ? WHERE id = ?", [stamp, session_id])
+
+
+def _last_id(pk: object) -> int:
+    """The id SQLite gave the row just inserted (always set for an INTEGER PRIMARY KEY)."""
+    assert isinstance(pk, int)
+    return pk
+
+
+def _is_readable(record: Sequence[Any]) -> bool:
+    """Whether `load_active` reads this row, or skips it as corrupt."""
+    try:
+        to_stored_row(record)
+    except ValueError:
+        return False
+    return True

@@ -1,0 +1,352 @@
+"""`Store`: every session, row, compaction and request record, in one SQLite file.
+
+The storage model is drawn in `nbchat.store.migrations`; connections, migrations, transactions and
+sqlite3 error translation live in `nbchat.store.sqlite`; the writer lease in `nbchat.store.lease`.
+Every write here is one transaction, so a failure half-way leaves nothing behind.
+
+Compaction never deletes: `replace_with_compacted` and `replace_rows` archive the replaced rows
+and link them to a compaction record. The active history (what the model sees) and the full
+transcript (everything, in order) are both one query away.
+
+Must not: hold UI state, call the model, or build prompts.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from sqlite_utils import Database
+
+from nbchat.errors import StoreError
+from nbchat.history import Row, to_row
+from nbchat.store import lease, rowsql
+from nbchat.store.export import to_markdown
+from nbchat.store.records import (
+    CompactionRecord,
+    SessionInfo,
+    StoredRow,
+    check_row,
+    now,
+    stored_to_dict,
+    to_stored_row,
+)
+from nbchat.store.sqlite import Connections
+
+__all__ = ["CompactionRecord", "SessionInfo", "Store", "StoredRow"]
+
+LEASE_SECONDS = 3600.0
+
+
+class Store:
+    """The SQLite store at `path`; created and migrated on first use by any thread."""
+
+    def __init__(self, path: str | Path, *, busy_timeout: float = 10.0) -> None:
+        self.path = Path(path)
+        self.busy_timeout = busy_timeout
+        self.connections = Connections(self.path, busy_timeout=busy_timeout)
+        self._owner = lease.new_owner()
+
+    def __repr__(self) -> str:
+        return f"Store({str(self.path)!r})"
+
+    @property
+    def db(self) -> Database:
+        """This thread's sqlite-utils `Database` (opened and migrated on first use)."""
+        return self.connections.db
+
+    def close(self) -> None:
+        """Close every thread's connection; the store reopens on next use."""
+        self.connections.close()
+
+    def transaction(self, action: str) -> contextlib.AbstractContextManager[Database]:
+        """One `BEGIN IMMEDIATE` transaction; nested uses join the outer one."""
+        return self.connections.transaction(action)
+
+    def _errors(self, action: str) -> contextlib.AbstractContextManager[None]:
+        return self.connections.errors(action)
+
+    # Sessions
+
+    def create_session(
+        self, title: str = "", *, model: str = "", settings: Mapping[str, Any] | None = None
+    ) -> str:
+        """A new empty session; returns its id. `settings` must hold no secrets."""
+        session_id = uuid.uuid4().hex[:12]
+        stamp = now()
+        record = {
+            "id": session_id,
+            "title": title or "New chat",
+            "model": model,
+            "created": stamp,
+            "updated": stamp,
+            "settings": json.dumps(dict(settings or {}), default=str),
+        }
+        with self.transaction("create a session") as db:
+            db.table("sessions").insert(record)
+        return session_id
+
+    def get_session(self, session_id: str) -> SessionInfo:
+        found = self._session_infos("WHERE s.id = ?", [session_id])
+        if not found:
+            raise StoreError(
+                f"No session {session_id!r} in {self.path}. List them with `nbchat sessions`."
+            )
+        return found[0]
+
+    def list_sessions(self) -> list[SessionInfo]:
+        """Every session, most recently updated first."""
+        return self._session_infos("", [])
+
+    def _session_infos(self, where: str, params: list[Any]) -> list[SessionInfo]:
+        sql = (
+            "SELECT s.id, s.title, s.model, s.created, s.updated, "
+            "COALESCE(SUM(r.archived = 0), 0), COUNT(r.id) FROM sessions s "
+            f"LEFT JOIN rows r ON r.session_id = s.id {where} "
+            "GROUP BY s.id ORDER BY s.updated DESC, s.created DESC"
+        )
+        with self._errors("list sessions"):
+            return [SessionInfo(*record) for record in self.db.execute(sql, params).fetchall()]
+
+    def rename_session(self, session_id: str, title: str) -> None:
+        if not title.strip():
+            raise StoreError("A session title cannot be empty.")
+        self.get_session(session_id)
+        with self.transaction("rename the session") as db:
+            db.table("sessions").update(session_id, {"title": title.strip(), "updated": now()})
+
+    def delete_session(self, session_id: str) -> None:
+        """Delete a session with its rows, compactions and request records."""
+        self.get_session(session_id)
+        with self.transaction("delete the session") as db:
+            for table in ("rows", "requests", "compactions"):
+                db.execute(f"DELETE FROM {table} WHERE session_id = ?", [session_id])
+            db.execute("DELETE FROM sessions WHERE id = ?", [session_id])
+
+    def session_settings(self, session_id: str) -> dict[str, Any]:
+        with self._errors("read the session settings"):
+            found = self.db.execute(
+                "SELECT settings FROM sessions WHERE id = ?", [session_id]
+            ).fetchone()
+        return dict(json.loads(found[0] or "{}")) if found else {}
+
+    # Rows
+
+    def append_rows(self, session_id: str, rows: Iterable[Sequence[str]]) -> list[int]:
+        """Append rows at the end of the session, all in one transaction; returns their ids."""
+        checked = [check_row(to_row(row)) for row in rows]  # refused before anything is written
+        if not checked:
+            return []
+        with self.transaction("save the message") as db:
+            rowsql.require_session(db, session_id)
+            position = rowsql.next_position(db, session_id)
+            placed = [(row, position + offset) for offset, row in enumerate(checked)]
+            return rowsql.insert_rows(db, session_id, placed)
+
+    def load_active(
+        self, session_id: str, *, problems: list[StoreError] | None = None
+    ) -> list[Row]:
+        """What the model sees: the `compacted` row (if any) and every row after it.
+
+        A corrupt row raises a `StoreError` naming it; pass a `problems` list to skip corrupt
+        rows instead (their errors are appended) and load the rest.
+        """
+        return [s.row for s in self._load(session_id, "AND archived = 0", problems)]
+
+    def load_active_ids(self, session_id: str) -> list[int]:
+        """The ids of the active rows, in order (corrupt ones included)."""
+        with self._errors("load the session"):
+            return [
+                r[0]
+                for r in self.db.execute(
+                    "SELECT id FROM rows WHERE session_id = ? AND archived = 0 "
+                    "ORDER BY position, id",
+                    [session_id],
+                ).fetchall()
+            ]
+
+    def load_full(
+        self, session_id: str, *, problems: list[StoreError] | None = None
+    ) -> list[StoredRow]:
+        """The full transcript: every row ever written, archived ones included, in order."""
+        return self._load(session_id, "", problems)
+
+    def _load(
+        self, session_id: str, where: str, problems: list[StoreError] | None
+    ) -> list[StoredRow]:
+        self.get_session(session_id)
+        with self._errors("load the session"):
+            records = self.db.execute(
+                f"SELECT {rowsql.ROW_COLUMNS} FROM rows WHERE session_id = ? {where} "
+                "ORDER BY position, id",
+                [session_id],
+            ).fetchall()
+        loaded = []
+        for record in records:
+            try:
+                loaded.append(to_stored_row(record))
+            except ValueError as exc:
+                error = StoreError(
+                    f"Session {session_id}: row {record[0]} (position {record[1]}) is corrupt: "
+                    f"{exc}. It was skipped; the rest of the session loads. Export the session "
+                    "to keep a copy, then delete or fix that row."
+                )
+                if problems is None:
+                    raise error from exc
+                problems.append(error)
+        return loaded
+
+    def find_tool_result(self, session_id: str, tool_id: str) -> StoredRow | None:
+        """The newest `tool` row answering `tool_id`, archived or not (original first)."""
+        with self._errors("read an archived row"):
+            record = self.db.execute(
+                f"SELECT {rowsql.ROW_COLUMNS} FROM rows WHERE session_id = ? AND tool_id = ? "
+                "AND role = 'tool' ORDER BY archived DESC, id DESC LIMIT 1",
+                [session_id, tool_id],
+            ).fetchone()
+        return to_stored_row(record) if record else None
+
+    # Compaction
+
+    def replace_with_compacted(
+        self,
+        session_id: str,
+        compacted: Sequence[str],
+        *,
+        keep_tail: int,
+        expected_active: int,
+        record: CompactionRecord,
+    ) -> int:
+        """Archive all active rows but the last `keep_tail`, put `compacted` before the tail.
+
+        One transaction; returns the compaction record's id. `expected_active` is the length of
+        the history the compaction was computed from: a mismatch means the session changed
+        meanwhile and nothing is written.
+        """
+        with self.transaction("save the compaction") as db:
+            active, corrupt = rowsql.active_positions(db, session_id, expected_active)
+            replaced = active[: len(active) - keep_tail] if keep_tail else active
+            if not replaced:
+                raise StoreError("A compaction must replace at least one row.")
+            last = replaced[-1][1]
+            # A corrupt row among the replaced ones (never loaded, never sent) goes with them.
+            ids = [row_id for row_id, _ in replaced] + [i for i, p in corrupt if p <= last]
+            compaction_id = rowsql.record_compaction(db, session_id, record, len(ids))
+            rowsql.archive(db, ids, compaction_id)
+            rowsql.insert_rows(db, session_id, [(to_row(compacted), last)])
+        return compaction_id
+
+    def replace_rows(
+        self,
+        session_id: str,
+        replacements: Mapping[int, Sequence[str]],
+        *,
+        expected_active: int,
+        record: CompactionRecord,
+    ) -> int:
+        """Archive the active rows at the given indexes and put the new rows in their places."""
+        with self.transaction("save the pruned rows") as db:
+            active, _ = rowsql.active_positions(db, session_id, expected_active)
+            compaction_id = rowsql.record_compaction(db, session_id, record, len(replacements))
+            for index, new_row in sorted(replacements.items()):
+                row_id, position = active[index]
+                rowsql.archive(db, [row_id], compaction_id)
+                rowsql.insert_rows(db, session_id, [(to_row(new_row), position)])
+        return compaction_id
+
+    def archive_last(self, session_id: str, count: int, *, expected_active: int, kind: str) -> int:
+        """Archive the last `count` active rows (a retried reply, an edited message).
+
+        Nothing is deleted: the rows stay in the full transcript, linked to a record of `kind`.
+        """
+        with self.transaction("archive the last rows") as db:
+            active, corrupt = rowsql.active_positions(db, session_id, expected_active)
+            if not 0 < count <= len(active):
+                raise StoreError(f"Cannot archive {count} of {len(active)} active rows.")
+            first_id, first_position = active[-count]
+            ids = [row_id for row_id, _ in active[-count:]]
+            ids += [i for i, p in corrupt if (p, i) > (first_position, first_id)]
+            record_id = rowsql.record_compaction(db, session_id, CompactionRecord(kind), len(ids))
+            rowsql.archive(db, ids, record_id)
+        return record_id
+
+    def list_compactions(self, session_id: str) -> list[dict[str, Any]]:
+        with self._errors("list compactions"):
+            return list(
+                self.db.table("compactions").rows_where(
+                    "session_id = ?", [session_id], order_by="id"
+                )
+            )
+
+    # Requests (usage)
+
+    def record_request(
+        self,
+        session_id: str,
+        *,
+        kind: str = "chat",
+        model: str = "",
+        prompt_tokens: int | None = None,
+        completion_tokens: int | None = None,
+        duration: float = 0.0,
+        active_rows: int = 0,
+    ) -> None:
+        """One request's reported usage (None where the server did not say)."""
+        record = {
+            "session_id": session_id,
+            "kind": kind,
+            "model": model,
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": completion_tokens,
+            "duration": duration,
+            "active_rows": active_rows,
+            "created": now(),
+        }
+        with self.transaction("record usage") as db:
+            db.table("requests").insert(record)
+
+    def list_requests(self, session_id: str) -> list[dict[str, Any]]:
+        with self._errors("list requests"):
+            return list(
+                self.db.table("requests").rows_where("session_id = ?", [session_id], order_by="id")
+            )
+
+    # Writer lease: one kernel writes a session, others read it (see `nbchat.store.lease`).
+
+    def acquire_lease(
+        self, session_id: str, *, owner: str | None = None, seconds: float = LEASE_SECONDS
+    ) -> bool:
+        """Take or renew the writer lease; False when another live process holds it."""
+        with self.transaction("take the session lease") as db:
+            taken = lease.take(db, session_id, owner=owner or self._owner, seconds=seconds)
+        if taken is None:
+            raise StoreError(f"No session {session_id!r} in {self.path}.")
+        return taken
+
+    def release_lease(self, session_id: str, *, owner: str | None = None) -> None:
+        with self.transaction("release the session lease") as db:
+            lease.give_back(db, session_id, owner=owner or self._owner)
+
+    # Export
+
+    def export_json(self, session_id: str) -> str:
+        """The whole session as JSON: metadata, full transcript, compactions, requests."""
+        info = self.get_session(session_id)
+        document = {
+            "session": asdict(info),
+            "rows": [stored_to_dict(stored) for stored in self.load_full(session_id, problems=[])],
+            "compactions": self.list_compactions(session_id),
+            "requests": self.list_requests(session_id),
+        }
+        return json.dumps(document, indent=2, ensure_ascii=False)
+
+    def export_markdown(self, session_id: str) -> str:
+        """The full transcript as Markdown, archived rows marked."""
+        info = self.get_session(session_id)
+        rows = [stored_to_dict(s) for s in self.load_full(session_id, problems=[])]
+        return to_markdown(asdict(info), rows)

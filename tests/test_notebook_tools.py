@@ -1,0 +1,280 @@
+"""nbchat.tools.notebook: the model reads the live notebook, bounded in size and time, and sees
+only the user's own names."""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+import types
+from collections.abc import Iterator
+from typing import Any
+
+import openai
+import pytest
+from fakeserver import FakeServer, Reply
+from helpers import recording_comms
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from nbchat.config import Settings
+from nbchat.store.store import Store
+from nbchat.tools import notebook
+from nbchat.tools.notebook import (
+    ANSWER_LIMIT,
+    LIST_LIMIT,
+    describe_value,
+    is_user_variable,
+    list_variables,
+    notebook_tools,
+    summarise_value,
+)
+from nbchat.ui.chatui import ChatUI
+
+
+class FakeShell:
+    def __init__(self, **names: Any) -> None:
+        self.user_ns: dict[str, Any] = dict(names)
+
+
+@pytest.fixture(autouse=True)
+def previews_finish() -> Iterator[None]:
+    """Each test ends with its stuck previews released and their threads joined."""
+    yield
+    for thread in threading.enumerate():
+        if thread.name == "nbchat-preview":
+            thread.join(10)
+
+
+def run_tool(shell: FakeShell, tool_name: str, /, **arguments: Any) -> str:
+    (found,) = [item for item in notebook_tools(shell) if item.name == tool_name]
+    return str(found(**arguments))
+
+
+class SlowLength(list):  # type: ignore[type-arg]
+    def __len__(self) -> int:
+        raise AssertionError("summarise_value called user code")
+
+
+def test_only_the_users_own_names_are_listed() -> None:
+    from nbchat.history import Row
+
+    shell = FakeShell(
+        df=[1, 2, 3],
+        _private=1,
+        json=json,
+        In=["", "x = 1"],
+        Out={},
+        get_ipython=lambda: None,
+        Row=Row,
+        row=Row("user", "hi"),
+        answer=42,
+    )
+    listed = run_tool(shell, "list_notebook_variables")
+    assert listed.splitlines() == ["answer: int = 42", "df: list, length 3"]
+
+
+def test_a_subclass_length_is_not_asked_for() -> None:
+    assert summarise_value(SlowLength([1])) == "SlowLength"
+
+
+def test_ten_thousand_variables_are_listed_within_the_bounds() -> None:
+    names = {f"v{i:05d}": list(range(i % 7)) for i in range(10_000)}
+    listed = list_variables(names)
+    assert len(listed) <= ANSWER_LIMIT
+    assert listed.splitlines()[0] == "v00000: list, length 0"
+    assert listed.rstrip().endswith("more (describe_variable shows one).")
+    assert len(listed.splitlines()) <= LIST_LIMIT + 1
+
+
+def test_a_repr_that_raises_is_reported_not_raised() -> None:
+    class Broken:
+        def __repr__(self) -> str:
+            raise ValueError("no repr today")
+
+    shown = describe_value("thing", Broken())
+    assert shown == "thing: Broken\n(could not show its contents: ValueError: no repr today)"
+
+
+class Stuck:
+    """A value whose repr waits until the test releases it."""
+
+    def __init__(self, release: threading.Event) -> None:
+        self.release = release
+
+    def __repr__(self) -> str:
+        self.release.wait(30)
+        return "late"
+
+
+def test_a_repr_that_never_returns_is_cut_off_and_the_chat_goes_on() -> None:
+    release = threading.Event()
+    try:
+        shown = describe_value("stuck", Stuck(release), seconds=0.2)
+    finally:
+        release.set()
+    assert shown == "stuck: Stuck\n(could not show its contents: it took longer than 0.2 s)"
+
+
+def test_previews_are_refused_while_earlier_ones_are_still_stuck() -> None:
+    release = threading.Event()
+    try:
+        first = [
+            describe_value(f"s{i}", Stuck(release), seconds=0.05)
+            for i in range(notebook.STUCK_LIMIT)
+        ]
+        refused = describe_value("one more", [1, 2])
+    finally:
+        release.set()
+    assert all("it took longer than" in text for text in first)
+    assert refused.endswith("(could not show its contents: earlier previews are still running)")
+
+
+def test_a_huge_value_is_previewed_within_the_bound() -> None:
+    shown = describe_value("big", "x" * 5_000_000)
+    assert len(shown) <= ANSWER_LIMIT
+    assert shown.startswith("big: str, length 5,000,000\n'xxx")
+
+
+def test_describe_refuses_hidden_and_unknown_names() -> None:
+    shell = FakeShell(_secret="s", os=types.ModuleType("os"))
+    for name in ("_secret", "os", "missing"):
+        assert run_tool(shell, "describe_variable", name=name) == (
+            f"No variable named {name!r} (list_notebook_variables lists them)."
+        )
+
+
+def test_a_cell_is_read_by_its_execution_number() -> None:
+    shell = FakeShell(In=["", "total = 2 + 3\ntotal", "print('hi')"], Out={1: 5})
+    assert (
+        run_tool(shell, "read_cell", number=1)
+        == "In [1]:\ntotal = 2 + 3\ntotal\nOut[1]: int = 5\n5"
+    )
+    assert run_tool(shell, "read_cell", number=2).endswith(
+        "Out[2]: (no result value; printed output is not kept by the kernel)"
+    )
+    assert (
+        run_tool(shell, "read_cell", number=9)
+        == "There is no cell In [9] in this kernel's history."
+    )
+
+
+def test_the_last_error_keeps_its_final_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    cause: Exception | None = None
+    for step in range(80):  # a long chain of causes: a traceback far over the limit
+        try:
+            raise ValueError(f"step {step} failed") from cause
+        except ValueError as exc:
+            cause = exc
+    try:
+        raise KeyError("the missing column") from cause
+    except KeyError as exc:
+        monkeypatch.setattr(sys, "last_value", exc, raising=False)
+    shown = run_tool(FakeShell(), "last_error")
+    assert len(shown) <= ANSWER_LIMIT
+    assert shown.rstrip().endswith("KeyError: 'the missing column'")
+    assert "characters cut" in shown
+
+
+def test_no_error_yet(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delattr(sys, "last_value", raising=False)
+    assert run_tool(FakeShell(), "last_error") == "No error has been raised in this notebook yet."
+
+
+def test_nbchat_and_ipython_objects_are_hidden() -> None:
+    assert not is_user_variable("ui", Settings())
+    assert not is_user_variable("Store", Store)
+    assert is_user_variable("data", {"a": 1})
+
+
+values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=3000),
+    lambda inner: (
+        st.lists(inner, max_size=40)
+        | st.dictionaries(st.text(max_size=30), inner, max_size=40)
+        | st.tuples(inner, inner)
+    ),
+    max_leaves=200,
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(value=values)
+def test_any_value_is_described_within_the_answer_limit(value: Any) -> None:
+    assert len(describe_value("v", value)) <= ANSWER_LIMIT
+
+
+names_and_values = st.dictionaries(
+    st.text(min_size=1, max_size=300),
+    st.text(max_size=500) | st.integers() | st.lists(st.integers(), max_size=20),
+    max_size=250,
+)
+
+
+@settings(max_examples=25, deadline=None)
+@given(namespace=names_and_values)
+def test_any_namespace_is_listed_within_the_answer_limit(namespace: dict[str, Any]) -> None:
+    assert len(list_variables(namespace)) <= ANSWER_LIMIT
+
+
+@pytest.fixture
+def server() -> Iterator[FakeServer]:
+    with FakeServer() as running:
+        yield running
+
+
+def make_ui(server: FakeServer, store: Store, settings: Settings) -> ChatUI:
+    client = openai.OpenAI(base_url=server.url + "/v1", api_key="test", max_retries=0)
+    return ChatUI(settings, store=store, client=client)
+
+
+def test_the_chat_offers_the_notebook_tools_in_a_kernel_and_the_model_reads_a_variable(
+    server: FakeServer, store: Store, make_settings: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    shell = FakeShell(prices=[3, 1, 2])
+    monkeypatch.setattr("nbchat.ui.chatui.current_shell", lambda: shell)
+    call = ("call_1", "describe_variable", json.dumps({"name": "prices"}))
+    server.enqueue(Reply(tool_calls=[call]), Reply(text="Three prices."))
+    with recording_comms():
+        ui = make_ui(
+            server, store, make_settings(context_token_threshold=50_000, tool_policy="deny")
+        )
+        try:
+            ui.send("What is in prices?")
+            assert ui.wait(60)
+        finally:
+            ui.close()
+    offered = [tool["function"]["name"] for tool in server.chat_requests()[0]["tools"]]
+    assert {"list_notebook_variables", "describe_variable", "read_cell", "last_error"} <= set(
+        offered
+    )
+    (result,) = [row for row in ui.conversation.history if row[0] == "tool"]
+    assert result[1] == "prices: list, length 3\n[3, 1, 2]"
+
+
+def test_notebook_tools_off_removes_them(
+    server: FakeServer, store: Store, make_settings: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("nbchat.ui.chatui.current_shell", lambda: FakeShell(x=1))
+    with recording_comms():
+        ui = make_ui(server, store, make_settings(notebook_tools=False))
+        ui.close()
+    assert "describe_variable" not in ui.conversation.tools
+
+
+def test_a_dataframe_is_shown_by_its_dtypes_and_head_not_its_contents() -> None:
+    import pandas as pd
+
+    frame = pd.DataFrame({"price": [float(i) for i in range(100_000)], "name": ["x"] * 100_000})
+    shown = describe_value("sales", frame)
+    assert shown.startswith("sales: DataFrame, shape 100,000×2, columns price, name\ndtypes:\n")
+    assert "head():" in shown and "99999" not in shown
+    assert len(shown) <= ANSWER_LIMIT
+
+
+def test_an_array_is_summarised_by_statistics_over_a_bounded_sample() -> None:
+    import numpy as np
+
+    shown = describe_value("a", np.arange(1_000_000, dtype=np.int64))
+    assert shown.splitlines()[0] == "a: ndarray, shape 1,000,000, dtype int64"
+    assert shown.splitlines()[1].startswith("statistics over every 10th of the 1,000,000 elements:")
