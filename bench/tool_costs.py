@@ -38,7 +38,9 @@ SHELL_TARGET_MS = 150.0  # the subreaper's Python start on top of sh
 
 def make_workspace(root: Path) -> None:
     for number in range(FILES):
-        lines = (f"def function_{number}_{n}(value): return value * {n}  # note\n" for n in range(LINES))
+        lines = (
+            f"def function_{number}_{n}(value): return value * {n}  # note\n" for n in range(LINES)
+        )
         (root / f"module_{number}.py").write_text("".join(lines))
     with (root / "sparse.txt").open("wb") as handle:
         handle.write(b"first line\nsecond line\n")

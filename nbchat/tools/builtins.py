@@ -70,10 +70,8 @@ def read_file(
     with _opened(ctx, path) as (handle, status):
         lines = read_lines(handle, ctx, doing=f"reading {path!r}", max_line=budget + 1)
         for count, line in _binary_is_an_error(enumerate(lines, start=1), path, status):
-            if count < first:
-                continue
-            if end_line is not None and count > end_line and kept:
-                break
+            if count < first or (end_line is not None and count > end_line):
+                continue  # before the range, or an empty range read to the end to count lines
             if size + len(line) > budget:
                 kept.append(line[: budget - size])
                 return _decoded(kept) + (
@@ -82,6 +80,8 @@ def read_file(
                 )
             kept.append(line)
             size += len(line)
+            if count == end_line:
+                break  # not one byte more than the range is read
     if not kept and (start_line is not None or end_line is not None):
         last = count if end_line is None else min(end_line, count)
         raise ToolError(
