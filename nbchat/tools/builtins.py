@@ -28,7 +28,7 @@ from nbchat.tools.fileaccess import (
     open_regular,
     split_inside,
 )
-from nbchat.tools.lines import BinaryContentError, Pattern, read_lines
+from nbchat.tools.lines import BinaryContentError, Pattern, find_lines, read_lines
 from nbchat.tools.listing import Entry, GlobPattern, walk
 from nbchat.tools.registry import Tool
 from nbchat.tools.shell import run_command
@@ -337,13 +337,7 @@ def _matching_lines(
     ctx: ToolContext, handle: BinaryIO, matcher: Pattern
 ) -> Iterator[tuple[int, str]]:
     try:
-        lines = read_lines(handle, ctx, doing="searching")
-        for number, raw in enumerate(lines, start=1):
-            line = raw.decode("utf-8", errors="replace").rstrip("\r\n")
-            if matcher.found_in(line, ctx):
-                yield number, line
-    except BinaryContentError:
-        return  # a binary file (or its binary tail) is not searched
+        yield from find_lines(handle, matcher, ctx)
     except OSError:
         return  # unreadable (permissions, vanished): not a match, and not worth failing over
 

@@ -14,6 +14,7 @@ Must not: open files (nbchat.tools.fileaccess does) or format results for the mo
 from __future__ import annotations
 
 from collections.abc import Iterator
+from itertools import islice
 from typing import BinaryIO
 
 import regex
@@ -26,12 +27,16 @@ __all__ = [
     "PATTERN_SLICE",
     "BinaryContentError",
     "Pattern",
+    "find_lines",
     "read_lines",
 ]
 
 MAX_LINE_BYTES = 64 * 1024  # a searched line is cut here; a match is shown in 300 characters
 PATTERN_SLICE = 0.5  # seconds one line may take to match; `regex` may overrun it about twice
 CHECK_EVERY = 256  # lines between two looks at the deadline and Stop
+BATCH_LINES = 512  # lines tried at once before line by line: one call instead of 512
+# Where a pattern can tell a line from a block of lines, the batch is not a fair test.
+LINE_BOUND_SYNTAX = ("\\A", "\\Z", "\\z", "\\G", "(?<", "(?m", "(?s", "(?-")
 
 
 class BinaryContentError(Exception):
@@ -73,6 +78,22 @@ class Pattern:
             self.compiled = regex.compile(text)
         except (regex.error, OverflowError, RecursionError):
             self.compiled = regex.compile(regex.escape(text))
+        # In MULTILINE mode ^ and $ match at every line of a batch as they do in one line.
+        batchable = not any(mark in text for mark in LINE_BOUND_SYNTAX)
+        self.batch = regex.compile(self.compiled.pattern, regex.MULTILINE) if batchable else None
+
+    def may_occur_in(self, block: str, ctx: ToolContext) -> bool:
+        """False when the pattern surely occurs in no line of `block` (lines joined by "\\n")."""
+        if self.batch is None:
+            return True
+        budget = min(ctx.remaining(), PATTERN_SLICE)
+        if budget <= 0:
+            ctx.check("searching")
+        try:
+            return self.batch.search(block, timeout=budget, concurrent=True) is not None
+        except TimeoutError:
+            ctx.check("searching")
+            return True  # line by line then says which line is too slow, if one is
 
     def found_in(self, line: str, ctx: ToolContext) -> bool:
         """Whether the pattern occurs in `line`; a `ToolError` when matching takes too long."""
@@ -88,3 +109,25 @@ class Pattern:
                 f"than {PATTERN_SLICE:g} s and was given up. Nested repetition such as (a|aa)+ "
                 "or (x+x+)+ backtracks exponentially; use a simpler pattern or plain text."
             ) from None
+
+
+def find_lines(handle: BinaryIO, pattern: Pattern, ctx: ToolContext) -> Iterator[tuple[int, str]]:
+    """(number, text) of each line of `handle` where `pattern` occurs, until the file ends or
+    turns binary. Lines are tried in batches first, so a file without a match costs a few
+    calls, not one per line."""
+    lines = _text_lines(handle, ctx)
+    number = 0
+    while batch := list(islice(lines, BATCH_LINES)):
+        texts = [raw.decode("utf-8", errors="replace").rstrip("\r\n") for raw in batch]
+        if pattern.may_occur_in("\n".join(texts), ctx):
+            for offset, text in enumerate(texts, start=1):
+                if pattern.found_in(text, ctx):
+                    yield number + offset, text
+        number += len(batch)
+
+
+def _text_lines(handle: BinaryIO, ctx: ToolContext) -> Iterator[bytes]:
+    try:
+        yield from read_lines(handle, ctx, doing="searching")
+    except BinaryContentError:
+        return  # a binary file (or its binary tail) is not searched further
