@@ -118,9 +118,11 @@ def find_lines(handle: BinaryIO, pattern: Pattern, ctx: ToolContext) -> Iterator
     lines = _text_lines(handle, ctx)
     number = 0
     while batch := list(islice(lines, BATCH_LINES)):
-        texts = [raw.decode("utf-8", errors="replace").rstrip("\r\n") for raw in batch]
-        if pattern.may_occur_in("\n".join(texts), ctx):
-            for offset, text in enumerate(texts, start=1):
+        # One decode for the batch; "\r\n" as "\n" so that `$` sees the end of each line.
+        joined = b"\n".join(raw.rstrip(b"\r\n") for raw in batch)
+        if pattern.may_occur_in(joined.decode("utf-8", errors="replace"), ctx):
+            for offset, raw in enumerate(batch, start=1):
+                text = raw.decode("utf-8", errors="replace").rstrip("\r\n")
                 if pattern.found_in(text, ctx):
                     yield number + offset, text
         number += len(batch)
