@@ -17,10 +17,9 @@ from fixtures_server import CHAT, Canned, ScriptedServer, chunk, client_for, set
 from nbchat.errors import ContextOverflowError, NbchatError, ServerError, ServerUnavailableError
 from nbchat.history import ToolCall
 from nbchat.llm.client import build_client, complete_chat, server_context_size, stream_chat
-from nbchat.llm.fallback import schemas_by_name
 from nbchat.llm.stream import Finish, ReasoningDelta, StreamEvent, TextDelta, ToolCallsReady, Usage
 from nbchat.stopping import StopSignal
-from nbchat.tools.schema import validate
+from nbchat.tools import Tool, ToolRegistry
 
 MESSAGES: list[dict[str, Any]] = [{"role": "user", "content": "What is in this notebook?"}]
 CALL_ID = re.compile(r"^call_[0-9a-f]{12}$")
@@ -37,6 +36,15 @@ READ_FILE_TOOL = {
         },
     },
 }
+
+
+def read_file(path: str) -> str:
+    """Read a file."""
+    return path
+
+
+# The check the conversation hands the JSON fallback: the registry's, for the same read_file.
+ARGUMENT_CHECK = ToolRegistry([Tool.from_function(read_file)]).accepts
 
 
 @pytest.fixture
@@ -59,13 +67,7 @@ def client(fake: FakeServer, tmp_path: Path) -> Iterator[openai.OpenAI]:
 
 def collect(client: openai.OpenAI, **options: Any) -> list[StreamEvent]:
     if options.get("json_tool_fallback"):
-        schemas = schemas_by_name(options.get("tools") or [])
-        options.setdefault(
-            "check_arguments",
-            lambda name, arguments: (
-                name in schemas and not validate(dict(arguments), schemas[name])
-            ),
-        )
+        options.setdefault("check_arguments", ARGUMENT_CHECK)
     return list(stream_chat(client, MESSAGES, model="test-model", **options))
 
 

@@ -453,13 +453,38 @@ READ_FILE_PARAMETERS = (
             "Invalid arguments for 'read_file': unexpected argument 'colour'. "
             f"{READ_FILE_PARAMETERS}",
         ),
+        (
+            "read_file",
+            "null",
+            "The arguments for 'read_file' must be a JSON object, got null. "
+            f"{READ_FILE_PARAMETERS}",
+        ),
+        (
+            "read_file",
+            '{"path": "a.txt", "start_line": "3"}',
+            "Invalid arguments for 'read_file': start_line: expected an integer or null, got "
+            f'"3". {READ_FILE_PARAMETERS}',
+        ),
+        (
+            "read_file",
+            '{"path": "a.txt", "end_line": true}',
+            "Invalid arguments for 'read_file': end_line: expected an integer or null, got "
+            f"true. {READ_FILE_PARAMETERS}",
+        ),
+        (
+            "read_file",
+            '{"start_line": 1.5, "colour": "red"}',
+            "Invalid arguments for 'read_file': missing required argument 'path'; start_line: "
+            "expected an integer or null, got 1.5; unexpected argument 'colour'. "
+            f"{READ_FILE_PARAMETERS}",
+        ),
     ],
 )
 def test_bad_calls_become_readable_outcomes(
     workspace: Path, name: str, arguments: str, content: str
 ) -> None:
     outcome = executor_for(workspace).execute(call(name, arguments))
-    assert (outcome.ok, outcome.content, outcome.error) == (False, content, content)
+    assert (outcome.ok, outcome.content, outcome.error) == (False, content, content[:200])
 
 
 def test_empty_arguments_count_as_an_empty_object(workspace: Path) -> None:

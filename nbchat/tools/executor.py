@@ -27,7 +27,6 @@ from nbchat.history import ToolCall
 from nbchat.stopping import StopSignal
 from nbchat.tools.context import ToolContext, cap_output, safe_environment
 from nbchat.tools.registry import Tool, ToolRegistry
-from nbchat.tools.schema import validate
 from nbchat.tools.shell import KILL_GRACE
 
 __all__ = ["ApprovalRequest", "Approver", "ToolExecutor", "ToolOutcome"]
@@ -225,7 +224,7 @@ def _checked_arguments(tool: Tool, raw: str) -> dict[str, Any]:
         raise _Failed(
             f"The arguments for {tool.name!r} must be a JSON object, got {kind}. {expected}"
         )
-    problems = validate(value, tool.parameters)
+    problems = tool.problems(value)
     if problems:
         raise _Failed(f"Invalid arguments for {tool.name!r}: {'; '.join(problems)}. {expected}")
     return value

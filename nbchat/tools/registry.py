@@ -1,9 +1,10 @@
 """`Tool` and `ToolRegistry`: which functions the model may call, and how they are described.
 
-A `Tool` is a function plus its name, description and JSON schema (made from the signature by
-`nbchat.tools.schema`) and whether it is `dangerous` (writes files or runs commands, so the
-approval policy applies). A `ToolRegistry` holds tools by name and hands the OpenAI `tools=`
-list to the client. Users add their own functions with one decorator or one call:
+A `Tool` is a function plus its name, description, JSON schema and argument check (made from
+the signature by `nbchat.tools.schema`) and whether it is `dangerous` (writes files or runs
+commands, so the approval policy applies). A `ToolRegistry` holds tools by name, hands the
+OpenAI `tools=` list to the client and checks arguments for the JSON fallback (`accepts`).
+Users add their own functions with one decorator or one call:
 
     registry = default_registry()
 
@@ -19,15 +20,14 @@ Must not: run tools (the executor does) or hold a global registry that user code
 
 from __future__ import annotations
 
-import inspect
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import InitVar, dataclass, field
 from typing import Any, overload
 
 from nbchat.errors import ToolError
 from nbchat.tools.context import ToolContext
-from nbchat.tools.schema import describe_function, parameters_schema, type_hints, validate
+from nbchat.tools.schema import Signature, describe_function
 
 __all__ = ["Tool", "ToolRegistry", "tool"]
 
@@ -39,31 +39,22 @@ ToolFunction = Callable[..., Any]
 
 @dataclass(frozen=True)
 class Tool:
-    """A function the model may call. Calling the `Tool` calls the function."""
+    """A function the model may call. Calling the `Tool` calls the function.
+
+    `parameters` is the schema sent to the server; the arguments are checked against the
+    function's own signature (`signature`, made from `function` unless `described` is given).
+    """
 
     name: str
     description: str
     parameters: dict[str, Any]
     function: ToolFunction = field(repr=False)
     dangerous: bool = False
-    # Worked out once from the signature: the ToolContext parameter (if any), and parameters
-    # typed `X | None` without a default, which the model may leave out (they get None).
-    context_parameter: str | None = field(init=False, repr=False, compare=False)
-    filled_with_none: tuple[str, ...] = field(init=False, repr=False, compare=False)
+    described: InitVar[Signature | None] = None
+    signature: Signature = field(init=False, repr=False, compare=False)
 
-    def __post_init__(self) -> None:
-        hints = type_hints(self.function)
-        required = set(self.parameters.get("required", ()))
-        context: str | None = None
-        fill: list[str] = []
-        for parameter in inspect.signature(self.function).parameters.values():
-            variadic = parameter.kind in (parameter.VAR_POSITIONAL, parameter.VAR_KEYWORD)
-            if hints.get(parameter.name) is ToolContext:
-                context = parameter.name
-            elif parameter.default is parameter.empty and parameter.name not in required:
-                fill.extend(() if variadic else (parameter.name,))
-        object.__setattr__(self, "context_parameter", context)
-        object.__setattr__(self, "filled_with_none", tuple(fill))
+    def __post_init__(self, described: Signature | None) -> None:
+        object.__setattr__(self, "signature", described or Signature.of(self.function))
 
     @classmethod
     def from_function(
@@ -82,19 +73,22 @@ class Tool:
                 "(pass name=... to choose one)."
             )
         text = describe_function(fn) if description is None else description
-        return cls(tool_name, text, parameters_schema(fn), fn, dangerous)
+        signature = Signature.of(fn)
+        return cls(tool_name, text, signature.schema, fn, dangerous, signature)
 
     def to_schema(self) -> dict[str, Any]:
         """The entry for the `tools=` list of a chat request."""
         function = {"name": self.name, "description": self.description}
         return {"type": "function", "function": {**function, "parameters": self.parameters}}
 
+    def problems(self, arguments: Mapping[str, Any]) -> list[str]:
+        """Everything wrong with the model's `arguments`, one message each ([] when valid)."""
+        return self.signature.problems(arguments)
+
     def invoke(self, arguments: Mapping[str, Any], context: ToolContext) -> Any:
-        """Call the function with validated arguments (and `context`, when it asks for one)."""
-        values = {**dict.fromkeys(self.filled_with_none), **arguments}
-        if self.context_parameter is not None:
-            values[self.context_parameter] = context
-        return self.function(**values)
+        """Call the function with the model's `arguments` (validated here: ToolError when they
+        are wrong) and `context`, when it asks for one."""
+        return self.function(**self.signature.keywords(arguments, context))
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.function(*args, **kwargs)
@@ -157,9 +151,10 @@ class ToolRegistry:
         return list(self._tools)
 
     def accepts(self, name: str, arguments: Mapping[str, Any]) -> bool:
-        """Whether `name` is registered and `arguments` validate against its schema."""
+        """Whether `name` is registered and `arguments` are valid for it (the check handed to
+        the JSON tool-call fallback, which must not import the tools)."""
         found = self._tools.get(name)
-        return found is not None and not validate(dict(arguments), found.parameters)
+        return found is not None and not found.problems(arguments)
 
     def schemas(self) -> list[dict[str, Any]]:
         """The OpenAI `tools=[{"type": "function", "function": {...}}]` list."""

@@ -1,32 +1,44 @@
-"""JSON schemas from Python signatures, and a validator for exactly the schemas made here.
+"""What a tool function looks like to a model: its description, its JSON schema, and the words the
+model reads when its arguments are wrong.
 
-Owns the mapping from type hints to JSON schema (str, int, float, bool, `list[X]`,
-`dict[str, X]`, `X | None`, `Literal[...]`, `Any`), the parameter descriptions read from a
-Google- or NumPy-style docstring, and `validate`, which checks a model's arguments against such a
-schema (type, required, enum, items, additionalProperties) and says what is wrong in words the
-model can act on.
+pydantic builds the schema from the signature and validates the arguments (strict JSON mode: true
+is not 1, "1" is not a number); docstring-parser reads the parameter texts of a Google, NumPy or
+reST docstring. What stays nbchat's own is here:
 
-Must not: call tools, or grow into a general JSON-schema implementation (no third-party
-jsonschema; a schema written by hand with other keywords is checked only for the keywords above).
+- which parameters are shown: not a `ToolContext` one (the executor supplies it), nor `*args` or
+  `**kwargs`; a parameter is required when it has no default and is not typed `X | None` (such a
+  parameter left out gets None);
+- a small schema, because small models pay for every token of it: no titles, no defaults, and
+  `X | None` written `"type": [X, "null"]` rather than an `anyOf`;
+- `Signature.problems`: one message per problem, naming the argument, what was expected and what
+  was given (`path: expected a string, got 3`, `missing required argument 'path'`, `unexpected
+  argument 'colour'`), with long values shortened.
+
+Must not: call tools (the executor does) or describe the tool's name (the registry does).
 """
 
 from __future__ import annotations
 
 import inspect
 import json
-import re
 import types
 import typing
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Annotated, Any
+
+import docstring_parser
+from pydantic import ConfigDict, Field, TypeAdapter, ValidationError
+from pydantic.errors import PydanticSchemaGenerationError, PydanticUserError
+from pydantic.json_schema import GenerateJsonSchema, JsonSchemaValue
+from pydantic_core import ErrorDetails, core_schema
+from typing_extensions import Required, TypedDict
 
 from nbchat.errors import ToolError
 from nbchat.tools.context import ToolContext
 
-__all__ = ["describe_function", "parameters_schema", "type_hints", "type_schema", "validate"]
+__all__ = ["Signature", "describe_function", "parameters_schema", "type_hints"]
 
-SCALARS: dict[Any, str] = {str: "string", int: "integer", float: "number", bool: "boolean"}
 TYPE_WORDS = {
     "string": "a string",
     "integer": "an integer",
@@ -36,118 +48,33 @@ TYPE_WORDS = {
     "object": "an object",
     "null": "null",
 }
-SECTION_HEADINGS = ("args", "arguments", "parameters", "params")
-OTHER_SECTIONS = ("returns", "return", "raises", "yields", "examples", "example", "notes", "note")
+# pydantic error types that mean "not the kind of value expected": worded from the schema.
+WRONG_KIND = ("literal_error", "enum", "none_required", "union_tag_invalid", "is_instance_of")
 SHOWN_VALUE_CHARS = 60
-# "name (type): text" in Google style; "name : type" on its own line in NumPy style.
-GOOGLE_ENTRY = re.compile(r"^(\*{0,2}\w+)\s*(\([^)]*\))?\s*:\s*(.*)$")
-NUMPY_ENTRY = re.compile(r"^(\*{0,2}\w+)\s*(:.*)?$")
-SUPPORTED_TYPES = "str, int, float, bool, list[...], dict[str, ...], Literal[...], Any or X | None"
+SUPPORTED_TYPES = (
+    "str, int, float, bool, list[...], dict[str, ...], Literal[...], Any, X | None, or a "
+    "TypedDict, dataclass or pydantic model of these"
+)
 
 
 def describe_function(fn: Callable[..., Any]) -> str:
     """The docstring's opening paragraphs, up to its first section (Args:, Returns:, ...)."""
-    opening, _ = _split_docstring(inspect.getdoc(fn) or "")
-    return "\n".join(opening).strip()
+    doc = _docstring(fn)
+    parts = [doc.short_description or "", doc.long_description or ""]
+    gap = "\n\n" if doc.blank_after_short_description else "\n"
+    return gap.join(part for part in parts if part).strip()
 
 
 def parameters_schema(fn: Callable[..., Any]) -> dict[str, Any]:
-    """The JSON schema of `fn`'s parameters, as OpenAI's `function.parameters` expects.
-
-    Parameters with a default, or typed `X | None`, are not required; `*args`, `**kwargs` and a
-    `ToolContext` parameter are not shown. Raises ToolError for a type it cannot describe.
-    """
-    hints = type_hints(fn)
-    docs = _parameter_docs(inspect.getdoc(fn) or "")
-    properties: dict[str, Any] = {}
-    required: list[str] = []
-    for parameter in inspect.signature(fn).parameters.values():
-        hint = hints.get(parameter.name, Any)
-        if parameter.kind in (parameter.VAR_POSITIONAL, parameter.VAR_KEYWORD):
-            continue
-        if hint is ToolContext:
-            continue
-        try:
-            schema = type_schema(hint)
-        except TypeError as exc:
-            raise ToolError(
-                f"Cannot describe parameter {parameter.name!r} of {_name(fn)}: {exc}. "
-                f"Use {SUPPORTED_TYPES}."
-            ) from exc
-        if parameter.name in docs:
-            schema["description"] = docs[parameter.name]
-        properties[parameter.name] = schema
-        if parameter.default is parameter.empty and not _is_nullable(hint):
-            required.append(parameter.name)
-    return {
-        "type": "object",
-        "properties": properties,
-        "required": required,
-        "additionalProperties": False,
-    }
-
-
-def type_schema(hint: Any) -> dict[str, Any]:
-    """The schema of one type hint; raises TypeError for a form it does not support."""
-    if hint is Any or hint is inspect.Parameter.empty:
-        return {}
-    if hint in SCALARS:
-        return {"type": SCALARS[hint]}
-    origin, args = typing.get_origin(hint), typing.get_args(hint)
-    if hint is list or origin is list:
-        return {"type": "array", "items": type_schema(args[0])} if args else {"type": "array"}
-    if hint is dict or origin is dict:
-        if not args:
-            return {"type": "object"}
-        if args[0] is not str:
-            raise TypeError("JSON object keys are strings, so use dict[str, ...]")
-        return {"type": "object", "additionalProperties": type_schema(args[1])}
-    if origin is Literal:
-        return _literal_schema(args)
-    if origin in (typing.Union, types.UnionType):
-        return _union_schema(args)
-    raise TypeError(f"type {hint!r} is not supported")
-
-
-def _literal_schema(values: tuple[Any, ...]) -> dict[str, Any]:
-    names: list[str] = []
-    for value in values:
-        name = "null" if value is None else SCALARS.get(type(value))
-        if name is None:
-            raise TypeError(f"Literal value {value!r} is not a JSON scalar")
-        if name not in names:
-            names.append(name)
-    return {"type": names[0] if len(names) == 1 else names, "enum": list(values)}
-
-
-def _union_schema(args: tuple[Any, ...]) -> dict[str, Any]:
-    others = [arg for arg in args if arg is not type(None)]
-    nullable = len(others) < len(args)
-    if len(others) == 1:
-        schema = type_schema(others[0])
-    elif all(arg in SCALARS for arg in others):
-        schema = {"type": [SCALARS[arg] for arg in others]}
-    else:
-        raise TypeError(f"a union of {', '.join(map(repr, others))} is not supported")
-    if not nullable or "type" not in schema:
-        return schema
-    kinds = schema["type"] if isinstance(schema["type"], list) else [schema["type"]]
-    schema["type"] = [*kinds, "null"]
-    if "enum" in schema and None not in schema["enum"]:
-        schema["enum"] = [*schema["enum"], None]
-    return schema
-
-
-def _is_nullable(hint: Any) -> bool:
-    if typing.get_origin(hint) in (typing.Union, types.UnionType):
-        return type(None) in typing.get_args(hint)
-    return hint is None or hint is type(None)
+    """The JSON schema of `fn`'s parameters, as OpenAI's `function.parameters` expects."""
+    return Signature.of(fn).schema
 
 
 def type_hints(fn: Callable[..., Any]) -> dict[str, Any]:
-    """`fn`'s resolved type hints; ToolError (naming the function) when they cannot be read."""
+    """`fn`'s resolved type hints (`Annotated` kept); ToolError naming the function when they
+    cannot be read."""
     try:
-        return typing.get_type_hints(fn)
+        return typing.get_type_hints(fn, include_extras=True)
     except (NameError, TypeError) as exc:
         # A hint naming something not importable where the function lives (a notebook cell's
         # forward reference, say) cannot be turned into a schema; say which function.
@@ -157,128 +84,270 @@ def type_hints(fn: Callable[..., Any]) -> dict[str, Any]:
         ) from exc
 
 
+@dataclass(frozen=True)
+class Signature:
+    """A function's parameters as the model sees them, and the check of what it sends.
+
+    `schema` is sent to the server; `context_parameter` names the `ToolContext` parameter (if
+    any); `filled_with_none` are the `X | None` parameters without a default, which the model may
+    leave out.
+    """
+
+    schema: dict[str, Any]
+    adapter: TypeAdapter[dict[str, Any]]
+    context_parameter: str | None = None
+    filled_with_none: tuple[str, ...] = ()
+
+    @classmethod
+    def of(cls, fn: Callable[..., Any]) -> Signature:
+        """Describe `fn`'s parameters; ToolError for a type pydantic cannot describe as JSON."""
+        hints = type_hints(fn)
+        docs = _parameter_docs(fn)
+        fields: dict[str, Any] = {}
+        context: str | None = None
+        fill: list[str] = []
+        for parameter in inspect.signature(fn).parameters.values():
+            hint = hints.get(parameter.name, Any)
+            if parameter.kind in (parameter.VAR_POSITIONAL, parameter.VAR_KEYWORD):
+                continue
+            if hint is ToolContext:
+                context = parameter.name
+                continue
+            if parameter.name in docs:
+                hint = _described(hint, docs[parameter.name])
+            if parameter.default is not parameter.empty:
+                fields[parameter.name] = hint
+            elif _is_nullable(hint):
+                fields[parameter.name] = hint
+                fill.append(parameter.name)
+            else:
+                fields[parameter.name] = Required[hint]
+        adapter, schema = _adapter_and_schema(fn, fields)
+        return cls(schema, adapter, context, tuple(fill))
+
+    def problems(self, arguments: Mapping[str, Any]) -> list[str]:
+        """Everything wrong with `arguments` (JSON values), one message per problem; [] when
+        they are valid."""
+        try:
+            self._validated(arguments)
+        except ValidationError as exc:
+            return _messages(exc, self.schema, arguments)
+        return []
+
+    def keywords(self, arguments: Mapping[str, Any], context: ToolContext) -> dict[str, Any]:
+        """The keyword arguments to call the function with: the validated `arguments`, None for
+        the left-out `X | None` parameters, and `context`. ToolError when they are not valid."""
+        try:
+            values = {**dict.fromkeys(self.filled_with_none), **self._validated(arguments)}
+        except ValidationError as exc:
+            raise ToolError("; ".join(_messages(exc, self.schema, arguments))) from exc
+        if self.context_parameter is not None:
+            values[self.context_parameter] = context
+        return values
+
+    def _validated(self, arguments: Mapping[str, Any]) -> dict[str, Any]:
+        # Validated as JSON text, so pydantic's strict JSON rules apply (a list is a valid
+        # set[str] or tuple, true is not 1) exactly as they would to what the model sent.
+        return self.adapter.validate_json(json.dumps(arguments), strict=True)
+
+
+class _SmallSchema(GenerateJsonSchema):
+    """pydantic's schema without titles, defaults or key sorting (`_inlined` does the rest)."""
+
+    def field_title_should_be_set(self, schema: Any) -> bool:
+        return False
+
+    def default_schema(self, schema: core_schema.WithDefaultSchema) -> JsonSchemaValue:
+        return self.generate_inner(schema["schema"])
+
+    def sort(self, value: JsonSchemaValue, parent_key: str | None = None) -> JsonSchemaValue:
+        return value
+
+
+def _merged_types(schemas: list[JsonSchemaValue]) -> JsonSchemaValue | None:
+    """`X | None` as X's schema with "null" added to its types (and None to its enum), a union
+    of plain types as one list of types; None for a union that needs its `anyOf`."""
+    others = [schema for schema in schemas if schema != {"type": "null"}]
+    if len(others) == 1 < len(schemas) and "type" in others[0]:
+        rest = {key: value for key, value in others[0].items() if key != "type"}
+        merged = {"type": [*_kinds(others[0]), "null"], **rest}
+        if "enum" in merged:
+            merged["enum"] = [*merged["enum"], None]
+        return merged
+    if all(set(schema) == {"type"} for schema in schemas):
+        return {"type": list(dict.fromkeys(kind for s in schemas for kind in _kinds(s)))}
+    return None
+
+
+def _kinds(schema: JsonSchemaValue) -> list[str]:
+    kinds = schema["type"]
+    return list(kinds) if isinstance(kinds, list) else [kinds]
+
+
+def _inlined(node: Any, definitions: dict[str, Any], seen: tuple[str, ...] = ()) -> Any:
+    """`node` with every `$ref` replaced by its definition (untitled), and every `anyOf` that a
+    list of types can say written as one. A forced call nests the schema inside another, where
+    `#/$defs/...` would point nowhere; small models read an inline schema more easily, and pay
+    for every token. ValueError for a type that contains itself."""
+    if isinstance(node, list):
+        return [_inlined(item, definitions, seen) for item in node]
+    if not isinstance(node, dict):
+        return node
+    reference = node.get("$ref")
+    if isinstance(reference, str):
+        name = reference.rsplit("/", 1)[-1]
+        if name in seen:
+            raise ValueError(f"{name} contains itself, which a JSON schema without $ref cannot say")
+        target = {k: v for k, v in definitions[name].items() if k != "title"}
+        rest = {k: v for k, v in node.items() if k != "$ref"}
+        return _inlined({**target, **rest}, definitions, (*seen, name))
+    inlined = {key: _inlined(value, definitions, seen) for key, value in node.items()}
+    union = inlined.get("anyOf")
+    merged = _merged_types(union) if isinstance(union, list) else None
+    if merged is None:
+        return inlined
+    return {**merged, **{k: v for k, v in inlined.items() if k != "anyOf"}}
+
+
+def _adapter_and_schema(
+    fn: Callable[..., Any], fields: dict[str, Any]
+) -> tuple[TypeAdapter[dict[str, Any]], dict[str, Any]]:
+    # A TypedDict rather than a model: its parameter names cannot clash with BaseModel's
+    # attributes (`copy`, `json`, `schema`), and it validates to a dict of just what was sent.
+    make_typed_dict: Any = TypedDict  # built at run time, which mypy cannot follow
+    arguments = make_typed_dict("arguments", fields, total=False)
+    arguments.__pydantic_config__ = ConfigDict(extra="forbid")
+    try:
+        adapter: TypeAdapter[dict[str, Any]] = TypeAdapter(arguments)
+        built = adapter.json_schema(schema_generator=_SmallSchema)
+    except (PydanticSchemaGenerationError, PydanticUserError) as exc:
+        raise _undescribable(fn, fields, exc) from exc
+    try:
+        properties = _inlined(built.get("properties", {}), built.get("$defs", {}))
+    except ValueError as exc:
+        raise ToolError(f"Cannot describe the parameters of {_name(fn)}: {exc}.") from exc
+    schema = {
+        "type": "object",
+        "properties": properties,
+        "required": built.get("required", []),
+        "additionalProperties": False,
+    }
+    return adapter, schema
+
+
+def _undescribable(fn: Callable[..., Any], fields: dict[str, Any], error: Exception) -> ToolError:
+    """A ToolError naming the first parameter whose type pydantic cannot describe."""
+    for name, hint in fields.items():
+        try:
+            TypeAdapter(hint).json_schema(schema_generator=_SmallSchema)
+        except (PydanticSchemaGenerationError, PydanticUserError):
+            if typing.get_origin(hint) is Required:
+                hint = typing.get_args(hint)[0]
+            return ToolError(
+                f"Cannot describe parameter {name!r} of {_name(fn)}: pydantic cannot make a "
+                f"JSON schema of {hint!r}. Use {SUPPORTED_TYPES}."
+            )
+    return ToolError(f"Cannot describe the parameters of {_name(fn)}: {error}")
+
+
+def _described(hint: Any, text: str) -> Any:
+    """`hint` with the docstring's `text` as its description; a description given with
+    `Annotated[..., Field(description=...)]` comes later, so it wins."""
+    if typing.get_origin(hint) is Annotated:
+        base, *metadata = typing.get_args(hint)
+        parts = (base, Field(description=text), *metadata)
+        return Annotated[parts]
+    return Annotated[hint, Field(description=text)]
+
+
+def _is_nullable(hint: Any) -> bool:
+    if typing.get_origin(hint) is Annotated:
+        return _is_nullable(typing.get_args(hint)[0])
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):
+        return type(None) in typing.get_args(hint)
+    return hint is None or hint is type(None)
+
+
+def _parameter_docs(fn: Callable[..., Any]) -> dict[str, str]:
+    """Each parameter's text in the docstring (Google, NumPy or reST), on one line."""
+    doc = _docstring(fn)
+    return {
+        param.arg_name.lstrip("*"): " ".join((param.description or "").split())
+        for param in doc.params
+        if param.description
+    }
+
+
+def _docstring(fn: Callable[..., Any]) -> docstring_parser.Docstring:
+    return docstring_parser.parse(inspect.getdoc(fn) or "")
+
+
 def _name(fn: Callable[..., Any]) -> str:
     return repr(getattr(fn, "__name__", fn))
 
 
-@dataclass(frozen=True)
-class _Section:
-    lines: list[str]
-    numpy: bool  # NumPy style: an underlined heading, unindented entries
+def _messages(error: ValidationError, schema: dict[str, Any], arguments: object) -> list[str]:
+    """pydantic's errors in words the model can act on, each once (a union's members fail
+    separately but are one problem)."""
+    found: list[str] = []
+    for detail in error.errors(include_url=False):
+        message = _message(detail, schema, arguments)
+        if message not in found:
+            found.append(message)
+    return found
 
 
-def _split_docstring(doc: str) -> tuple[list[str], dict[str, _Section]]:
-    """The opening lines, and each section's body under its lower-cased heading."""
-    lines = doc.splitlines()
-    opening: list[str] = []
-    sections: dict[str, _Section] = {}
-    current = opening
-    index = 0
-    while index < len(lines):
-        line, following = lines[index], lines[index + 1] if index + 1 < len(lines) else ""
-        heading = line.strip().rstrip(":").lower()
-        underlined = bool(following.strip()) and set(following.strip()) == {"-"}
-        if heading in SECTION_HEADINGS + OTHER_SECTIONS and (
-            line.strip().endswith(":") or underlined
-        ):
-            section = sections.setdefault(heading, _Section([], numpy=underlined))
-            current = section.lines
-            index += 2 if underlined else 1
-            continue
-        current.append(line)
-        index += 1
-    return opening, sections
+def _message(detail: ErrorDetails, schema: dict[str, Any], arguments: object) -> str:
+    kind, loc = detail["type"], detail["loc"]
+    if kind in ("missing", "extra_forbidden"):
+        path, _, _ = _locate(schema, arguments, loc[:-1])
+        where = f" in {path}" if path else ""
+        what = "missing required" if kind == "missing" else "unexpected"
+        return f"{what} argument {str(loc[-1])!r}{where}"
+    path, node, value = _locate(schema, arguments, loc)
+    if kind.endswith(("_type", "_parsing")) or kind in WRONG_KIND:
+        return f"{path or 'arguments'}: expected {_expected(node)}, got {_show(value)}"
+    text = detail["msg"]
+    return f"{path or 'arguments'}: {text[:1].lower()}{text[1:]}, got {_show(value)}"
 
 
-def _parameter_docs(doc: str) -> dict[str, str]:
-    """Parameter descriptions from an `Args:` (Google) or `Parameters` (NumPy) section."""
-    _, sections = _split_docstring(doc)
-    section = next((sections[name] for name in SECTION_HEADINGS if name in sections), None)
-    if section is None:
-        return {}
-    entries: dict[str, list[str]] = {}
-    current: list[str] | None = None
-    entry_indent: int | None = None
-    for line in section.lines:
-        depth = len(line) - len(line.lstrip())
-        match = (NUMPY_ENTRY if section.numpy else GOOGLE_ENTRY).match(line.strip())
-        starts_entry = match is not None and (
-            depth == 0 if section.numpy else entry_indent is None or depth <= entry_indent
-        )
-        if match is not None and starts_entry:
-            entry_indent = depth
-            current = entries.setdefault(match.group(1).lstrip("*"), [])
-            if not section.numpy:
-                current.append(match.group(3))
-        elif current is not None and line.strip():
-            current.append(line.strip())
-    return {name: " ".join(part for part in parts if part) for name, parts in entries.items()}
+def _locate(
+    schema: dict[str, Any], arguments: object, loc: tuple[int | str, ...]
+) -> tuple[str, dict[str, Any], object]:
+    """Follow pydantic's error location through the schema and the arguments together; stop
+    where the schema has no place for the next step (a union member's tag, say)."""
+    path, node, value = "", schema, arguments
+    for key in loc:
+        inner = _inner(node, key, value)
+        if inner is None:
+            break
+        node, value = inner
+        path = f"{path}[{key}]" if isinstance(key, int) else f"{path}.{key}" if path else key
+    return path, node, value
 
 
-def validate(arguments: object, schema: dict[str, Any]) -> list[str]:
-    """Everything wrong with `arguments` for `schema`, one message per problem ([] when valid)."""
-    problems: list[str] = []
-    _check(arguments, schema, "", problems)
-    return problems
+def _inner(node: dict[str, Any], key: int | str, value: object) -> tuple[Any, object] | None:
+    if isinstance(key, int) and isinstance(value, list) and key < len(value):
+        prefix = node.get("prefixItems", [])
+        item = prefix[key] if key < len(prefix) else node.get("items")
+        return None if item is None else (item, value[key])
+    if isinstance(key, str) and isinstance(value, dict) and key in value:
+        item = node.get("properties", {}).get(key, node.get("additionalProperties"))
+        return (item, value[key]) if isinstance(item, dict) else None
+    return None
 
 
-def _check(value: object, schema: dict[str, Any], path: str, problems: list[str]) -> None:
-    kinds = schema.get("type")
-    if kinds is not None:
-        allowed: list[str] = kinds if isinstance(kinds, list) else [kinds]
-        if not any(_is_type(value, kind) for kind in allowed):
-            words = " or ".join(TYPE_WORDS.get(kind) or kind for kind in allowed)
-            problems.append(f"{path or 'arguments'}: expected {words}, got {_show(value)}")
-            return
-    if "enum" in schema and not any(_same(value, option) for option in schema["enum"]):
-        options = ", ".join(_show(option) for option in schema["enum"])
-        problems.append(f"{path or 'arguments'}: expected one of {options}, got {_show(value)}")
-        return
-    if isinstance(value, list) and isinstance(schema.get("items"), dict):
-        for index, item in enumerate(value):
-            _check(item, schema["items"], f"{path}[{index}]", problems)
-    if isinstance(value, dict):
-        _check_object(value, schema, path, problems)
-
-
-def _check_object(
-    value: dict[Any, Any], schema: dict[str, Any], path: str, problems: list[str]
-) -> None:
-    properties: dict[str, Any] = schema.get("properties", {})
-    where = f" in {path}" if path else ""
-    for name in schema.get("required", []):
-        if name not in value:
-            problems.append(f"missing required argument {name!r}{where}")
-    extra = schema.get("additionalProperties", True)
-    for name, item in value.items():
-        inner = f"{path}.{name}" if path else str(name)
-        if name in properties:
-            _check(item, properties[name], inner, problems)
-        elif extra is False:
-            problems.append(f"unexpected argument {name!r}{where}")
-        elif isinstance(extra, dict):
-            _check(item, extra, inner, problems)
-
-
-def _is_type(value: object, kind: str) -> bool:
-    if kind == "integer":
-        return isinstance(value, int) and not isinstance(value, bool)
-    if kind == "number":
-        return isinstance(value, (int, float)) and not isinstance(value, bool)
-    checks: dict[str, Callable[[object], bool]] = {
-        "string": lambda v: isinstance(v, str),
-        "boolean": lambda v: isinstance(v, bool),
-        "array": lambda v: isinstance(v, list),
-        "object": lambda v: isinstance(v, dict),
-        "null": lambda v: v is None,
-    }
-    check = checks.get(kind)
-    return True if check is None else check(value)
-
-
-def _same(value: object, option: object) -> bool:
-    # JSON has no bool/int identity: true is not 1, so compare types as well as values.
-    return type(value) is type(option) and value == option
+def _expected(node: dict[str, Any]) -> str:
+    if "enum" in node:
+        return "one of " + ", ".join(_show(option) for option in node["enum"])
+    if "const" in node:
+        return _show(node["const"])
+    if "type" in node:
+        return " or ".join(TYPE_WORDS.get(kind, kind) for kind in _kinds(node))
+    if "anyOf" in node:
+        words = [_expected(member) for member in node["anyOf"]]
+        return " or ".join(dict.fromkeys(words))
+    return "an object" if "properties" in node else "a JSON value"
 
 
 def _show(value: object) -> str:
