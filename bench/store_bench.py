@@ -27,7 +27,7 @@ import harness
 from compaction_overhead import sample_rows
 from harness import Figure, temporary_directory
 
-from nbchat.history import Row, estimate_tokens
+from nbchat.history import Row
 from nbchat.store.records import CompactionRecord, now
 from nbchat.store.rowsql import ROW_COLUMNS
 from nbchat.store.store import Store
@@ -38,7 +38,7 @@ REPEATS = 3
 KEEP_TAIL = 4
 INSERT = (
     "INSERT INTO rows (session_id, position, role, content, tool_id, tool_name, tool_args, "
-    "tokens, created, archived) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 0)"
+    "created, archived) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0)"
 )
 SUMMARY = Row("compacted", "## Goal\nFix the loader.\n\n## Progress\n- [x] read the readers")
 
@@ -69,9 +69,7 @@ def rows_of(size: int) -> list[Row]:
 
 def plain_records(session_id: str, rows: list[Row], start: int = 0) -> list[tuple[Any, ...]]:
     stamp = now()
-    return [
-        (session_id, start + i, *row, estimate_tokens(row), stamp) for i, row in enumerate(rows)
-    ]
+    return [(session_id, start + i, *row, stamp) for i, row in enumerate(rows)]
 
 
 def plain_append(connection: sqlite3.Connection, session_id: str, rows: list[Row]) -> None:

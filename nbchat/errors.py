@@ -11,6 +11,7 @@ NbchatError                     anything nbchat raises deliberately; the UI show
 │   └── ApprovalDeniedError     the user (or the policy) said no
 └── StoreError                  the SQLite store cannot be read or written as asked
     └── SessionLockedError      another kernel holds the writer lease on this session
+        └── LeaseLostError      this kernel held the lease, but another kernel took it over
 ```
 
 Library errors (openai, sqlite3, OSError) stop at the edge module that owns the resource and are
@@ -24,6 +25,7 @@ __all__ = [
     "CompactionError",
     "ConfigError",
     "ContextOverflowError",
+    "LeaseLostError",
     "NbchatError",
     "ServerError",
     "ServerUnavailableError",
@@ -88,3 +90,7 @@ class StoreError(NbchatError):
 
 class SessionLockedError(StoreError):
     """Another process holds the writer lease on the session."""
+
+
+class LeaseLostError(SessionLockedError):
+    """This process held the writer lease, but another one took it over; nothing was written."""

@@ -32,7 +32,6 @@ from nbchat.ui import ChatUI
 
 SUMMARY = json.dumps({"goal": "Answer the questions", "done": ["answered"]})
 STOPPED = Row("system", "Stopped by you; the reply so far was kept.")
-READ_ONLY_NOTICE = "This session is open in another kernel: read-only here."
 
 
 @pytest.fixture
@@ -170,7 +169,7 @@ def test_a_second_kernel_on_the_same_session_is_read_only_until_the_first_lets_g
         assert other.ask("send") == "Done"
         ui = make_ui(server, store, settings, session_id=session_id)
         assert ui.conversation.read_only
-        assert READ_ONLY_NOTICE in shown_text(ui.messages.box)
+        assert READ_ONLY_MESSAGE in shown_text(ui.messages.box)
         assert "from the other kernel" in shown_text(ui.messages.box)  # its rows, as written there
         ui.send("mine")
         assert ui.wait(20)

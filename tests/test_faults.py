@@ -699,7 +699,7 @@ def test_a_database_locked_during_the_reply_keeps_the_message_and_no_half_row(
 def corrupt_session(chat: Conversation, script: Script) -> tuple[str, int]:
     long_history(chat, script, turns=4)
     session_id = str(chat.session_id)
-    bad_id = chat.store.load_active_ids(session_id)[3]
+    bad_id = [s.id for s in chat.store.load_full(session_id) if not s.archived][3]
     chat.store.db.execute("UPDATE rows SET role = 'bogus' WHERE id = ?", [bad_id])
     chat.store.db.conn.commit()
     chat.close()

@@ -13,12 +13,14 @@ from factories import assistant, tool_call, tool_result, user
 from helpers import is_loadable
 from hypothesis import HealthCheck, given
 from hypothesis import settings as hypothesis_settings
+from sqlite_utils import Database
 from strategies import histories
 
+import nbchat
 from nbchat.errors import StoreError
 from nbchat.history import Row, build_messages
 from nbchat.store import rowsql
-from nbchat.store.migrations import MIGRATIONS
+from nbchat.store.migrations import KNOWN, MIGRATIONS
 from nbchat.store.records import CompactionRecord
 from nbchat.store.store import Store
 
@@ -49,7 +51,6 @@ def test_schema_snapshot(store: Store) -> None:
         "tool_id": str,
         "tool_name": str,
         "tool_args": str,
-        "tokens": int,
         "created": str,
         "archived": int,
         "compaction_id": int,
@@ -65,6 +66,7 @@ def test_schema_snapshot(store: Store) -> None:
         "lease_pid",
         "lease_host",
         "lease_until",
+        "lease_process",
     }
     assert set(store.db["compactions"].columns_dict) == {
         "id",
@@ -85,6 +87,8 @@ def test_schema_snapshot(store: Store) -> None:
         "m001_enable_wal",
         "m002_sessions_rows_compactions",
         "m003_requests",
+        "m004_lease_process",
+        "m005_drop_rows_tokens",
     ]
 
 
@@ -99,8 +103,38 @@ def test_migrations_applied_twice_are_a_no_op(tmp_path: Path) -> None:
     MIGRATIONS.apply(second.db)
     assert second.db.schema == schema
     assert second.load_active(session_id) == [user("hi")]
-    assert len(MIGRATIONS.applied(second.db)) == 3
+    assert len(MIGRATIONS.applied(second.db)) == 5
     second.close()
+
+
+def test_a_database_from_before_the_lease_identity_is_upgraded_with_its_rows(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "old.db"
+    old = Database(path)
+    MIGRATIONS.apply(old, stop_before="m004_lease_process")
+    old["sessions"].insert({"id": "s1", "title": "old", "created": "t", "updated": "t"})
+    old["rows"].insert(
+        {"session_id": "s1", "position": 0, "role": "user", "content": "kept", "tokens": 9}
+        | {"created": "t", "archived": 0}
+    )
+    old.close()
+    store = Store(path)
+    assert store.load_active("s1") == [user("kept")]
+    assert "tokens" not in store.db["rows"].columns_dict
+    assert "lease_process" in store.db["sessions"].columns_dict
+    assert {tuple(index.columns) for index in store.db["rows"].indexes} == {
+        ("session_id", "archived", "position"),
+        ("session_id", "tool_id"),
+    }
+    assert store.acquire_lease("s1")
+    store.close()
+
+
+def test_known_names_every_migration_through_public_sqlite_utils_api() -> None:
+    assert {m.name for m in MIGRATIONS.pending(Database(memory=True))} == KNOWN
+    for module in Path(nbchat.__file__).parent.rglob("*.py"):
+        assert "._migrations" not in module.read_text(), module  # sqlite-utils' private list
 
 
 def test_a_database_from_a_newer_nbchat_is_refused_untouched(tmp_path: Path) -> None:
@@ -222,7 +256,7 @@ def test_nul_bytes_and_non_bmp_text_survive(store: Store) -> None:
 
 def test_a_corrupt_row_is_named_and_the_rest_still_loads(store: Store) -> None:
     session_id = new_session(store, user("one"), assistant("two"), user("three"))
-    bad_id = store.load_active_ids(session_id)[1]
+    bad_id = store.load_full(session_id)[1].id
     store.db.execute(
         "UPDATE rows SET role = 'assistant_full', tool_args = '{broken' WHERE id = ?", [bad_id]
     )
@@ -464,7 +498,8 @@ def test_requests_are_recorded_for_the_meter(store: Store) -> None:
 
 def test_settings_snapshot_is_stored_without_secrets(store: Store) -> None:
     session_id = store.create_session("t", settings={"model": "m", "tail_messages": 4})
-    assert store.session_settings(session_id) == {"model": "m", "tail_messages": 4}
+    found = store.db.execute("SELECT settings FROM sessions WHERE id = ?", [session_id]).fetchone()
+    assert json.loads(found[0]) == {"model": "m", "tail_messages": 4}
 
 
 def test_nested_transactions_commit_or_roll_back_together(store: Store) -> None:

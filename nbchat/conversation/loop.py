@@ -60,6 +60,11 @@ STOPPED_NOTICE = "Stopped by you; the reply so far was kept."
 EMPTY_REPLY_NOTICE = "The model sent an empty reply. Try rephrasing, or /retry."
 NOTHING_TO_RETRY = "There is no message to retry yet."
 NOT_RUN = "Not run: stopped by the user."
+RELOADED_NOTICE = (
+    "This kernel writes this session now. It first loaded what another kernel wrote "
+    "meanwhile ({rows} active rows), so the model sees it; choose the session again in the "
+    "list to show it here."
+)
 Approver = Callable[[ApprovalRequest], bool]
 Steps = Generator[Event, None, None]
 
@@ -230,9 +235,19 @@ class Conversation:
                 unsent_text=text,
             )
             return
+        yield from self._take_over()
         self.budget.check_fits(text)
         yield from self._save(Row("user", text))
         yield from self._rounds(stop, tool_choice)
+
+    def _take_over(self) -> Steps:
+        """A read-only session takes the lease if it is free, reloading the store's rows."""
+        if self.session.id is None or not self.session.read_only:
+            return
+        before = list(self.history.rows)
+        self.session.take_over()  # raises, saying why, when it is still held elsewhere
+        if self.history.rows != before:
+            yield Notice(RELOADED_NOTICE.format(rows=len(self.history)))
 
     def _retry(self, stop: threading.Event) -> Steps:
         index = self.session.last_user_index()

@@ -6,17 +6,25 @@ write leaves both as they were. Compactions and retries archive rows through the
 replace the in-memory rows with the store's own view. Tool call ids are kept unique per session,
 because an archived tool output is found again by its call id.
 
+One kernel writes a session (the writer lease, `nbchat.store.lease`); in the others it is read-only.
+A read-only session that later gets the lease (the other kernel closed it, or lost it) first
+reloads its rows from the store, so the model sees what the other kernel wrote. A write that
+finds the lease taken over raises `LeaseLostError` and leaves the session read-only here. A
+store that cannot be written at all (a read-only file) opens every session read-only.
+
 Must not: talk to the model, run tools or know about widgets.
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 from nbchat.compaction.result import CompactionResult, apply_compaction
 from nbchat.config import Settings
-from nbchat.errors import SessionLockedError, StoreError
+from nbchat.errors import LeaseLostError, SessionLockedError, StoreError
 from nbchat.history import History, Row, ToolCall, to_row
 from nbchat.store.store import Store
 
@@ -25,6 +33,10 @@ __all__ = ["Session"]
 READ_ONLY_MESSAGE = (
     "This session is open for writing in another kernel, so it is read-only here. Close it "
     "there, or start a new session with /new."
+)
+SAME_KERNEL_MESSAGE = (
+    "This session is open for writing in another chat of this kernel, so it is read-only here. "
+    "Close that chat (`ui.close()`), or start a new session with /new."
 )
 
 
@@ -41,16 +53,45 @@ class Session:
         self._tool_ids: set[str] = set()
 
     def open(self, session_id: str) -> None:
-        """Load `session_id`'s active rows; read-only when another process holds the lease."""
+        """Load `session_id`'s active rows; read-only when another process holds the lease.
+
+        The lease is taken before the rows are read, so no other kernel writes in between.
+        """
         self.store.get_session(session_id)
+        other = session_id != self.id
+        writable = self._take_lease(session_id)
+        try:
+            rows, tool_ids, problems = self._read(session_id)
+        except BaseException:  # the current session stays as it was
+            if writable and other:
+                self.store.release_lease(session_id)
+            raise
+        if other:
+            self.release()
+        self.id, self.read_only, self.problems = session_id, not writable, problems
+        self.history.replace(rows)
+        self._tool_ids = tool_ids
+
+    def _take_lease(self, session_id: str) -> bool:
+        return not self.store.read_only and self.store.acquire_lease(session_id)
+
+    def _read(self, session_id: str) -> tuple[list[Row], set[str], list[StoreError]]:
+        """The active rows, every tool call id ever used, and the corrupt rows' errors."""
         problems: list[StoreError] = []
         rows = self.store.load_active(session_id, problems=problems)
         full = self.store.load_full(session_id, problems=[])
-        self.release()
-        self.id, self.problems = session_id, problems
-        self.history.replace(rows)
-        self._tool_ids = {stored.row.tool_id for stored in full if stored.row.tool_id}
-        self.read_only = not self.store.acquire_lease(session_id)
+        return rows, {stored.row.tool_id for stored in full if stored.row.tool_id}, problems
+
+    @property
+    def read_only_reason(self) -> str:
+        """Why this session cannot be written here ("" when it can)."""
+        if not self.read_only:
+            return ""
+        if self.store.read_only:
+            return self.store.read_only_message()
+        holder = self.store.lease_holder(self.id) if self.id else None
+        same_kernel = holder is not None and holder.pid == os.getpid()
+        return SAME_KERNEL_MESSAGE if same_kernel else READ_ONLY_MESSAGE
 
     def create(self, title: str = "") -> str:
         """A new empty session, which becomes the current one."""
@@ -64,39 +105,61 @@ class Session:
         return self.id
 
     def release(self) -> None:
-        """Give up the writer lease (the session stays in the store)."""
-        if self.id is not None and not self.read_only:
+        """Give up the writer lease if this store holds it (the session stays in the store)."""
+        if self.id is not None:
             self.store.release_lease(self.id)
+
+    def take_over(self) -> None:
+        """Make a read-only session writable: take the lease, then reload the rows another
+        kernel may have written meanwhile. Raises when the lease is still held elsewhere."""
+        assert self.id is not None
+        if self.store.read_only:
+            raise StoreError(self.store.read_only_message())
+        if not self._take_lease(self.id):
+            raise SessionLockedError(self.read_only_reason)
+        rows, self._tool_ids, self.problems = self._read(self.id)
+        self.history.replace(rows)
+        self.read_only = False
 
     def ensure_writable(self) -> str:
         """The session id, creating a session if there is none; raises when read-only."""
         if self.id is None:
             return self.create()
-        if self.read_only and not self.store.acquire_lease(self.id):
-            raise SessionLockedError(READ_ONLY_MESSAGE)
-        self.read_only = False
+        if self.read_only:
+            self.take_over()
         return self.id
+
+    @contextlib.contextmanager
+    def _writing(self) -> Iterator[str]:
+        """The id to write to; a lease lost on the way leaves the session read-only here."""
+        session_id = self.ensure_writable()
+        try:
+            yield session_id
+        except LeaseLostError:
+            self.read_only = True
+            raise
 
     def save(self, rows: Sequence[Row]) -> list[Row]:
         """Write rows (one transaction), then append them to the active history; returns them
         as stored (`to_row`: text made valid Unicode)."""
         checked = [to_row(row) for row in rows]
         if checked:
-            self.store.append_rows(self.ensure_writable(), checked)
+            with self._writing() as session_id:
+                self.store.append_rows(session_id, checked)
             self.history.extend(checked)
         return checked
 
     def apply(self, result: CompactionResult) -> None:
         """Store a compaction (archiving what it replaced), then use its rows."""
-        apply_compaction(
-            self.store, self.ensure_writable(), result, expected_active=len(self.history)
-        )
+        with self._writing() as session_id:
+            apply_compaction(self.store, session_id, result, expected_active=len(self.history))
         self.history.replace(result.rows)
 
     def archive_last(self, count: int, *, kind: str) -> None:
         """Archive the last `count` active rows (retry, edit); they stay in the transcript."""
-        session_id = self.ensure_writable()
-        self.store.archive_last(session_id, count, expected_active=len(self.history), kind=kind)
+        with self._writing() as session_id:
+            expected = len(self.history)
+            self.store.archive_last(session_id, count, expected_active=expected, kind=kind)
         self.history.replace(self.history.rows[:-count])
 
     def unique(self, call: ToolCall) -> ToolCall:
@@ -114,14 +177,15 @@ class Session:
         duration: float,
         active_rows: int,
     ) -> None:
-        self.store.record_request(
-            self.ensure_writable(),
-            model=self.settings.model,
-            prompt_tokens=prompt_tokens,
-            completion_tokens=completion_tokens,
-            duration=duration,
-            active_rows=active_rows,
-        )
+        with self._writing() as session_id:
+            self.store.record_request(
+                session_id,
+                model=self.settings.model,
+                prompt_tokens=prompt_tokens,
+                completion_tokens=completion_tokens,
+                duration=duration,
+                active_rows=active_rows,
+            )
 
     def last_user_index(self) -> int | None:
         rows = self.history.rows

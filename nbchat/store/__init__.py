@@ -6,6 +6,7 @@
     records     the stored values (`SessionInfo`, `StoredRow`, `CompactionRecord`)
     migrations  the schema as named, ordered migrations (sqlite-utils `Migrations`)
     lease       the writer lease: one process writes a session, the others read
+    heartbeat   the thread that renews a store's leases while it holds them
     export      a session's transcript as Markdown
 
 Must not: import the HTTP edge, tools, compaction or widgets.

@@ -8,11 +8,13 @@ replaced, so the full transcript reads in order and the active view (`archived =
 model sees. `requests` keeps per-request usage for the context meter and the plots.
 
 Migrations are never edited once released; a change is a new function at the end, with a
-comment saying why. `KNOWN` lists every name so a DB written by a newer nbchat is recognised
-before anything is applied to it.
+comment saying why. `KNOWN` lists every name (kept here, as sqlite-utils has no public list of
+a set's names) so a DB written by a newer nbchat is recognised before anything is applied to it.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 from sqlite_utils import Database
 from sqlite_utils.migrations import Migrations
@@ -20,15 +22,28 @@ from sqlite_utils.migrations import Migrations
 __all__ = ["MIGRATIONS", "KNOWN"]
 
 MIGRATIONS = Migrations("nbchat")
+_NAMES: list[str] = []
+
+Migration = Callable[[Database], None]
 
 
-@MIGRATIONS(name="m001_enable_wal", transactional=False)
+def migration(name: str, *, transactional: bool = True) -> Callable[[Migration], Migration]:
+    """Register `name` with `MIGRATIONS` (in order) and remember it for `KNOWN`."""
+
+    def register(function: Migration) -> Migration:
+        _NAMES.append(name)
+        return MIGRATIONS(name=name, transactional=transactional)(function)
+
+    return register
+
+
+@migration("m001_enable_wal", transactional=False)
 def m001_enable_wal(db: Database) -> None:
     # WAL lets one kernel read while another writes; it cannot change inside a transaction.
     db.enable_wal()
 
 
-@MIGRATIONS(name="m002_sessions_rows_compactions")
+@migration("m002_sessions_rows_compactions")
 def m002_sessions_rows_compactions(db: Database) -> None:
     # The first schema: sessions, their rows (with archive links) and compaction records.
     db.table("sessions").create(
@@ -91,7 +106,7 @@ def m002_sessions_rows_compactions(db: Database) -> None:
     db.table("compactions").create_index(["session_id"])
 
 
-@MIGRATIONS(name="m003_requests")
+@migration("m003_requests")
 def m003_requests(db: Database) -> None:
     # Per-request usage (reported prompt/completion tokens, duration) for the context meter.
     db.table("requests").create(
@@ -113,4 +128,19 @@ def m003_requests(db: Database) -> None:
     db.table("requests").create_index(["session_id"])
 
 
-KNOWN = frozenset(m.name for m in MIGRATIONS._migrations)
+@migration("m004_lease_process")
+def m004_lease_process(db: Database) -> None:
+    # A lease names its holder's process by PID *and* start time (`nbchat.store.lease`): a PID alone
+    # is reused by the system, and a dead kernel's reused PID blocked its session for an hour.
+    db.table("sessions").add_column("lease_process", str)
+
+
+@migration("m005_drop_rows_tokens")
+def m005_drop_rows_tokens(db: Database) -> None:
+    # `rows.tokens` (a len//3 estimate) was written for every row and never read: every size
+    # is computed from the rows themselves. transform() copies the table without it (and keeps
+    # its indexes), which works on SQLite versions without ALTER TABLE DROP COLUMN.
+    db.table("rows").transform(drop={"tokens"})
+
+
+KNOWN = frozenset(_NAMES)

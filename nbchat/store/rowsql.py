@@ -15,7 +15,7 @@ from typing import Any
 from sqlite_utils import Database
 
 from nbchat.errors import StoreError
-from nbchat.history import Row, estimate_tokens
+from nbchat.history import Row
 from nbchat.store.records import CompactionRecord, now, to_stored_row
 
 __all__ = [
@@ -92,8 +92,8 @@ def insert_rows(db: Database, session_id: str, rows: Sequence[tuple[Row, int]]) 
     for row, position in rows:
         cursor = db.conn.execute(
             "INSERT INTO rows (session_id, position, role, content, tool_id, tool_name, "
-            "tool_args, tokens, created, archived) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 0)",
-            [session_id, position, *row, estimate_tokens(row), stamp],
+            "tool_args, created, archived) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0)",
+            [session_id, position, *row, stamp],
         )
         ids.append(_last_id(cursor.lastrowid))
     touch(db, session_id, stamp)

@@ -5,7 +5,14 @@ has ended, or by `close()`). Every connection runs WAL with `synchronous=NORMAL`
 timeout; a migration runs once, under a file lock so two kernels opening a new file don't race,
 and only after checking that the file was not written by a newer nbchat. `transaction()` is
 one `BEGIN IMMEDIATE`: concurrent writers queue instead of failing, and a failure half-way leaves
-nothing behind. sqlite3 errors stop here and become `StoreError`s that say what to do.
+nothing behind. sqlite3 errors stop here and become `StoreError`s that say what to do, chosen by
+SQLite's result code (never by the wording of its message).
+
+A file this process may not write (a read-only file or folder, a read-only mount) opens
+read-only: `mode=ro`, or `immutable=1` when SQLite cannot create the WAL's `-shm` file beside
+it, and `query_only` on top. Sessions can then be listed, shown and exported; every write
+fails with one message saying why. Opening never changes a file it refuses (not a database, a
+newer schema, locked): the error says so, and what to do.
 
 Must not: know the tables' meaning (that is `Store`'s).
 """
@@ -13,6 +20,7 @@ Must not: know the tables' meaning (that is `Store`'s).
 from __future__ import annotations
 
 import contextlib
+import os
 import sqlite3
 import threading
 from collections.abc import Iterator
@@ -26,6 +34,21 @@ from nbchat.store.migrations import KNOWN, MIGRATIONS
 
 __all__ = ["Connections"]
 
+# SQLite's primary result codes (https://sqlite.org/rescode.html): the low byte of
+# `sqlite3.Error.sqlite_errorcode` (Python 3.11+).
+SQLITE_BUSY, SQLITE_LOCKED, SQLITE_READONLY, SQLITE_CORRUPT = 5, 6, 8, 11
+SQLITE_FULL, SQLITE_CANTOPEN, SQLITE_NOTADB = 13, 14, 26
+OPEN = "open the session database"
+ERRSTR_CODES = {
+    "database is locked": SQLITE_BUSY,
+    "database table is locked": SQLITE_LOCKED,
+    "attempt to write a readonly database": SQLITE_READONLY,
+    "database disk image is malformed": SQLITE_CORRUPT,
+    "database or disk is full": SQLITE_FULL,
+    "unable to open database file": SQLITE_CANTOPEN,
+    "file is not a database": SQLITE_NOTADB,
+}
+
 
 class Connections:
     """Per-thread sqlite-utils `Database`s on one file, with transactions and error translation."""
@@ -33,6 +56,7 @@ class Connections:
     def __init__(self, path: Path, *, busy_timeout: float) -> None:
         self.path = path
         self.busy_timeout = busy_timeout
+        self.read_only_reason = ""  # why the file opened read-only ("" when writable)
         self._local = threading.local()
         self._connections: list[tuple[threading.Thread, sqlite3.Connection]] = []
         self._lock = threading.Lock()
@@ -47,6 +71,12 @@ class Connections:
             self._local.db = db
         return db
 
+    @property
+    def read_only(self) -> bool:
+        """Whether the file opened read-only (opens it if no thread has yet)."""
+        self.db  # noqa: B018 - opening decides it
+        return bool(self.read_only_reason)
+
     def close(self) -> None:
         """Close every thread's connection; the store reopens on next use."""
         with self._lock:
@@ -55,38 +85,89 @@ class Connections:
             self._connections.clear()
             self._local = threading.local()
 
-    def _adopt(self, conn: sqlite3.Connection) -> None:
-        """Track this thread's connection; close those of threads that have ended."""
+    def sweep(self) -> None:
+        """Close the connections of threads that have ended."""
         with self._lock:
-            alive = []
-            for thread, other in self._connections:
-                if thread.is_alive():
-                    alive.append((thread, other))
-                else:
-                    other.close()
-            alive.append((threading.current_thread(), conn))
-            self._connections = alive
+            self._sweep()
+
+    def _sweep(self) -> None:
+        alive = []
+        for thread, conn in self._connections:
+            if thread.is_alive():
+                alive.append((thread, conn))
+            else:
+                conn.close()
+        self._connections = alive
 
     def _connect(self) -> Database:
+        conn = self._open()
+        try:
+            conn.text_factory = lambda data: data.decode("utf-8", "replace")
+            db = Database(conn, execute_plugins=False)
+            with self.errors(OPEN):
+                conn.execute("PRAGMA synchronous=NORMAL")
+                conn.execute("PRAGMA foreign_keys=ON")
+                if not self._migrated:
+                    self._migrate(db)
+        except BaseException:
+            conn.close()  # a refused file keeps no connection (and is not touched)
+            raise
+        with self._lock:
+            self._sweep()
+            self._connections.append((threading.current_thread(), conn))
+        return db
+
+    def _open(self) -> sqlite3.Connection:
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            # Each connection is used by its own thread only; check_same_thread=False lets
-            # close() and the dead-thread sweep close it from another thread.
-            conn = sqlite3.connect(self.path, timeout=self.busy_timeout, check_same_thread=False)
-        except (OSError, sqlite3.Error) as exc:
+            reason = self._why_read_only()
+            if not reason:
+                # Each connection is used by its own thread only; check_same_thread=False lets
+                # close() and the dead-thread sweep close it from another thread.
+                return sqlite3.connect(
+                    self.path, timeout=self.busy_timeout, check_same_thread=False
+                )
+            conn = self._open_read_only()
+            self.read_only_reason = reason
+            return conn
+        except sqlite3.Error as exc:
+            raise self._translate(exc, OPEN) from exc
+        except OSError as exc:
             raise StoreError(
                 f"Cannot open the session database {self.path}: {exc}. "
                 "Check that the directory is writable or set NBCHAT_HOME."
             ) from exc
-        conn.text_factory = lambda data: data.decode("utf-8", "replace")
-        self._adopt(conn)
-        db = Database(conn, execute_plugins=False)
-        with self.errors("open"):
-            conn.execute("PRAGMA synchronous=NORMAL")
-            conn.execute("PRAGMA foreign_keys=ON")
-            if not self._migrated:
-                self._migrate(db)
-        return db
+
+    def _why_read_only(self) -> str:
+        """Why this process may not write the file ("" when it may, or it does not exist yet)."""
+        if not self.path.exists():
+            return ""
+        if hasattr(os, "statvfs") and os.statvfs(self.path).f_flag & os.ST_RDONLY:
+            return "it is on a read-only file system"
+        if not os.access(self.path, os.W_OK):
+            return "the file is read-only"
+        if not os.access(self.path.parent, os.W_OK):
+            # WAL needs to create `-wal` and `-shm` files beside the database.
+            return "its folder is read-only"
+        return ""
+
+    def _open_read_only(self) -> sqlite3.Connection:
+        uri = self.path.resolve().as_uri()
+        for options in ("mode=ro", "mode=ro&immutable=1"):
+            conn = sqlite3.connect(
+                f"{uri}?{options}", uri=True, timeout=self.busy_timeout, check_same_thread=False
+            )
+            try:
+                conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+                conn.execute("PRAGMA query_only=ON")
+                return conn
+            except sqlite3.Error as exc:
+                conn.close()
+                # mode=ro still needs the WAL's -shm file; `immutable` reads without it (a
+                # snapshot: nobody can write beside it either, as the folder is read-only).
+                if _code(exc) not in (SQLITE_CANTOPEN, SQLITE_READONLY) or "immutable" in options:
+                    raise
+        raise AssertionError("unreachable")  # pragma: no cover
 
     def _migrate(self, db: Database) -> None:
         with self._lock:  # threads of this process; other processes wait on the write lock
@@ -98,7 +179,8 @@ class Connections:
                     f"{', '.join(newer)}). Upgrade nbchat, or point NBCHAT_HOME elsewhere; "
                     "the file was not changed."
                 )
-            if applied != KNOWN:
+            # A read-only file is read as it is: reads use no column a later migration added.
+            if applied != KNOWN and not self.read_only_reason:
                 self._apply_migrations(db)
             self._migrated = True
 
@@ -117,19 +199,39 @@ class Connections:
             raise self._translate(exc, action) from exc
 
     def _translate(self, exc: sqlite3.Error, action: str) -> StoreError:
-        text = str(exc)
-        if "locked" in text or "busy" in text:
+        code = _code(exc)
+        if code in (SQLITE_BUSY, SQLITE_LOCKED):
+            hint = " (`nbchat doctor` checks the database)" if action == OPEN else ""
             return StoreError(
                 f"Could not {action}: the session database {self.path} stayed locked by another "
                 f"process for more than {self.busy_timeout:g}s. Close other kernels or programs "
-                "using it and try again; nothing was written."
+                f"using it and try again{hint}; nothing was written."
             )
-        if "full" in text:
+        if code == SQLITE_FULL:
             return StoreError(
                 f"Could not {action}: the disk holding {self.path} is full. Free some space and "
                 "try again; nothing was written."
             )
-        return StoreError(f"Could not {action} in {self.path}: {text}.")
+        if code in (SQLITE_NOTADB, SQLITE_CORRUPT):
+            return StoreError(
+                f"Could not {action}: {self.path} is not a readable nbchat database ({exc}). "
+                f"Move it aside (`mv {self.path} {self.path}.broken`) and nbchat starts a new "
+                "one there, or set NBCHAT_DB_PATH to another file; `nbchat doctor` checks the "
+                "setup. The file was not changed."
+            )
+        if code == SQLITE_READONLY:
+            return StoreError(self.read_only_message(action))
+        return StoreError(
+            f"Could not {action} in {self.path}: {exc}. Run `nbchat doctor` to check the setup."
+        )
+
+    def read_only_message(self, action: str) -> str:
+        why = self.read_only_reason or "SQLite refused to write it"
+        return (
+            f"Could not {action}: the session database {self.path} is read-only here ({why}). "
+            "Sessions can be listed, shown and exported, not changed. Make it writable, or "
+            "copy it somewhere writable and set NBCHAT_DB_PATH to the copy."
+        )
 
     @contextlib.contextmanager
     def transaction(self, action: str) -> Iterator[Database]:
@@ -142,6 +244,8 @@ class Connections:
         if db.conn.in_transaction:
             yield db
             return
+        if self.read_only_reason:
+            raise StoreError(self.read_only_message(action))
         with self.errors(action):
             db.conn.execute("BEGIN IMMEDIATE")
             try:
@@ -150,6 +254,16 @@ class Connections:
                 db.conn.rollback()
                 raise
             db.conn.commit()
+
+
+def _code(exc: sqlite3.Error) -> int | None:
+    """SQLite's primary result code for `exc`, None when it cannot be known exactly."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    if code is not None:
+        return int(code) & 0xFF
+    # Python 3.10 has no error codes: SQLite's own text for a result code (sqlite3_errstr),
+    # compared whole, is the next exact thing. Any other message stays unclassified.
+    return ERRSTR_CODES.get(str(exc))
 
 
 def _lock_file(lock_file: Any) -> None:

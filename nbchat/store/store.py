@@ -1,8 +1,14 @@
 """`Store`: every session, row, compaction and request record, in one SQLite file.
 
-The storage model is drawn in `nbchat.store.migrations`; connections, migrations, transactions and
-sqlite3 error translation live in `nbchat.store.sqlite`; the writer lease in `nbchat.store.lease`.
-Every write here is one transaction, so a failure half-way leaves nothing behind.
+The storage model is drawn in `nbchat.store.migrations`; connections, migrations, transactions,
+sqlite3 error translation and read-only files live in `nbchat.store.sqlite`; the writer lease in
+`nbchat.store.lease`. Every write here is one transaction, so a failure half-way leaves nothing
+behind.
+
+A store that took a session's writer lease renews it from a heartbeat thread while it holds it,
+and every write to that session confirms the lease inside the write's own transaction: once
+another kernel has taken the session over, the write raises `LeaseLostError` and nothing of it
+is stored.
 
 Compaction never deletes: `replace_with_compacted` and `replace_rows` archive the replaced rows
 and link them to a compaction record. The active history (what the model sees) and the full
@@ -15,18 +21,21 @@ from __future__ import annotations
 
 import contextlib
 import json
+import threading
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 from sqlite_utils import Database
 
-from nbchat.errors import StoreError
+from nbchat.config import Settings
+from nbchat.errors import LeaseLostError, StoreError
 from nbchat.history import Row, to_row
 from nbchat.store import lease, rowsql
 from nbchat.store.export import to_markdown
+from nbchat.store.heartbeat import Heartbeat
 from nbchat.store.records import (
     CompactionRecord,
     SessionInfo,
@@ -40,17 +49,32 @@ from nbchat.store.sqlite import Connections
 
 __all__ = ["CompactionRecord", "SessionInfo", "Store", "StoredRow"]
 
-LEASE_SECONDS = 3600.0
+# A lease lives this long past its last renewal; the heartbeat renews it four times as often,
+# so only a kernel that stopped running Python (hung, suspended, gone) lets it expire.
+LEASE_SECONDS = 60.0
 
 
 class Store:
-    """The SQLite store at `path`; created and migrated on first use by any thread."""
+    """The SQLite store at `path` (default: the settings' `db_path`, as the CLI uses);
+    created and migrated on first use by any thread."""
 
-    def __init__(self, path: str | Path, *, busy_timeout: float = 10.0) -> None:
-        self.path = Path(path)
+    def __init__(
+        self,
+        path: str | Path | None = None,
+        *,
+        busy_timeout: float = 10.0,
+        lease_seconds: float = LEASE_SECONDS,
+    ) -> None:
+        self.path = Path(path) if path is not None else Settings.load().database_path
         self.busy_timeout = busy_timeout
+        self.lease_seconds = lease_seconds
         self.connections = Connections(self.path, busy_timeout=busy_timeout)
         self._owner = lease.new_owner()
+        self._leases: dict[str, str] = {}  # session id -> owner, for the sessions we took
+        self._leases_lock = threading.Lock()
+        self._heartbeat = Heartbeat(
+            self.renew_leases, interval=lease_seconds / 4, name="nbchat-lease-heartbeat"
+        )
 
     def __repr__(self) -> str:
         return f"Store({str(self.path)!r})"
@@ -60,8 +84,18 @@ class Store:
         """This thread's sqlite-utils `Database` (opened and migrated on first use)."""
         return self.connections.db
 
+    @property
+    def read_only(self) -> bool:
+        """Whether the file opened read-only (a read-only file, folder or mount)."""
+        return self.connections.read_only
+
+    def read_only_message(self, action: str = "save") -> str:
+        """Why nothing can be written, and what to do (for a read-only store)."""
+        return self.connections.read_only_message(action)
+
     def close(self) -> None:
-        """Close every thread's connection; the store reopens on next use."""
+        """Stop renewing leases and close every thread's connection; reopens on next use."""
+        self._heartbeat.stop()
         self.connections.close()
 
     def transaction(self, action: str) -> contextlib.AbstractContextManager[Database]:
@@ -70,6 +104,18 @@ class Store:
 
     def _errors(self, action: str) -> contextlib.AbstractContextManager[None]:
         return self.connections.errors(action)
+
+    @contextlib.contextmanager
+    def _write(self, session_id: str, action: str) -> Iterator[Database]:
+        """A transaction writing to `session_id`, which first confirms (and renews) our lease
+        on it if we took one: a session another kernel took over is never written."""
+        with self.transaction(action) as db:
+            owner = self._leases.get(session_id)
+            if owner is not None:
+                taker = lease.confirm(db, session_id, owner=owner, seconds=self.lease_seconds)
+                if taker is not None:
+                    raise LeaseLostError(lease.taken_over_message(taker, action))
+            yield db
 
     # Sessions
 
@@ -117,23 +163,16 @@ class Store:
         if not title.strip():
             raise StoreError("A session title cannot be empty.")
         self.get_session(session_id)
-        with self.transaction("rename the session") as db:
+        with self._write(session_id, "rename the session") as db:
             db.table("sessions").update(session_id, {"title": title.strip(), "updated": now()})
 
     def delete_session(self, session_id: str) -> None:
         """Delete a session with its rows, compactions and request records."""
         self.get_session(session_id)
-        with self.transaction("delete the session") as db:
+        with self._write(session_id, "delete the session") as db:
             for table in ("rows", "requests", "compactions"):
                 db.execute(f"DELETE FROM {table} WHERE session_id = ?", [session_id])
             db.execute("DELETE FROM sessions WHERE id = ?", [session_id])
-
-    def session_settings(self, session_id: str) -> dict[str, Any]:
-        with self._errors("read the session settings"):
-            found = self.db.execute(
-                "SELECT settings FROM sessions WHERE id = ?", [session_id]
-            ).fetchone()
-        return dict(json.loads(found[0] or "{}")) if found else {}
 
     # Rows
 
@@ -142,7 +181,7 @@ class Store:
         checked = [check_row(to_row(row)) for row in rows]  # refused before anything is written
         if not checked:
             return []
-        with self.transaction("save the message") as db:
+        with self._write(session_id, "save the message") as db:
             rowsql.require_session(db, session_id)
             position = rowsql.next_position(db, session_id)
             placed = [(row, position + offset) for offset, row in enumerate(checked)]
@@ -157,18 +196,6 @@ class Store:
         rows instead (their errors are appended) and load the rest.
         """
         return [s.row for s in self._load(session_id, "AND archived = 0", problems)]
-
-    def load_active_ids(self, session_id: str) -> list[int]:
-        """The ids of the active rows, in order (corrupt ones included)."""
-        with self._errors("load the session"):
-            return [
-                r[0]
-                for r in self.db.execute(
-                    "SELECT id FROM rows WHERE session_id = ? AND archived = 0 "
-                    "ORDER BY position, id",
-                    [session_id],
-                ).fetchall()
-            ]
 
     def load_full(
         self, session_id: str, *, problems: list[StoreError] | None = None
@@ -228,7 +255,7 @@ class Store:
         the history the compaction was computed from: a mismatch means the session changed
         meanwhile and nothing is written.
         """
-        with self.transaction("save the compaction") as db:
+        with self._write(session_id, "save the compaction") as db:
             active, corrupt = rowsql.active_positions(db, session_id, expected_active)
             replaced = active[: len(active) - keep_tail] if keep_tail else active
             if not replaced:
@@ -250,7 +277,7 @@ class Store:
         record: CompactionRecord,
     ) -> int:
         """Archive the active rows at the given indexes and put the new rows in their places."""
-        with self.transaction("save the pruned rows") as db:
+        with self._write(session_id, "save the pruned rows") as db:
             active, _ = rowsql.active_positions(db, session_id, expected_active)
             compaction_id = rowsql.record_compaction(db, session_id, record, len(replacements))
             for index, new_row in sorted(replacements.items()):
@@ -264,7 +291,7 @@ class Store:
 
         Nothing is deleted: the rows stay in the full transcript, linked to a record of `kind`.
         """
-        with self.transaction("archive the last rows") as db:
+        with self._write(session_id, "archive the last rows") as db:
             active, corrupt = rowsql.active_positions(db, session_id, expected_active)
             if not 0 < count <= len(active):
                 raise StoreError(f"Cannot archive {count} of {len(active)} active rows.")
@@ -307,7 +334,7 @@ class Store:
             "active_rows": active_rows,
             "created": now(),
         }
-        with self.transaction("record usage") as db:
+        with self._write(session_id, "record usage") as db:
             db.table("requests").insert(record)
 
     def list_requests(self, session_id: str) -> list[dict[str, Any]]:
@@ -318,19 +345,46 @@ class Store:
 
     # Writer lease: one kernel writes a session, others read it (see `nbchat.store.lease`).
 
-    def acquire_lease(
-        self, session_id: str, *, owner: str | None = None, seconds: float = LEASE_SECONDS
-    ) -> bool:
-        """Take or renew the writer lease; False when another live process holds it."""
+    def acquire_lease(self, session_id: str, *, owner: str | None = None) -> bool:
+        """Take or renew the writer lease; False when another live process holds it.
+
+        Once taken, the heartbeat renews it and every write to the session confirms it.
+        """
+        owner = owner or self._owner
         with self.transaction("take the session lease") as db:
-            taken = lease.take(db, session_id, owner=owner or self._owner, seconds=seconds)
+            taken = lease.take(db, session_id, owner=owner, seconds=self.lease_seconds)
         if taken is None:
             raise StoreError(f"No session {session_id!r} in {self.path}.")
+        if taken:
+            with self._leases_lock:
+                self._leases[session_id] = owner
+            self._heartbeat.start()
         return taken
 
     def release_lease(self, session_id: str, *, owner: str | None = None) -> None:
-        with self.transaction("release the session lease") as db:
-            lease.give_back(db, session_id, owner=owner or self._owner)
+        """Give the lease back if we hold it (a no-op for a session we never took)."""
+        with self._leases_lock:
+            held = self._leases.pop(session_id, None)
+            idle = not self._leases
+        if idle:
+            self._heartbeat.stop()
+            self.connections.sweep()  # the heartbeat thread's connection
+        if held or owner:
+            with self.transaction("release the session lease") as db:
+                lease.give_back(db, session_id, owner=owner or held or self._owner)
+
+    def lease_holder(self, session_id: str) -> lease.Holder | None:
+        """Who holds `session_id`'s lease, as recorded (None when there is no such session)."""
+        with self._errors("read the session lease"):
+            return lease.holder(self.db, session_id)
+
+    def renew_leases(self) -> None:
+        """Push the expiry of every lease we hold forward (the heartbeat's beat)."""
+        with self._leases_lock:
+            held = dict(self._leases)
+        for session_id, owner in held.items():
+            with self.transaction("renew the session lease") as db:
+                lease.renew(db, session_id, owner=owner, seconds=self.lease_seconds)
 
     # Export
 

@@ -344,7 +344,7 @@ class ChatUI(widgets.VBox):
         for problem in self.conversation.problems:
             self.notice(str(problem))
         if self.conversation.read_only:
-            self.notice("This session is open in another kernel: read-only here.")
+            self.notice(self.conversation.session.read_only_reason)
         self._update_meter()
 
     def refresh_sessions(self) -> None:
