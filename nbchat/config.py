@@ -96,6 +96,7 @@ class Settings:
     notebook_tools: bool = True
     local_model: str = "qwen"
     local_n_ctx: int = 8192
+    local_idle_timeout: float = 1800.0  # seconds without a request before the server stops
     api_key: str | None = field(default=None, repr=False, compare=False)
     sources: Mapping[str, str] = field(default_factory=dict, repr=False, compare=False)
 
@@ -279,6 +280,8 @@ def _validate(settings: Settings) -> None:
         fail("summariser_context", "must be at least 256 tokens")
     if not 0 < settings.trigger_factor <= 1:
         fail("trigger_factor", "must be above 0 and at most 1")
+    if settings.local_idle_timeout < 0:
+        fail("local_idle_timeout", "must be 0 (keep the server running) or a number of seconds")
     for name in ("tool_timeout", "request_timeout", "connect_timeout"):
         if getattr(settings, name) <= 0:
             fail(name, "must be a positive number of seconds")

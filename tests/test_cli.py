@@ -179,6 +179,7 @@ def test_doctor_passes_against_a_reachable_server_and_never_prints_the_key(
     home.mkdir(parents=True)
     (home / "config.toml").write_text("tail_messages = 6\n", encoding="utf-8")
     monkeypatch.setenv("NBCHAT_API_KEY", MARKER)
+    monkeypatch.setenv("NBCHAT_MODEL", MODEL_NAME)
     with FakeServer() as server:
         monkeypatch.setenv("NBCHAT_BASE_URL", server.url + "/v1")
         code = main(["doctor"])
@@ -194,6 +195,7 @@ def test_doctor_passes_against_a_reachable_server_and_never_prints_the_key(
     assert "✓ API key: set (from NBCHAT_API_KEY)" in lines
     assert f"✓ Session database {home / 'nbchat.db'} opens and is migrated (0 sessions)" in lines
     assert f"✓ Model server at {server.url}/v1 answers /v1/models (models: {MODEL_NAME})" in lines
+    assert f"✓ Model: {MODEL_NAME} (served)" in lines
     assert "✓ Context window: not reported by the server (it has no /props)" in lines
     assert (
         "✓ Compaction: threshold 10,000 tokens (the default; set "
@@ -211,9 +213,57 @@ def test_doctor_fails_when_the_configured_server_is_unreachable(
     out, err = capsys.readouterr()
     assert MARKER not in out + err
     assert (
-        f"✗ Model server: No model server at {url} — start one with `nbchat serve-model` or set "
-        "NBCHAT_BASE_URL. (base_url from environment variable NBCHAT_BASE_URL)"
+        f"✗ Model server: nothing answers at {url} (base_url, from environment variable "
+        "NBCHAT_BASE_URL). Start that server, or change NBCHAT_BASE_URL to its right address."
     ) in out.splitlines()
+
+
+def test_doctor_flags_a_model_name_the_server_does_not_serve(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("NBCHAT_MODEL", "gpt-4o-mini-typo")
+    with FakeServer() as server:
+        monkeypatch.setenv("NBCHAT_BASE_URL", server.url + "/v1")
+        code = main(["doctor"])
+    lines = capsys.readouterr().out.splitlines()
+    assert code == 1
+    assert (
+        f"✗ Model: The server at {server.url}/v1 does not serve model 'gpt-4o-mini-typo' (from "
+        f"environment variable NBCHAT_MODEL); it serves {MODEL_NAME}. Change NBCHAT_MODEL to "
+        "one of them."
+    ) in lines
+
+
+def test_doctor_names_the_model_a_llama_cpp_server_really_serves(
+    home: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    home.mkdir(parents=True)
+    (home / "config.toml").write_text('model = "gpt-4o-mini-typo"\n', encoding="utf-8")
+    llama = {"id": "qwen", "object": "model", "owned_by": "llamacpp"}
+    with ScriptedServer() as server:
+        server.add("/v1/models", Canned(body={"object": "list", "data": [llama]}))
+        monkeypatch.setenv("NBCHAT_BASE_URL", server.url + "/v1")
+        code = main(["doctor"])
+    lines = capsys.readouterr().out.splitlines()
+    assert code == 1
+    assert (
+        f"✗ Model: The server at {server.url}/v1 serves 'qwen', not model 'gpt-4o-mini-typo' "
+        f"(from {home / 'config.toml'}). llama.cpp answers with its one model whatever the name, "
+        f"so sessions record 'qwen'. Change model in {home / 'config.toml'} to qwen."
+    ) in lines
+
+
+def test_doctor_is_content_when_autostart_will_start_the_embedded_server(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("NBCHAT_AUTOSTART", "1")
+    main(["doctor"])
+    lines = capsys.readouterr().out.splitlines()
+    assert (
+        "✓ Model server: the embedded one is not running; the chat starts it on first use "
+        "(autostart, from environment variable NBCHAT_AUTOSTART)."
+    ) in lines
+    assert not [line for line in lines if "NBCHAT_AUTOSTART=1" in line]
 
 
 def test_doctor_fails_when_no_base_url_is_set_and_no_embedded_server_runs(
@@ -315,7 +365,8 @@ def test_serve_model_detached_answers_and_stop_model_ends_it(
         f"Started embedded model server: smollm, n_ctx 512, pid {server.pid}.",
         f"URL: {server.url}",
         f"To use it elsewhere: NBCHAT_BASE_URL={server.url}/v1",
-        "It keeps running for every kernel; stop it with `nbchat stop-model`.",
+        "It keeps running for every kernel (JupyterLab's exit included) until `nbchat "
+        "stop-model`, or until local_idle_timeout passes without a request.",
     ]
     assert started.err.splitlines()[0] == "Starting the embedded model server (smollm, n_ctx=512)…"
     models = httpx.get(server.url + "/v1/models", trust_env=False, timeout=10)

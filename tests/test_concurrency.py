@@ -172,7 +172,7 @@ def test_a_second_kernel_on_the_same_session_is_read_only_until_the_first_lets_g
         assert READ_ONLY_MESSAGE in shown_text(ui.messages.box)
         assert "from the other kernel" in shown_text(ui.messages.box)  # its rows, as written there
         ui.send("mine")
-        assert ui.wait(20)
+        assert ui.wait(20) is False  # refused, and said so in the cell
         assert READ_ONLY_MESSAGE in shown_text(ui.messages.box)
         assert ui.input.value == "mine"  # handed back, nothing written
         assert store.load_active(session_id)[-1] == assistant("ok")

@@ -294,7 +294,7 @@ def test_temperature_zero_is_deterministic_without_the_prompt_cache(
     shared_smollm: LocalServer,
 ) -> None:
     client = client_for(shared_smollm)
-    system = "You are a helpful assistant. " * 20
+    system = "You are a helpful assistant. " * 8
 
     def reply(question: str) -> str:
         answer = client.chat.completions.create(
@@ -303,7 +303,7 @@ def test_temperature_zero_is_deterministic_without_the_prompt_cache(
                 {"role": "system", "content": system},
                 {"role": "user", "content": question},
             ],
-            max_tokens=120,
+            max_tokens=32,  # enough text to differ if it drifts; six replies on two cores
             temperature=0,
             extra_body={"cache_prompt": False},
         )
@@ -350,6 +350,12 @@ def test_the_server_runs_in_its_own_session_and_is_recorded(
     smollm: LocalServer, server_home: Path
 ) -> None:
     assert os.getsid(smollm.pid) == smollm.pid != os.getsid(0)  # a kernel interrupt misses it
+    # The child imports this checkout's nbchat: the folder above the package comes first.
+    environ = Path(f"/proc/{smollm.pid}/environ").read_bytes().split(b"\0")
+    variables = dict(item.split(b"=", 1) for item in environ if b"=" in item)
+    repo = Path(__file__).resolve().parent.parent
+    assert variables[b"PYTHONPATH"].split(os.pathsep.encode())[0] == bytes(repo)
+    assert b"OMP_WAIT_POLICY" in variables
     record = json.loads((server_home / "run" / "model-server.json").read_text())
     assert {k: record[k] for k in ("url", "pid", "model", "n_ctx")} == {
         "url": smollm.url,

@@ -1,6 +1,7 @@
 """The `nbchat` command: run the embedded model server, list and export sessions, check the setup.
 
     nbchat serve-model [--model qwen|smollm|PATH] [--port N] [--n-ctx N] [--detach] [--replace]
+                       [--idle-timeout SECONDS]
     nbchat stop-model
     nbchat sessions [--json]
     nbchat export ID [--format md|json] [--output FILE]
@@ -70,6 +71,12 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--port", type=int, default=0, help="default: any free port")
     serve.add_argument("--n-ctx", type=int, help="context window (default: local_n_ctx)")
     serve.add_argument("--detach", action="store_true", help="start it, leave it running, return")
+    serve.add_argument(
+        "--idle-timeout",
+        type=float,
+        help="stop after this many seconds without a request; 0 never (default: "
+        "local_idle_timeout with --detach, 0 in the foreground)",
+    )
     serve.add_argument("--replace", action="store_true", help="replace one running another model")
     serve.set_defaults(command=serve_model)
     stop = commands.add_parser("stop-model", help="stop the embedded model server")
@@ -124,8 +131,17 @@ def _start_or_reuse(
         started.append(message)
         print(message, file=sys.stderr, flush=True)
 
+    idle = args.idle_timeout
+    if idle is None:  # a foreground server ends with Ctrl-C; a detached one bounds itself
+        idle = settings.local_idle_timeout if args.detach else 0.0
     server = ensure_server(
-        model, home=settings.home, port=port, n_ctx=n_ctx, replace=args.replace, progress=progress
+        model,
+        home=settings.home,
+        port=port,
+        n_ctx=n_ctx,
+        replace=args.replace,
+        progress=progress,
+        idle_timeout=idle,
     )
     # ensure_server reports progress only when it starts a server; silence means it reused one.
     return server, bool(started)
@@ -140,7 +156,10 @@ def _announce(server: LocalServer, started: bool, *, settings: Settings, detach:
         where = settings.source_of("base_url")
         print(f"Note: base_url is set to {settings.base_url} ({where}); nbchat uses that server.")
     if detach:
-        print("It keeps running for every kernel; stop it with `nbchat stop-model`.")
+        print(
+            "It keeps running for every kernel (JupyterLab's exit included) until `nbchat "
+            "stop-model`, or until local_idle_timeout passes without a request."
+        )
     elif started:
         print("Serving; press Ctrl-C to stop it.", flush=True)
     else:

@@ -1,5 +1,5 @@
-"""`nbchat doctor`: check settings, database, model server, window and the embedded model's
-pieces, one ✓/✗ line each, saying what to fix.
+"""`nbchat doctor`: check settings, database, model server, the model name, window and the
+embedded model's pieces, one ✓/✗ line each, saying what to fix where the value was set.
 
 Must not: print the API key (only whether one is set and from which variable), import
 xllamacpp (it is looked for with `find_spec`), or change anything it checks.
@@ -18,11 +18,13 @@ from typing import TYPE_CHECKING
 from nbchat.config import API_KEY_VARIABLES, Settings
 from nbchat.embedded.modelfiles import QWEN_PARTS, model_path
 from nbchat.embedded.server import find_running
-from nbchat.errors import ConfigError, NbchatError
+from nbchat.errors import ConfigError, NbchatError, ServerUnavailableError
 from nbchat.store.store import Store
 
 if TYPE_CHECKING:  # openai takes ~0.4 s to import and only the server check needs it
     import openai
+
+    from nbchat.llm.modelcheck import Served
 
 __all__ = ["clip", "run_doctor"]
 
@@ -99,37 +101,79 @@ def _check_database(doctor: Doctor, settings: Settings) -> None:
 
 
 def _check_server(doctor: Doctor, settings: Settings) -> openai.OpenAI | None:
-    """Does a model server answer `/v1/models`? The client for it, or None."""
-    import openai
-
+    """Does a model server answer `/v1/models`, and does it serve the model? Its client, or None."""
     from nbchat.llm.client import build_client
-    from nbchat.llm.servererrors import translate_error
+    from nbchat.llm.modelcheck import check_model
 
     url, which = settings.base_url, ""
     if url is None:
         running = find_running(home=settings.home)
         if running is None:
-            doctor.report(
-                False,
-                "Model server: the embedded one is not running. Start it with `nbchat "
-                "serve-model --detach` (or set NBCHAT_AUTOSTART=1 so the chat starts it), or "
-                "point NBCHAT_BASE_URL at an OpenAI-compatible server.",
-            )
+            doctor.report(*_embedded_not_running(settings))
             return None
         url, which = running.base_url, f" (the embedded {running.model}, pid {running.pid})"
     client = build_client(settings, base_url=url).with_options(
         timeout=DOCTOR_TIMEOUT, max_retries=0
     )
+    served = _list_models(doctor, settings, client, url)
+    if served is None:
+        return None
+    listed = ", ".join(served.names) or "none listed"
+    doctor.report(True, f"Model server at {url}{which} answers /v1/models (models: {listed})")
+    check = check_model(settings, served, base_url=url)
+    if check.message:
+        doctor.report(check.ok, f"Model: {check.message}")
+    elif served.names:
+        doctor.report(True, f"Model: {settings.model} ({_model_note(settings, served)})")
+    return client
+
+
+def _list_models(
+    doctor: Doctor, settings: Settings, client: openai.OpenAI, url: str
+) -> Served | None:
+    import openai
+
+    from nbchat.llm.modelcheck import how_to_set, served_from
+    from nbchat.llm.servererrors import translate_error
+
     try:
-        names = [model.id for model in client.models.list().data]
+        page = client.models.list()
     except openai.OpenAIError as exc:
         error = translate_error(exc, base_url=url)
-        where = f" (base_url from {settings.source_of('base_url')})" if settings.base_url else ""
-        doctor.report(False, f"Model server: {error}{where}")
+        if settings.base_url is not None and isinstance(error, ServerUnavailableError):
+            # Not "set NBCHAT_BASE_URL": it is set, to an address where nothing answers.
+            doctor.report(
+                False,
+                f"Model server: nothing answers at {url} (base_url, from "
+                f"{settings.source_of('base_url')}). Start that server, or "
+                f"{how_to_set(settings, 'base_url', 'its right address')}.",
+            )
+        else:
+            where = (
+                f" (base_url from {settings.source_of('base_url')})" if settings.base_url else ""
+            )
+            doctor.report(False, f"Model server: {error}{where}")
         return None
-    listed = ", ".join(names) or "none listed"
-    doctor.report(True, f"Model server at {url}{which} answers /v1/models (models: {listed})")
-    return client
+    return served_from(page.data, embedded=settings.is_embedded)
+
+
+def _model_note(settings: Settings, served: Served) -> str:
+    if settings.model in served.names:
+        return "served"
+    return f"nbchat's default name; the server answers with {served.names[0]} under any name"
+
+
+def _embedded_not_running(settings: Settings) -> tuple[bool, str]:
+    if settings.autostart:
+        return True, (
+            "Model server: the embedded one is not running; the chat starts it on first use "
+            f"(autostart, from {settings.source_of('autostart')})."
+        )
+    return False, (
+        "Model server: the embedded one is not running. Start it with `nbchat serve-model "
+        "--detach` (or set NBCHAT_AUTOSTART=1 so the chat starts it), or point NBCHAT_BASE_URL "
+        "at an OpenAI-compatible server."
+    )
 
 
 def _check_window(doctor: Doctor, settings: Settings, client: openai.OpenAI) -> None:

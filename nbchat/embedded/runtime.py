@@ -1,7 +1,8 @@
 """The embedded server's run directory and the process it records (helpers for
 `nbchat.embedded.server`).
 
-`<home>/run/` holds `model-server.json` (the record other kernels read: url, pid, model, n_ctx,
+`<home>/run/` holds `model-server.stopped` (why the last server stopped itself, when it did),
+`model-server.json` (the record other kernels read: url, pid, model, n_ctx,
 started, log), `model-server.lock` (flock: one process at a time starts, replaces or forgets the
 server) and `model-server.log` (the child's stderr). This module reads and writes those files and
 answers "is that process still our server, and is it healthy", and ends it.
@@ -30,6 +31,7 @@ from nbchat.errors import ConfigError
 __all__ = [
     "LOG_FILE",
     "fetch_json",
+    "fetch_text",
     "forget_record",
     "has_record",
     "is_healthy",
@@ -37,15 +39,19 @@ __all__ = [
     "lock",
     "log_tail",
     "read_record",
+    "read_stop_note",
     "register_child",
     "run_dir",
     "terminate",
+    "wait_exit",
     "write_record",
+    "write_stop_note",
 ]
 
 RECORD_FILE = "model-server.json"
 LOCK_FILE = "model-server.lock"
 LOG_FILE = "model-server.log"
+STOP_NOTE_FILE = "model-server.stopped"
 RECORD_FIELDS = {"url": str, "pid": int, "model": str, "n_ctx": int}
 
 # Servers this interpreter started, so that terminate() can reap them (no zombie left behind) and
@@ -88,6 +94,7 @@ def write_record(home: Path, record: dict[str, Any]) -> None:
     temp = target.with_suffix(".tmp")
     temp.write_text(json.dumps(stamped, indent=1) + "\n", encoding="utf-8")
     os.replace(temp, target)
+    (target.parent / STOP_NOTE_FILE).unlink(missing_ok=True)  # that stop is old news now
 
 
 def read_record(home: Path) -> dict[str, Any] | None:
@@ -144,8 +151,27 @@ def is_running(pid: int) -> bool:
 
 def fetch_json(url: str, *, timeout: float) -> Any:
     """GET `url` and parse its JSON body; OSError or ValueError when that fails."""
+    return json.loads(fetch_text(url, timeout=timeout))
+
+
+def fetch_text(url: str, *, timeout: float) -> str:
+    """GET `url`'s body as text; OSError when that fails."""
     with _OPENER.open(url, timeout=timeout) as response:
-        return json.loads(response.read())
+        body: bytes = response.read()
+    return body.decode("utf-8", errors="replace")
+
+
+def write_stop_note(home: Path, text: str) -> None:
+    """Say why the server stopped by itself, for the next kernel that looks for it."""
+    (run_dir(home) / STOP_NOTE_FILE).write_text(text + "\n", encoding="utf-8")
+
+
+def read_stop_note(home: Path) -> str | None:
+    """The note an idle stop left, or None (a newer server removes it when it starts)."""
+    try:
+        return (home / "run" / STOP_NOTE_FILE).read_text(encoding="utf-8").strip() or None
+    except OSError:
+        return None
 
 
 def is_healthy(url: str, *, timeout: float) -> bool:
@@ -169,6 +195,14 @@ def terminate(pid: int, *, grace: float) -> None:
         if _wait_exit(pid, timeout=wait):
             break
     _CHILDREN.pop(pid, None)
+
+
+def wait_exit(pid: int, *, timeout: float) -> bool:
+    """Wait until `pid` has exited (its own end, or a signal); False if `timeout` passed."""
+    done = _wait_exit(pid, timeout=timeout)
+    if done:
+        _CHILDREN.pop(pid, None)
+    return done
 
 
 def _wait_exit(pid: int, *, timeout: float) -> bool:

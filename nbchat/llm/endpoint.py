@@ -4,6 +4,8 @@
 is set, the embedded llama.cpp server (`nbchat.embedded.server`) already running for this user —
 started only when asked (`start=True`, or `NBCHAT_AUTOSTART=1`). The window size (`n_ctx`) is asked
 from the server only when the threshold is not set, because only then does it decide the budget.
+The models the server lists are read once (`nbchat.llm.modelcheck`), so a UI can say when the
+configured name is not one of them.
 
 Must not: keep state, start a server unasked, or know about rows.
 """
@@ -19,8 +21,10 @@ import openai
 
 from nbchat.config import Settings
 from nbchat.embedded import server as local
+from nbchat.embedded.runtime import read_stop_note
 from nbchat.errors import ServerUnavailableError
 from nbchat.llm.client import build_client, server_context_size
+from nbchat.llm.modelcheck import ModelCheck, Served, check_model, served_models
 
 __all__ = ["LOCAL", "Connection", "connect", "destination_of"]
 
@@ -36,6 +40,11 @@ class Connection:
     n_ctx: int | None
     threshold: int
     embedded: bool
+    served: Served | None = None
+
+    def check_model(self, settings: Settings) -> ModelCheck:
+        """Does this server serve `settings.model`? (See `nbchat.llm.modelcheck`.)"""
+        return check_model(settings, self.served, base_url=self.base_url)
 
 
 def connect(
@@ -57,6 +66,7 @@ def connect(
         n_ctx=n_ctx,
         threshold=settings.threshold_for(n_ctx),
         embedded=embedded,
+        served=served_models(client, embedded=embedded),
     )
 
 
@@ -66,14 +76,22 @@ def _embedded_url(
     running = local.find_running(home=settings.home)
     if running is not None:
         return running.base_url
+    stopped = read_stop_note(settings.home)  # why the last one went, when it stopped itself
     if not (settings.autostart if start is None else start):
         raise ServerUnavailableError(
-            "No model server is configured and the embedded one is not running. Start it with "
+            (f"{stopped} " if stopped else "")
+            + "No model server is configured and the embedded one is not running. Start it with "
             "`nbchat serve-model` (or the Start button in the chat), set NBCHAT_AUTOSTART=1 to "
             "start it automatically, or point NBCHAT_BASE_URL at an OpenAI-compatible server."
         )
+    if stopped is not None and progress is not None:
+        progress(f"{stopped} Starting it again…")
     server = local.ensure_server(
-        settings.local_model, home=settings.home, n_ctx=settings.local_n_ctx, progress=progress
+        settings.local_model,
+        home=settings.home,
+        n_ctx=settings.local_n_ctx,
+        progress=progress,
+        idle_timeout=settings.local_idle_timeout,
     )
     return server.base_url
 

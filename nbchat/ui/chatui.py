@@ -10,7 +10,9 @@ Driving it from cells: `ui.send(text)`, `ui.wait()`, `ui.conversation`, `ui.clos
 user does and sees has a public name too (tests use only these): `press_send()`, `press_stop()`,
 `press_new()`, `press_compact()`, `choose_session(id)`, `can_send`, `can_stop`, `status`,
 `session_choices`, and for a tool waiting on the user `wait_for_approval()`, `approve()`,
-`deny()`.
+`deny()`. A failure also reaches the cell: `wait()` prints it on stderr and returns False
+(`nbchat.ui.failures`). A session database that cannot be opened gives one message in the widget
+and the cell, never a traceback, and the file is left as it is.
 """
 
 from __future__ import annotations
@@ -25,9 +27,9 @@ import openai
 from nbchat.config import Settings
 from nbchat.conversation.events import Event, Failed
 from nbchat.conversation.loop import Conversation
-from nbchat.errors import NbchatError, ServerUnavailableError
+from nbchat.errors import NbchatError, ServerUnavailableError, StoreError
 from nbchat.history import Row
-from nbchat.llm.endpoint import destination_of
+from nbchat.llm.endpoint import Connection, destination_of
 from nbchat.stopping import StopSignal
 from nbchat.store.store import Store
 from nbchat.tools import ApprovalRequest, ToolRegistry
@@ -36,6 +38,7 @@ from nbchat.ui.actions import run_command
 from nbchat.ui.attach import Attachment, with_attachments
 from nbchat.ui.cards import ApprovalCard, row_widget
 from nbchat.ui.commands import Command, parse_command
+from nbchat.ui.failures import CellReport, database_message
 from nbchat.ui.input import ChatInput
 from nbchat.ui.messages import MessageList
 from nbchat.ui.render import STYLE, destination_badge, render_notice
@@ -66,11 +69,13 @@ class ChatUI(widgets.VBox):
             settings = settings.replace(**overrides)
         self.store = store or Store(settings.database_path)
         self.conversation = Conversation(
-            settings, self.store, session_id, client, tools, approver=self._approve
+            settings, self.store, None, client, tools, approver=self._approve
         )
         shell = current_shell() if settings.notebook_tools else None
         for notebook_tool in notebook_tools(shell) if shell is not None else ():
             self.conversation.tools.register(notebook_tool)
+        self._report = CellReport()
+        self.unavailable = ""  # why this chat cannot be used at all, when it cannot
         self._destination = destination_of(
             str(client.base_url) if client is not None else settings.base_url
         )
@@ -92,23 +97,41 @@ class ChatUI(widgets.VBox):
             ]
         )
         self.add_class("nbchat")
-        self.refresh_sessions()
-        self.show_session()
+        try:
+            if session_id is not None:
+                self.conversation.resume(session_id)
+            self.refresh_sessions()
+            self.show_session()
+        except StoreError as exc:  # corrupt or locked: say so once, leave the file alone
+            self._database_failed(exc)
+            return
         if settings.is_embedded and client is None:
             self._worker.submit(self._connect_job(start=None))
+        elif client is None:
+            self._worker.submit(self._model_check_job)
 
     def __repr__(self) -> str:
+        if self.unavailable:
+            return f"ChatUI(unavailable: {self.unavailable})"
         return f"ChatUI(model={self.conversation.settings.model!r})"
 
     # Public API for cells and tests
 
     def send(self, text: str) -> None:
         """Send `text` as if typed and Enter pressed (returns at once; see `wait`)."""
+        if self.unavailable:
+            self._report.add(self.unavailable)
+            return
         self.input.submit(text)
 
     def wait(self, timeout: float | None = None) -> bool:
-        """Block until the current reply (and anything queued) is done; False on timeout."""
-        return self._worker.wait(timeout)
+        """Block until the current reply (and anything queued) is done. False on timeout, or
+        when something failed since the last `wait()`: each failure is then printed, with what
+        to do, on stderr (the cell's output), not only in the widget."""
+        if self.unavailable:
+            self._report.add(self.unavailable)
+        finished = self._worker.wait(timeout)
+        return self._report.report() and finished
 
     def stop(self) -> None:
         """Stop the running turn (the Stop button)."""
@@ -264,9 +287,12 @@ class ChatUI(widgets.VBox):
             try:
                 for event in start(stop):
                     self.view.handle(event)
+                    if isinstance(event, Failed):
+                        self._report.add(event.message)
                     if self._embedded_server_missing(event):
                         self._offer_local_model(None)
             except Exception as exc:  # Conversation reports its own; this is the last resort
+                self._report.add(f"Unexpected error: {exc!r}")
                 self.view.handle(Failed(exc, f"Unexpected error: {exc!r}"))
             finally:
                 self._turn_queued.clear()
@@ -287,6 +313,7 @@ class ChatUI(widgets.VBox):
                     self.conversation.resume(session_id)
                 self.show_session()
             except NbchatError as exc:
+                self._report.add(str(exc))
                 self.view.handle(Failed(exc, str(exc)))
             self.refresh_sessions()
 
@@ -296,13 +323,42 @@ class ChatUI(widgets.VBox):
         def job() -> None:
             self.view.set_status("connecting to the model server…")
             try:
-                self.conversation.connect(start=start, progress=self.view.set_status)
-                self.view.set_status("ready")
+                connection = self.conversation.connect(start=start, progress=self.view.set_status)
+                self.view.set_status(ready_status(self.conversation.settings))
+                self._check_model(connection)
             except NbchatError as exc:
+                self._report.add(str(exc))
                 self._offer_local_model(str(exc))
             self._update_meter()
 
         return job
+
+    def _model_check_job(self) -> None:
+        """A configured server: is the model name one it serves? (Unreachable: the first
+        message says so, as before.)"""
+        try:
+            self._check_model(self.conversation.connect(start=False))
+        except NbchatError:
+            return
+
+    def _check_model(self, connection: Connection) -> None:
+        """A notice when the server does not serve the model name; on llama.cpp, which answers
+        under any name, the chat records the name it really serves."""
+        check = connection.check_model(self.conversation.settings)
+        if check.message:
+            self.notice(check.message)
+        if check.model != self.conversation.settings.model:
+            self.conversation.set_model(check.model)
+
+    def _database_failed(self, error: StoreError) -> None:
+        """The store cannot be opened: one message, in the widget and for the cell; nothing
+        else runs (no session is read or written, the file is not touched again)."""
+        self.unavailable = database_message(error, self.store.path)
+        self.messages.add(widgets.HTML(value=render_notice(self.unavailable, error=True)))
+        self.view.set_status("the session database cannot be opened", error=True)
+        for control in (self.input, self._send_button, self._compact_button, self._new_button):
+            control.disabled = True
+        self._picker.disabled = True
 
     def _embedded_server_missing(self, event: Event) -> bool:
         return (
@@ -390,6 +446,15 @@ class ChatUI(widgets.VBox):
 
     def _run_command(self, command: Command) -> None:
         run_command(self, command)
+
+
+def ready_status(settings: Settings) -> str:
+    """The status once the embedded server answers, with how long it will stay."""
+    idle = settings.local_idle_timeout
+    if idle <= 0:
+        return "ready (the embedded model server keeps running until `nbchat stop-model`)"
+    minutes = f"{idle / 60:g} minutes" if idle >= 120 else f"{idle:g} seconds"
+    return f"ready (the embedded model server stops itself after {minutes} without a request)"
 
 
 def transcript_factories(store: Store, session_id: str) -> list[Callable[[], widgets.Widget]]:
