@@ -42,10 +42,18 @@ ENV_PREFIX = "NBCHAT_"
 CONFIG_FILE_NAME = "config.toml"
 DEFAULT_MODEL = "qwen2.5-coder-0.5b-instruct"
 DEFAULT_THRESHOLD = 10_000
+# Short, for a 0.5B model as much as a large one. On the embedded model the tools are offered
+# only when the user's message asks for workspace work (`tools_on_request`), so the prompt may
+# encourage them; its last sentence keeps larger models, offered tools always, from calling one
+# for a greeting.
 DEFAULT_SYSTEM_PROMPT = (
     "You are a helpful assistant working inside a Jupyter notebook. Answer concisely. "
-    "Use the tools when they help; file paths are relative to the workspace."
+    "Use the tools when they help; file paths are relative to the workspace. "
+    "Answer greetings and general questions directly."
 )
+# The embedded model is small: greedy decoding keeps it on the likeliest answer instead of
+# sampling its way into an invented tool call (issue 12).
+EMBEDDED_TEMPERATURE = 0.0
 # Fields that are not settings a user writes (bookkeeping) or that cannot come from the file.
 NOT_FROM_FILE = frozenset({"home"})
 BOOKKEEPING = frozenset({"api_key", "sources"})
@@ -90,6 +98,7 @@ class Settings:
     tool_output_limit: int = 20_000
     tool_env_allow: tuple[str, ...] = ()
     json_tool_fallback: bool | None = None
+    tools_on_request: bool | None = None
     request_timeout: float = 600.0
     connect_timeout: float = 10.0
     autostart: bool = False
@@ -161,6 +170,18 @@ class Settings:
     def uses_json_tool_fallback(self) -> bool:
         """Read a plain-JSON reply as a tool call? By default only on the embedded model."""
         return self.is_embedded if self.json_tool_fallback is None else self.json_tool_fallback
+
+    def offers_tools_on_request(self) -> bool:
+        """Offer the tools only when the user's message asks for workspace work? By default only
+        on the embedded model, whose 0.5B default otherwise calls tools for plain questions."""
+        return self.is_embedded if self.tools_on_request is None else self.tools_on_request
+
+    def reply_temperature(self) -> float | None:
+        """The temperature to ask for: the setting, else 0 on the embedded model, else None
+        (the server's own default)."""
+        if self.temperature is None and self.is_embedded:
+            return EMBEDDED_TEMPERATURE
+        return self.temperature
 
     def resolve_api_key(self) -> str:
         """The API key, looked up now: explicit, NBCHAT_API_KEY, OPENAI_API_KEY or a placeholder."""

@@ -13,6 +13,7 @@ from types import ModuleType
 from typing import Any
 
 import pytest
+from fakeserver import FakeServer, Reply
 
 BENCH = Path(__file__).resolve().parent.parent / "bench"
 COLUMNS = {"figure", "value", "baseline", "ratio", "target", "met"}
@@ -113,6 +114,26 @@ def test_compaction_model_runs_on_smollm(monkeypatch: pytest.MonkeyPatch) -> Non
     rows = module.main()
     assert_table_rows(rows)
     assert len(rows) == 2  # the server start, then the one history
+
+
+def test_default_model_eval_scores_a_scripted_server(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The eval's machinery on the fake server: a right call for the tool prompt, an answer for
+    # the plain one. On the model it runs as `python bench/default_model_eval.py`.
+    module = load("default_model_eval", monkeypatch)
+
+    def respond(body: dict[str, Any]) -> Reply:
+        last = body["messages"][-1]
+        if last["role"] == "user" and "notes.txt" in last["content"]:
+            return Reply(tool_calls=[("c1", "read_file", '{"path": "notes.txt"}')])
+        return Reply(text="2 + 2 is 4. The meeting is on Thursday.")
+
+    with FakeServer(responder=respond) as fake:
+        rows = module.main(["--limit", "2", "--base-url", fake.url + "/v1"])
+    assert_table_rows(rows)
+    values = {row["figure"]: row["value"] for row in rows}
+    assert values["plain prompts answered without a tool call"] == "1 / 1 (100%)"
+    assert values["tool prompts with a correct first call"] == "1 / 1 (100%)"
+    assert values["replies that are fake tool-call JSON"] == "0"
 
 
 def test_notebook_tools_runs(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -540,8 +540,9 @@ def test_the_json_fallback_turns_a_whole_json_reply_into_a_tool_call(
 ) -> None:
     fake.enqueue(Reply(text=text, chunk_size=5, usage=(1, 1)))
     events = collect(client, tools=[READ_FILE_TOOL], json_tool_fallback=True)
-    assert len(events) == 3
-    ready, usage, finish = events
+    assert texts(events) == text  # shown as it streamed, never held back
+    *deltas, ready, usage, finish = events
+    assert all(isinstance(delta, TextDelta) for delta in deltas)
     assert isinstance(ready, ToolCallsReady)
     assert ready.from_content is True
     (call,) = ready.calls
@@ -622,8 +623,7 @@ def test_a_forced_tool_is_asked_for_as_json_content_when_the_fallback_is_on(
         "type": "json_schema",
         "json_schema": {"name": "tool_call", "schema": FORCED_READ_FILE},
     }
-    ready = events[0]
-    assert isinstance(ready, ToolCallsReady)
+    (ready,) = [event for event in events if isinstance(event, ToolCallsReady)]
     assert [call.name for call in ready.calls] == ["read_file"]
 
 
@@ -660,7 +660,32 @@ def test_tool_choice_is_sent_as_is_when_nothing_is_forced_through_the_fallback(
     assert "response_format" not in body
 
 
-def test_held_back_text_is_delivered_before_a_broken_stream_raises(
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("opening", ['{"name": "read_file"', "```json\n{", "<tool_call>\n{"])
+def test_text_that_may_become_a_call_is_shown_before_the_stream_ends(
+    fake: FakeServer, client: openai.OpenAI, opening: str
+) -> None:
+    # The server sends the opening, then nothing: a held-back reply would show nothing at all
+    # until the stream ended (issue 12: 17 silent minutes). The timer only ends the old code's
+    # wait; it is never what the assertion measures.
+    fake.enqueue(Reply(text=opening, chunk_size=len(opening), fault="stall", stall_after=2))
+    stop = StopSignal()
+    safety_net = threading.Timer(30, stop.set)
+    safety_net.start()
+    seen: list[tuple[StreamEvent, bool]] = []
+    try:
+        for event in stream_chat(
+            client, MESSAGES, model="m", tools=[READ_FILE_TOOL], json_tool_fallback=True, stop=stop
+        ):
+            seen.append((event, stop.is_set()))
+            stop.set()  # the first event is all this test needs
+    finally:
+        safety_net.cancel()
+    assert seen[0] == (TextDelta(opening), False)
+    assert seen[-1] == (Finish("stopped"), True)
+
+
+def test_text_that_may_be_a_call_is_kept_as_text_when_the_stream_breaks(
     fake: FakeServer, client: openai.OpenAI
 ) -> None:
     fake.enqueue(Reply(text='{"name": "read_file", "arguments"', fault="cut", cut_after=3))
@@ -670,7 +695,7 @@ def test_held_back_text_is_delivered_before_a_broken_stream_raises(
             client, MESSAGES, model="m", tools=[READ_FILE_TOOL], json_tool_fallback=True
         ):
             events.append(event)
-    assert events == [TextDelta('{"name":')]
+    assert events == [TextDelta('{"na'), TextDelta('me":')]
 
 
 def test_a_connection_dropped_before_any_answer_is_a_server_error(

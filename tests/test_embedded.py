@@ -8,6 +8,7 @@ import signal
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 from factories import user
 from helpers import buttons
@@ -17,6 +18,7 @@ from nbchat.conversation.events import Done, Failed
 from nbchat.conversation.loop import Conversation
 from nbchat.embedded import server as local
 from nbchat.errors import ServerUnavailableError
+from nbchat.history import build_messages
 from nbchat.store.store import Store
 from nbchat.ui import ChatUI
 
@@ -112,3 +114,27 @@ def test_autostart_starts_the_model_without_asking(settings: Settings) -> None:
         assert not [b for b in buttons(ui.messages.box) if b.description == "Start local model"]
     finally:
         ui.close()
+
+
+def test_after_warm_up_the_first_request_reads_its_prompt_from_the_cache(
+    settings: Settings,
+) -> None:
+    # Issue 12: the first reply took 24-66 s, nearly all of it reading the system prompt and the
+    # tool schemas. After `warm_up` the server has them: llama.cpp's own timings say how many
+    # of the first request's prompt tokens came from its cache (cache_n) and how many it read.
+    store = Store(settings.database_path)
+    chat = Conversation(settings, store)
+    try:
+        chat.new_session()
+        base_url = chat.budget.connect(start=True).base_url.rstrip("/")
+        chat.warm_up()
+        for tools in ([], chat.tools.schemas()):  # a plain first message, then a file request
+            messages = build_messages([user("Hi")], settings.system_prompt)
+            body = {"model": settings.model, "messages": messages, "max_tokens": 1}
+            body |= {"tools": tools} if tools else {}
+            reply = httpx.post(base_url + "/chat/completions", json=body, timeout=120).json()
+            timings = reply["timings"]
+            assert timings["cache_n"] > 10 * timings["prompt_n"], timings
+    finally:
+        chat.close()
+        store.close()

@@ -83,3 +83,9 @@ def test_writing_in_other_scripts_stays_readable() -> None:
     text = "echo 'naïve café' 'नमस्ते' 'שלום' '日本語' 😀"
     assert visible_text(text) == text
     assert visible_text(unicodedata.normalize("NFD", "é")) == "e\\u0301"  # a mark on ASCII
+
+
+def test_a_combining_mark_after_an_escaped_character_is_escaped_too() -> None:
+    # The escape ends in an ASCII digit: the mark would be drawn over it.
+    assert visible_text("\ud7fc\u0afa") == "\\ud7fc\\u0afa"
+    assert visible_text("\u0915\u0afa") == "\u0915\u0afa"  # on a letter of its own script: kept

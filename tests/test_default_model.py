@@ -1,0 +1,138 @@
+"""The default path's small-model levers (issue 12): tools offered only when the user's message
+asks for workspace work, temperature 0 on the embedded model, and a reply that opens like a tool
+call streamed as text, then shown as the call once it validates (never silent)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import openai
+import pytest
+from factories import tool_result, user
+from fakeserver import FakeServer, Reply
+from helpers import run
+
+from nbchat.config import Settings
+from nbchat.conversation.events import RowSaved, TextDelta
+from nbchat.conversation.loop import Conversation
+from nbchat.history import Row
+from nbchat.store.store import Store
+from nbchat.tools import default_registry
+from nbchat.tools.offer import asks_for_tools, offered_tools
+from nbchat.ui.messages import MessageList
+from nbchat.ui.view import EventView
+
+CALL = '{"name": "read_file", "arguments": {"path": "notes.txt"}}'
+SCHEMAS = default_registry().schemas()
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Read notes.txt and tell me when the meeting is.",
+        "What files are in this workspace?",
+        "Show me src/app.py",
+        "Run `python --version` in the shell.",
+        "List the files in the src folder.",
+        "Delete old.log",
+        "What variables do I have?",
+        "Describe the DataFrame sales",
+        "Why did my last cell raise that traceback?",
+    ],
+)
+def test_a_message_about_the_workspace_asks_for_tools(text: str) -> None:
+    assert asks_for_tools(text)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Hi! What is 2 + 2?",
+        "Say hello.",
+        "In Python, how do I reverse a list?",
+        "Write a SQL query that selects all rows from a table named users.",
+        "What does len([1, 2, 3]) return in Python?",
+        "What is 3.14 times 2?",
+    ],
+)
+def test_a_plain_question_asks_for_no_tools(text: str) -> None:
+    assert not asks_for_tools(text)
+
+
+def test_tools_stay_offered_in_a_tool_round_and_when_forced() -> None:
+    rows = [user("Hi! What is 2 + 2?")]
+    assert offered_tools(SCHEMAS, rows, on_request=True) == []
+    assert offered_tools(SCHEMAS, rows, on_request=False) == SCHEMAS
+    assert offered_tools(SCHEMAS, rows, on_request=True, tool_choice="read_file") == SCHEMAS
+    # In a tool round the tools stay whatever the user's message said.
+    in_round = [
+        user("what is this?"),
+        Row("assistant_full", "", "", "", "[]"),
+        tool_result("c", "x"),
+    ]
+    assert offered_tools(SCHEMAS, in_round, on_request=True) == SCHEMAS
+
+
+def test_the_embedded_model_answers_at_temperature_0_unless_told_otherwise() -> None:
+    assert Settings(base_url=None).reply_temperature() == 0.0
+    assert Settings(base_url=None, temperature=0.7).reply_temperature() == 0.7
+    assert Settings(base_url="http://127.0.0.1:9/v1").reply_temperature() is None
+    assert Settings(base_url=None).offers_tools_on_request()
+    assert not Settings(base_url="http://127.0.0.1:9/v1").offers_tools_on_request()
+
+
+def conversation_on(server: FakeServer, store: Store, settings: Settings) -> Conversation:
+    client = openai.OpenAI(base_url=server.url + "/v1", api_key="test", max_retries=0)
+    return Conversation(settings, store, client=client)
+
+
+def test_a_plain_question_is_sent_without_tools_and_a_file_request_with_them(
+    make_settings: Any, store: Store
+) -> None:
+    settings = make_settings(tools_on_request=True, json_tool_fallback=True)
+    with FakeServer(default_reply=Reply(text="4")) as server:
+        chat = conversation_on(server, store, settings)
+        run(chat, "Hi! What is 2 + 2?")
+        run(chat, "Read notes.txt please.")
+        plain, files = server.chat_requests()
+    assert "tools" not in plain
+    assert [tool["function"]["name"] for tool in files["tools"]] == chat.tools.names()
+
+
+def test_a_call_written_as_json_streams_as_text_then_is_stored_as_the_call(
+    make_settings: Any, store: Store
+) -> None:
+    settings = make_settings(json_tool_fallback=True, tool_policy="deny")
+    with FakeServer() as server:
+        server.enqueue(Reply(text=CALL, chunk_size=6), Reply(text="It is on Thursday."))
+        chat = conversation_on(server, store, settings)
+        events = run(chat, "Read notes.txt")
+    first_call = next(
+        i
+        for i, e in enumerate(events)
+        if isinstance(e, RowSaved) and e.row.role == "assistant_full"
+    )
+    assert "".join(e.text for e in events[:first_call] if isinstance(e, TextDelta)) == CALL
+    saved = [e.row for e in events if isinstance(e, RowSaved)]
+    call_row = next(row for row in saved if row.role == "assistant_full")
+    assert call_row.content == ""  # sent back as the call alone, not as JSON text and a call
+    assert json.loads(call_row.tool_args)[0]["function"]["name"] == "read_file"
+    assert saved[-1] == Row("assistant", "It is on Thursday.")
+
+
+def test_the_widget_replaces_the_streamed_json_with_the_tool_card(
+    make_settings: Any, store: Store
+) -> None:
+    import ipywidgets as widgets
+
+    settings = make_settings(json_tool_fallback=True, tool_policy="deny")
+    messages = MessageList()
+    view = EventView(messages, widgets.HTML(), lambda: None)
+    with FakeServer() as server:
+        server.enqueue(Reply(text=CALL, chunk_size=6), Reply(text="Done."))
+        chat = conversation_on(server, store, settings)
+        for event in chat.send("Read notes.txt"):
+            view.handle(event)
+    streamed = [box for box in messages.box.children if "nbchat-assistant" in box._dom_classes]
+    assert [box.layout.display for box in streamed] == ["none", None]
