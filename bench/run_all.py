@@ -28,6 +28,7 @@ BENCHMARKS = (
     "replay_savings",
     "streaming_overhead",
     "store_bench",
+    "tool_costs",
     "tokenize_ratio",
     "notebook_tools",
     "compaction_model",

@@ -380,27 +380,27 @@ def test_huge_shell_output_keeps_the_head_and_the_tail(workspace: Path) -> None:
     )
 
 
-def test_secret_looking_variables_are_not_passed_to_the_shell_unless_allowed(
+def test_the_shell_sees_only_allow_listed_variables_whatever_a_secret_is_called(
     workspace: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    for name in ("MY_API_KEY", "GITHUB_TOKEN", "DB_PASSWORD", "client_secret", "ALLOWED_TOKEN"):
-        monkeypatch.setenv(name, "hidden")
-    monkeypatch.setenv("PLAIN_SETTING", "visible")
-    executor = executor_for(workspace, env_allow=["allowed_token"])
-    names = {
-        line.split("=")[0]
-        for line in run(executor, "run_shell", command="env").content.splitlines()
-    }
-    assert {"PLAIN_SETTING", "ALLOWED_TOKEN", "PATH"} <= names
-    assert not names & {"MY_API_KEY", "GITHUB_TOKEN", "DB_PASSWORD", "client_secret"}
+    secrets = ("DATABASE_URL", "GH_PAT", "MY_PASSWD", "DB_PASS", "MYSQL_PWD", "SOME_CREDENTIALS")
+    for name in (*secrets, "MY_API_KEY", "PLAIN_SETTING", "ALLOWED_TOKEN", "AWS_REGION"):
+        monkeypatch.setenv(name, "hidden-value")
+    monkeypatch.setenv("LC_TIME", "C")
+    executor = executor_for(workspace, env_allow=["allowed_token", "AWS_*"])
+    shown = run(executor, "run_shell", command="env").content
+    names = {line.split("=")[0] for line in shown.splitlines()[1:]}
+    assert {"ALLOWED_TOKEN", "AWS_REGION", "PATH", "LC_TIME", "PWD"} <= names
+    assert not names & {*secrets, "MY_API_KEY", "PLAIN_SETTING"}
+    assert shown.count("hidden-value") == 2  # ALLOWED_TOKEN and AWS_REGION, nothing else
 
 
-def test_safe_environment_drops_names_with_key_token_secret_or_password() -> None:
-    environ = {"A_KEY": "1", "keyring": "2", "Token": "3", "X_SECRET_Y": "4", "PASSWORD": "5"}
-    environ |= {"HOME": "/h", "PATH": "/bin"}
-    assert safe_environment(environ) == {"HOME": "/h", "PATH": "/bin"}
+def test_safe_environment_keeps_only_the_base_names_and_the_allowed_ones() -> None:
+    environ = {"A_KEY": "1", "DATABASE_URL": "2", "LC_ALL": "C", "HOME": "/h", "PATH": "/bin"}
+    assert safe_environment(environ) == {"LC_ALL": "C", "HOME": "/h", "PATH": "/bin"}
     assert safe_environment(environ, allow=["a_key"]) == {
         "A_KEY": "1",
+        "LC_ALL": "C",
         "HOME": "/h",
         "PATH": "/bin",
     }

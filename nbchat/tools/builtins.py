@@ -1,10 +1,11 @@
 """The built-in tools: read, write, edit, list and search files in the workspace; run a command.
 
-Each takes a `ToolContext` (filled in by the executor, never shown to the model) and confines
-every path to the workspace through `ToolContext.resolve`. Problems the model can fix (a missing
-file, an ambiguous edit) raise `ToolError` with a message saying what to do; the executor turns
-it into the tool result. `write_file`, `edit_file` and `run_shell` are dangerous: the approval
-policy applies to them.
+Each takes a `ToolContext` (filled in by the executor, never shown to the model). Every file is
+opened through nbchat.tools.fileaccess (component by component, never following a link out of
+the workspace, regular files only) and read through nbchat.tools.lines (streamed, bounded, under
+the call's deadline and Stop). Problems the model can fix (a missing file, an ambiguous edit)
+raise `ToolError` with a message saying what to do; the executor turns it into the tool result.
+`write_file`, `edit_file` and `run_shell` are dangerous: the approval policy applies to them.
 
 Must not: check the approval policy, catch their own errors into text, or keep state between
 calls.
@@ -13,12 +14,22 @@ calls.
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Iterator
-from pathlib import Path
+from contextlib import contextmanager
+from pathlib import PurePosixPath
+from typing import BinaryIO
 
 from nbchat.errors import ToolError
 from nbchat.tools.context import ToolContext
+from nbchat.tools.fileaccess import (
+    OpenedFile,
+    open_entry,
+    open_folder,
+    open_regular,
+    split_inside,
+)
+from nbchat.tools.lines import BinaryContentError, Pattern, find_lines, read_lines
+from nbchat.tools.listing import Entry, GlobPattern, walk
 from nbchat.tools.registry import Tool
 from nbchat.tools.shell import run_command
 
@@ -35,7 +46,8 @@ __all__ = [
 MAX_LISTED = 500
 MAX_MATCHES = 200
 MAX_LINE_SHOWN = 300
-BINARY_SNIFF = 8192
+MAX_EDITED_BYTES = 16 * 1024 * 1024  # edit_file holds the file in memory twice
+NOTE_ROOM = 200  # characters kept free for read_file's note, so the output cap cuts nothing
 # Directories no one wants searched: version control, caches, environments.
 SKIPPED_DIRS = frozenset({".git", ".hg", ".svn", "__pycache__", "node_modules", ".venv", "venv"})
 SKIPPED_DIRS |= {".mypy_cache", ".ruff_cache", ".pytest_cache", ".ipynb_checkpoints"}
@@ -51,19 +63,32 @@ def read_file(
         start_line: First line to return (1-based). Default: the first line.
         end_line: Last line to return (inclusive). Default: the last line.
     """
-    target = _existing_file(ctx, path)
-    text = _read_text(target, path)
-    if start_line is None and end_line is None:
-        return text
-    lines = text.splitlines(keepends=True)
     first = max(start_line or 1, 1)
-    last = len(lines) if end_line is None else min(end_line, len(lines))
-    if first > len(lines) or first > last:
+    budget = max(ctx.output_limit - NOTE_ROOM, ctx.output_limit // 2, 1)
+    kept: list[bytes] = []
+    size = count = 0
+    with _opened(ctx, path) as (handle, status):
+        lines = read_lines(handle, ctx, doing=f"reading {path!r}", max_line=budget + 1)
+        for count, line in _binary_is_an_error(enumerate(lines, start=1), path, status):
+            if count < first or (end_line is not None and count > end_line):
+                continue  # before the range, or an empty range read to the end to count lines
+            if size + len(line) > budget:
+                kept.append(line[: budget - size])
+                return _decoded(kept) + (
+                    f"\n[... cut at {budget:,} characters (the tool output limit); "
+                    f"read on with start_line={count}]"
+                )
+            kept.append(line)
+            size += len(line)
+            if count == end_line:
+                break  # not one byte more than the range is read
+    if not kept and (start_line is not None or end_line is not None):
+        last = count if end_line is None else min(end_line, count)
         raise ToolError(
-            f"{path!r} has {len(lines)} lines, so lines {first}-{last} are empty. "
+            f"{path!r} has {count} lines, so lines {first}-{last} are empty. "
             "Ask for a range inside the file."
         )
-    return "".join(lines[first - 1 : last])
+    return _decoded(kept)
 
 
 def write_file(ctx: ToolContext, path: str, content: str) -> str:
@@ -73,13 +98,9 @@ def write_file(ctx: ToolContext, path: str, content: str) -> str:
         path: File path, relative to the workspace.
         content: The complete new content of the file.
     """
-    target = ctx.resolve(path)
-    if target.is_dir():
-        raise ToolError(f"{path!r} is a directory; give a file path.")
-    target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(content, encoding="utf-8")
+    _write(ctx, path, content)
     plural = "" if len(content) == 1 else "s"
-    return f"Wrote {len(content):,} character{plural} to {ctx.relative(target)}."
+    return f"Wrote {len(content):,} character{plural} to {_shown(ctx, path)}."
 
 
 def edit_file(ctx: ToolContext, path: str, old: str, new: str) -> str:
@@ -90,10 +111,16 @@ def edit_file(ctx: ToolContext, path: str, old: str, new: str) -> str:
         old: The exact text to replace, including whitespace; it must occur exactly once.
         new: The text to put in its place.
     """
-    target = _existing_file(ctx, path)
-    if not old:
-        raise ToolError("'old' is empty; give the exact text to replace.")
-    text = _read_text(target, path)
+    with _opened(ctx, path) as (handle, status):
+        if not old:
+            raise ToolError("'old' is empty; give the exact text to replace.")
+        data = handle.read(MAX_EDITED_BYTES + 1)
+    if len(data) > MAX_EDITED_BYTES or b"\0" in data:
+        what = "too large to edit" if len(data) > MAX_EDITED_BYTES else "a binary file"
+        raise ToolError(
+            f"{path!r} is {what} ({status.st_size:,} bytes); use run_shell for it instead."
+        )
+    text = data.decode("utf-8", errors="replace")
     count = text.count(old)
     if count == 0:
         raise ToolError(
@@ -105,8 +132,8 @@ def edit_file(ctx: ToolContext, path: str, old: str, new: str) -> str:
             f"The text to replace occurs {count} times in {path!r}; include more of the "
             "surrounding lines so that it matches exactly once."
         )
-    target.write_text(text.replace(old, new, 1), encoding="utf-8")
-    return f"Replaced 1 occurrence in {ctx.relative(target)}."
+    _write(ctx, path, text.replace(old, new, 1))
+    return f"Replaced 1 occurrence in {_shown(ctx, path)}."
 
 
 def list_files(ctx: ToolContext, path: str = ".", pattern: str = "*") -> str:
@@ -116,18 +143,19 @@ def list_files(ctx: ToolContext, path: str = ".", pattern: str = "*") -> str:
         path: Folder, relative to the workspace.
         pattern: Glob pattern such as '*.py', or '**/*.py' to look in subfolders too.
     """
-    folder = ctx.resolve(path)
-    if not folder.is_dir():
-        raise ToolError(f"{path!r} is not a folder in the workspace; use '.' for its root.")
-    shown: list[str] = []
-    for found in sorted(folder.glob(pattern)):
-        if len(shown) == MAX_LISTED:
-            shown.append(f"[... more than {MAX_LISTED} entries; use a narrower pattern]")
-            break
-        if not found.resolve().is_relative_to(ctx.workspace):
-            shown.append(f"{ctx.relative(found)} (link to outside the workspace; not readable)")
-        else:
-            shown.append(ctx.relative(found) + ("/" if found.is_dir() else ""))
+    glob = GlobPattern(pattern)
+    base = PurePosixPath(*split_inside(ctx.workspace, path))
+    found: list[Entry] = []
+    with _folder(ctx, path) as folder:
+        for entry in walk(folder, ctx, depth=glob.depth()):
+            if glob.matches(entry.relative):
+                found.append(entry)
+            if len(found) > MAX_LISTED:
+                break
+    shown = [_listed(ctx, base / entry.relative, entry.kind) for entry in found[:MAX_LISTED]]
+    shown.sort()
+    if len(found) > MAX_LISTED:
+        shown.append(f"[... more than {MAX_LISTED} entries; use a narrower pattern]")
     return "\n".join(shown) if shown else f"No entries match {pattern!r} in {path!r}."
 
 
@@ -140,20 +168,14 @@ def search_files(ctx: ToolContext, pattern: str, path: str = ".", glob: str | No
         path: Folder (or file), relative to the workspace.
         glob: Only search files whose name matches this glob, such as '*.py'.
     """
-    root = ctx.resolve(path)
-    if not root.exists():
-        raise ToolError(f"{path!r} does not exist in the workspace; use '.' for its root.")
-    try:
-        matcher = re.compile(pattern)
-    except re.error:
-        matcher = re.compile(re.escape(pattern))
+    matcher = Pattern(pattern)
     results: list[str] = []
-    for file in _searchable_files(ctx, root, glob):
-        for number, line in _matching_lines(file, matcher):
+    for shown, handle in _searchable_files(ctx, path, glob):
+        for number, line in _matching_lines(ctx, handle, matcher):
             if len(results) == MAX_MATCHES:
                 results.append(f"[... more than {MAX_MATCHES} matches; narrow the search]")
                 return "\n".join(results)
-            results.append(f"{ctx.relative(file)}:{number}: {line[:MAX_LINE_SHOWN]}")
+            results.append(f"{shown}:{number}: {line[:MAX_LINE_SHOWN]}")
     return "\n".join(results) if results else f"No matches for {pattern!r} in {path!r}."
 
 
@@ -184,51 +206,138 @@ def run_shell(ctx: ToolContext, command: str, timeout: float | None = None) -> s
             "Stopped by the user: the command and everything it started were killed. "
             f"Output so far:\n{output}"
         )
+    stopped = result.background_stopped
+    if stopped:
+        processes = "process was" if stopped == 1 else "processes were"
+        output += (
+            f"\n[{stopped} background {processes} still running when the command ended, "
+            "and stopped: nothing a command starts outlives it]"
+        )
     return f"exit code: {result.exit_code}\n{output}"
 
 
-def _existing_file(ctx: ToolContext, path: str) -> Path:
-    target = ctx.resolve(path)
-    if target.is_dir():
-        raise ToolError(f"{path!r} is a folder; use list_files to see what is in it.")
-    if not target.is_file():
+@contextmanager
+def _opened(ctx: ToolContext, path: str) -> Iterator[tuple[BinaryIO, os.stat_result]]:
+    """The regular file `path` open for reading, with its status; OS errors said for the model."""
+    with _translated(path):
+        fd, status = open_regular(ctx.workspace, path)
+    with os.fdopen(fd, "rb") as handle:
+        yield handle, status
+
+
+def _write(ctx: ToolContext, path: str, content: str) -> None:
+    with _translated(path):
+        fd, _ = open_regular(ctx.workspace, path, write=True, make_parents=True)
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        handle.write(content)
+
+
+@contextmanager
+def _folder(ctx: ToolContext, path: str) -> Iterator[int]:
+    try:
+        with open_folder(ctx.workspace, path) as fd:
+            yield fd
+    except (FileNotFoundError, NotADirectoryError):
+        raise ToolError(
+            f"{path!r} is not a folder in the workspace; use '.' for its root."
+        ) from None
+
+
+@contextmanager
+def _translated(path: str) -> Iterator[None]:
+    """OS errors from opening `path` as messages the model can act on."""
+    try:
+        yield
+    except (FileNotFoundError, NotADirectoryError):
         raise ToolError(
             f"No file {path!r} in the workspace. Use list_files or search_files to find it."
-        )
-    return target
+        ) from None
+    except IsADirectoryError:
+        raise ToolError(f"{path!r} is a folder; use list_files to see what is in it.") from None
+    except PermissionError:
+        raise ToolError(
+            f"Permission denied for {path!r}; the user's files stay as they are."
+        ) from None
+    except OSError as error:
+        raise ToolError(f"Cannot open {path!r}: {error.strerror or error}.") from None
 
 
-def _read_text(target: Path, path: str) -> str:
-    with target.open("rb") as handle:
-        if b"\0" in handle.read(BINARY_SNIFF):
-            size = target.stat().st_size
-            raise ToolError(f"{path!r} looks like a binary file ({size:,} bytes); not shown.")
-    return target.read_text(encoding="utf-8", errors="replace")
-
-
-def _searchable_files(ctx: ToolContext, root: Path, glob: str | None) -> Iterator[Path]:
-    if root.is_file():
-        yield root
-        return
-    for folder, subfolders, files in os.walk(root):
-        subfolders[:] = sorted(name for name in subfolders if name not in SKIPPED_DIRS)
-        for name in sorted(files):
-            file = Path(folder) / name
-            if glob is not None and not file.match(glob):
-                continue
-            if file.resolve().is_relative_to(ctx.workspace):
-                yield file
-
-
-def _matching_lines(file: Path, matcher: re.Pattern[str]) -> Iterator[tuple[int, str]]:
+def _binary_is_an_error(
+    lines: Iterator[tuple[int, bytes]], path: str, status: os.stat_result
+) -> Iterator[tuple[int, bytes]]:
     try:
-        with file.open("rb") as handle:
-            if b"\0" in handle.read(BINARY_SNIFF):
-                return
-        with file.open(encoding="utf-8", errors="replace") as text:
-            for number, line in enumerate(text, start=1):
-                if matcher.search(line):
-                    yield number, line.rstrip("\n")
+        yield from lines
+    except BinaryContentError:
+        raise ToolError(
+            f"{path!r} looks like a binary file ({status.st_size:,} bytes); not shown."
+        ) from None
+
+
+def _decoded(kept: list[bytes]) -> str:
+    return b"".join(kept).decode("utf-8", errors="replace")
+
+
+def _shown(ctx: ToolContext, path: str) -> str:
+    """How a path inside the workspace is shown to the model."""
+    return PurePosixPath(*split_inside(ctx.workspace, path)).as_posix() or "."
+
+
+def _listed(ctx: ToolContext, shown: PurePosixPath, kind: str) -> str:
+    if kind == "folder":
+        return f"{shown}/"
+    if kind != "link":
+        return str(shown)
+    try:  # where the link leads, worked out without the kernel following it
+        with open_folder(ctx.workspace, str(shown)):
+            return f"{shown}/"
+    except ToolError:
+        return f"{shown} (link to outside the workspace; not readable)"
+    except OSError:
+        return str(shown)  # to a file, or to nothing (a broken link)
+
+
+def _searchable_files(
+    ctx: ToolContext, path: str, glob: str | None
+) -> Iterator[tuple[str, BinaryIO]]:
+    """(how it is shown, an open handle) for each regular file to search under `path`."""
+    base = PurePosixPath(*split_inside(ctx.workspace, path))
+    try:
+        with open_folder(ctx.workspace, path) as folder:
+            for entry in walk(folder, ctx, skip=SKIPPED_DIRS):
+                shown = (base / entry.relative).as_posix()
+                if glob is not None and not PurePosixPath(shown).match(glob):
+                    continue
+                opened = _open_searchable(ctx, entry, shown)
+                if opened is not None:
+                    with os.fdopen(opened[0], "rb") as handle:
+                        yield shown, handle
+            return
+    except NotADirectoryError:
+        pass  # a single file
+    except FileNotFoundError:
+        raise ToolError(
+            f"{path!r} does not exist in the workspace; use '.' for its root."
+        ) from None
+    with _opened(ctx, path) as (handle, _):
+        yield base.as_posix(), handle
+
+
+def _open_searchable(ctx: ToolContext, entry: Entry, shown: str) -> OpenedFile | None:
+    if entry.kind == "file":
+        return open_entry(entry.folder_fd, entry.name)
+    if entry.kind != "link":
+        return None  # pipes, sockets and devices are never opened
+    try:  # a link is searched when it leads to a regular file inside the workspace
+        return open_regular(ctx.workspace, shown)
+    except (ToolError, OSError):
+        return None
+
+
+def _matching_lines(
+    ctx: ToolContext, handle: BinaryIO, matcher: Pattern
+) -> Iterator[tuple[int, str]]:
+    try:
+        yield from find_lines(handle, matcher, ctx)
     except OSError:
         return  # unreadable (permissions, vanished): not a match, and not worth failing over
 

@@ -1,9 +1,9 @@
 """`ToolContext`: what a running tool may know about where and how it runs.
 
-Owns the per-call context (workspace root, time limit, output limit, the filtered environment for
-child processes, the Stop event), the workspace confinement rule (`resolve`), the rule for
-which environment variables a tool's child process inherits (`safe_environment`) and how long
-output is cut (`cap_output`).
+Owns the per-call context (workspace root, time limit and the deadline it sets, output limit,
+the environment for child processes, the Stop event), the lexical workspace rule (`resolve`;
+opening files race-free is `nbchat.tools.fileaccess`), the allow-list of environment variables a
+tool's child process inherits (`safe_environment`) and how long output is cut (`cap_output`).
 
 A tool asks for it by declaring a parameter annotated `ToolContext`; the executor fills it in and
 the schema never shows it to the model. Must not: run tools, read files or start processes.
@@ -11,18 +11,23 @@ the schema never shows it to the model. Must not: run tools, read files or start
 
 from __future__ import annotations
 
+import fnmatch
 import os
 import threading
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from nbchat.errors import ToolError
 
-__all__ = ["SECRET_MARKERS", "ToolContext", "cap_output", "cut_marker", "safe_environment"]
+__all__ = ["BASE_ENVIRONMENT", "ToolContext", "cap_output", "cut_marker", "safe_environment"]
 
-# Names containing these (any case) look like credentials, so child processes don't get them.
-SECRET_MARKERS = ("KEY", "TOKEN", "SECRET", "PASSWORD")
+# What a command needs to behave as in a terminal, and nothing that could hold a credential:
+# secrets hide under any name (DATABASE_URL, GH_PAT, MYSQL_PWD), so names are allowed, not
+# blocked. Shell-style patterns; the user adds more with `tool_env_allow`.
+BASE_ENVIRONMENT: tuple[str, ...] = ("PATH", "HOME", "USER", "LOGNAME", "SHELL", "TERM", "TZ")
+BASE_ENVIRONMENT += ("LANG", "LANGUAGE", "LC_*", "TMPDIR")
 
 
 @dataclass(frozen=True)
@@ -34,6 +39,7 @@ class ToolContext:
     output_limit: int = 20_000
     env: Mapping[str, str] | None = field(default=None, repr=False)  # None: safe_environment()
     stop: threading.Event | None = None
+    deadline: float | None = None  # time.monotonic() by which the tool must give up
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "workspace", Path(self.workspace).expanduser().resolve())
@@ -56,21 +62,48 @@ class ToolContext:
         shown = path.relative_to(self.workspace).as_posix()
         return shown if shown else "."
 
+    def is_stopped(self) -> bool:
+        return self.stop is not None and self.stop.is_set()
+
+    def remaining(self) -> float:
+        """Seconds left before the deadline (the whole `timeout` when there is none)."""
+        if self.deadline is None:
+            return self.timeout
+        return self.deadline - time.monotonic()
+
+    def check(self, doing: str) -> None:
+        """Raise a `ToolError` saying so once Stop was pressed or the deadline has passed.
+
+        Long-running built-in tools call this between steps, so the time limit holds inside
+        the tool and not only in the executor's wait (which cannot end a thread).
+        """
+        if self.is_stopped():
+            raise ToolError(f"Stopped by the user while {doing}.")
+        if self.remaining() <= 0:
+            raise ToolError(
+                f"Timed out after {self.timeout:g} s while {doing}. Ask for less at once (a "
+                "narrower path, glob or line range), or raise NBCHAT_TOOL_TIMEOUT."
+            )
+
     def child_environment(self) -> dict[str, str]:
-        """The environment a child process gets: `env`, or this process's without secrets."""
-        return dict(self.env) if self.env is not None else safe_environment()
+        """The environment a child process gets: `env`, or the allow-listed part of this
+        process's; PWD is the workspace either way."""
+        env = dict(self.env) if self.env is not None else safe_environment()
+        env["PWD"] = str(self.workspace)
+        return env
 
 
 def safe_environment(
     environ: Mapping[str, str] | None = None, *, allow: Sequence[str] = ()
 ) -> dict[str, str]:
-    """`environ` (default: this process's) without credential-like names, except those allowed."""
+    """The variables of `environ` (default: this process's) named in `BASE_ENVIRONMENT` or
+    `allow` (names or shell-style patterns such as `AWS_*`, any case); nothing else."""
     source = os.environ if environ is None else environ
-    allowed = {name.upper() for name in allow}
+    patterns = (*BASE_ENVIRONMENT, *allow)
     return {
         name: value
         for name, value in source.items()
-        if name.upper() in allowed or not any(mark in name.upper() for mark in SECRET_MARKERS)
+        if any(fnmatch.fnmatchcase(name.upper(), pattern.upper()) for pattern in patterns)
     }
 
 

@@ -157,6 +157,7 @@ class ToolExecutor:
             output_limit=self.output_limit,
             env=safe_environment(allow=self.env_allow),
             stop=stop,
+            deadline=time.monotonic() + self.timeout,  # built-in tools give up by then
         )
         worker = _start(lambda: tool.invoke(arguments, context), stop)
         state = _wait(worker, stop, self.timeout + self.wait_grace, grace=self.wait_grace)
