@@ -139,3 +139,8 @@ def test_default_model_eval_scores_a_scripted_server(monkeypatch: pytest.MonkeyP
 def test_notebook_tools_runs(monkeypatch: pytest.MonkeyPatch) -> None:
     module = load("notebook_tools", monkeypatch, VARIABLES=300, FRAME_BYTES=1 << 16, REPEATS=1)
     assert_table_rows(module.main())
+
+
+def test_tool_costs_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    module = load("tool_costs", monkeypatch, FILES=3, LINES=50, REPEATS=1)
+    assert_table_rows(module.main())

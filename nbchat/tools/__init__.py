@@ -8,8 +8,17 @@
     ToolContext                what a tool that asks for it learns: workspace, limits, Stop
     default_registry()         a fresh registry holding the built-in tools (nbchat.tools.builtins)
 
-Schemas come from signatures (nbchat.tools.schema); child processes are run by
-nbchat.tools.shell; a call written as plain JSON text is recognised by nbchat.llm.fallback.
+The modules behind them:
+
+    schema      JSON schemas and argument checks from signatures (pydantic, docstring-parser)
+    builtins    the file and shell tools; fileaccess opens paths without following links out
+                of the workspace, lines streams bounded reads and regex searches with a time
+                limit, listing walks folders and globs inside the workspace
+    shell       one command under reaper (a child subreaper: nothing it starts outlives it)
+    notebook    read-only tools over the live kernel's variables, cells and last error
+    offer       which tools a request offers (on small models, only when asked for)
+
+A call written as plain JSON text is recognised by nbchat.llm.fallback.
 Importing this package does no work: the built-in tools are described when a registry is made.
 """
 
