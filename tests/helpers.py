@@ -3,17 +3,19 @@ running a turn, reading back what a widget shows, recording what widgets would s
 
 from __future__ import annotations
 
+import collections
 import html
 import json
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
 import comm
 import ipywidgets as widgets
 from comm.base_comm import BaseComm
+from fakeserver import Reply
 
 from nbchat.compaction.prompts import SUMMARY_SYSTEM_PROMPT
 from nbchat.conversation.events import Event, RowSaved
@@ -99,3 +101,18 @@ def recording_comms() -> Iterator[list[tuple[float, str, int]]]:
         yield RecordingComm.sent
     finally:
         comm.create_comm = original
+
+
+class Script:
+    """A test server's responder: summary requests get `summary(body)` (by default the given
+    summary text), chat requests the next scripted reply (or "ok"), so a test scripts the
+    conversation without counting summary requests."""
+
+    def __init__(self, summary_text: str) -> None:
+        self.chat: collections.deque[Reply] = collections.deque()
+        self.summary: Callable[[dict[str, Any]], Reply] = lambda body: Reply(text=summary_text)
+
+    def __call__(self, body: dict[str, Any]) -> Reply:
+        if is_summary_request(body):
+            return self.summary(body)
+        return self.chat.popleft() if self.chat else Reply(text="ok")

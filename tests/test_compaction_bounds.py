@@ -10,18 +10,17 @@
 
 from __future__ import annotations
 
-import collections
 import json
 import re
 import threading
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import openai
 import pytest
 from factories import assistant
 from fakeserver import FakeServer, Reply
-from helpers import is_summary_request, run, saved
+from helpers import Script, run, saved
 
 from nbchat.compaction.engine import CompactionEngine
 from nbchat.compaction.latest import (
@@ -53,22 +52,9 @@ SUMMARY = json.dumps(
 )
 
 
-class Script:
-    """Summary requests get `summary(body)`, chat requests the next scripted reply (or "ok")."""
-
-    def __init__(self) -> None:
-        self.chat: collections.deque[Reply] = collections.deque()
-        self.summary: Callable[[dict[str, Any]], Reply] = lambda body: Reply(text=SUMMARY)
-
-    def __call__(self, body: dict[str, Any]) -> Reply:
-        if is_summary_request(body):
-            return self.summary(body)
-        return self.chat.popleft() if self.chat else Reply(text="ok")
-
-
 @pytest.fixture
 def script() -> Script:
-    return Script()
+    return Script(SUMMARY)
 
 
 @pytest.fixture

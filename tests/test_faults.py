@@ -8,7 +8,6 @@ stored or handed back (`Failed.unsent_text`), no row is half-written, and the ne
 
 from __future__ import annotations
 
-import collections
 import json
 import shutil
 import signal
@@ -16,7 +15,7 @@ import sqlite3
 import subprocess
 import sys
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +23,7 @@ import openai
 import pytest
 from factories import assistant, tool_call, tool_result, user
 from fakeserver import FakeServer, Reply
-from helpers import is_summary_request, run, saved, shown_text
+from helpers import Script, run, saved, shown_text
 
 from nbchat.config import Settings
 from nbchat.conversation.events import CompactionFinished, Done, Event, Failed, Notice
@@ -53,23 +52,9 @@ SUMMARY = json.dumps(
 STOPPED = Row("system", "Stopped by you; the reply so far was kept.")
 
 
-class Script:
-    """The fake model: summary requests get `summary`, chat requests the next scripted reply
-    (or "ok"), so a test scripts the conversation without counting summary requests."""
-
-    def __init__(self) -> None:
-        self.chat: collections.deque[Reply] = collections.deque()
-        self.summary: Callable[[dict[str, Any]], Reply] = lambda body: Reply(text=SUMMARY)
-
-    def __call__(self, body: dict[str, Any]) -> Reply:
-        if is_summary_request(body):
-            return self.summary(body)
-        return self.chat.popleft() if self.chat else Reply(text="ok")
-
-
 @pytest.fixture
 def script() -> Script:
-    return Script()
+    return Script(SUMMARY)
 
 
 @pytest.fixture

@@ -18,11 +18,12 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 import pytest
+from test_tools import executor_for
 
 from nbchat.errors import ToolError
 from nbchat.history import ToolCall
 from nbchat.stopping import StopSignal
-from nbchat.tools import ToolContext, ToolExecutor, ToolOutcome, default_registry
+from nbchat.tools import ToolContext, ToolExecutor, ToolOutcome
 from nbchat.tools.builtins import list_files, read_file, search_files, write_file
 
 GIB = 1024**3
@@ -34,11 +35,6 @@ def workspace(tmp_path: Path) -> Path:
     root = tmp_path / "workspace"
     root.mkdir()
     return root
-
-
-def executor_for(workspace: Path, **options: Any) -> ToolExecutor:
-    options.setdefault("policy", "allow")
-    return ToolExecutor(default_registry(), workspace=workspace, **options)
 
 
 def run(executor: ToolExecutor, name: str, *, stop: Any = None, **arguments: Any) -> ToolOutcome:
