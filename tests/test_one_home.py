@@ -27,7 +27,12 @@ UNRELATED = {
 }
 
 
+BYTE_UNIT = re.compile(r"\*\s*1024\b|\b1024\s*\*")  # 64 * 1024 is a size in bytes, not max_tokens
+
+
 def is_unrelated(name: str, line: str) -> bool:
+    if BYTE_UNIT.search(line) and "1024" not in BYTE_UNIT.sub("", line):
+        return True
     return any(name == where and what in line for where, what in UNRELATED)
 
 
