@@ -11,9 +11,8 @@ views (their model ids are random); a widget's stored output is its text `repr`.
 A strict output must be what the code decides, never what the model chose (how many tool calls it
 made, what it wrote), so the notebooks pass on every model the README names as a default: the
 embedded SmolLM2 (fast, the tests' model) and the embedded Qwen (the chat's default, run as a
-user runs it: no NBCHAT_LOCAL_MODEL). On two cores Qwen needs minutes per notebook, so the test
-command runs one notebook on it, `03-tools`, whose outputs follow the model's tool calls;
-`NBCHAT_TEST_NOTEBOOKS_ON_QWEN=all` runs all four on Qwen.
+user runs it: no NBCHAT_LOCAL_MODEL). The test command runs all four on both (on an idle
+two-core machine the four take about two minutes on Qwen).
 
 The fast tests check what a notebook file holds: outputs only where they are compared, no saved
 widget state, and cells that call nbchat rather than hold logic.
@@ -57,8 +56,6 @@ TEST_SETTINGS = {
 }
 # The models the README names as defaults; None is Qwen as a user gets it (no NBCHAT_LOCAL_MODEL).
 MODELS = {"smollm": "smollm", "qwen": None}
-QWEN_IN_TEST_COMMAND = ("03-tools",)
-ALL_ON_QWEN = "NBCHAT_TEST_NOTEBOOKS_ON_QWEN"
 CELL_TIMEOUT = 1200
 RUN_TIMEOUT = 2400
 # Statements and expressions that are logic, not calls: a cell holding one belongs in nbchat.
@@ -201,18 +198,12 @@ def test_notebook_cells_hold_calls_into_nbchat_not_logic(notebook: Path) -> None
 
 
 def nbval_cases() -> list[Any]:
-    """(notebook, model) for every notebook on every default model; on Qwen only those in
-    QWEN_IN_TEST_COMMAND unless NBCHAT_TEST_NOTEBOOKS_ON_QWEN=all."""
-    everything = os.environ.get(ALL_ON_QWEN) == "all"
-    cases = []
-    for model in MODELS:
-        for notebook in NOTEBOOKS:
-            skip = model == "qwen" and notebook.stem not in QWEN_IN_TEST_COMMAND and not everything
-            marks = (
-                [pytest.mark.skip(reason=f"slow on Qwen: set {ALL_ON_QWEN}=all")] if skip else []
-            )
-            cases.append(pytest.param(notebook, model, id=f"{notebook.stem}-{model}", marks=marks))
-    return cases
+    """(notebook, model) for every notebook on every default model."""
+    return [
+        pytest.param(notebook, model, id=f"{notebook.stem}-{model}")
+        for model in MODELS
+        for notebook in NOTEBOOKS
+    ]
 
 
 @pytest.mark.slow
