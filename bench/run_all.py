@@ -28,8 +28,10 @@ BENCHMARKS = (
     "replay_savings",
     "streaming_overhead",
     "store_bench",
+    "lease_bench",
     "tool_costs",
     "tokenize_ratio",
+    "schema_tokens",
     "notebook_tools",
     "compaction_model",
 )

@@ -144,3 +144,15 @@ def test_notebook_tools_runs(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_tool_costs_runs(monkeypatch: pytest.MonkeyPatch) -> None:
     module = load("tool_costs", monkeypatch, FILES=3, LINES=50, REPEATS=1)
     assert_table_rows(module.main())
+
+
+def test_lease_bench_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    module = load("lease_bench", monkeypatch, ROWS=20, REPEATS=1)
+    assert_table_rows(module.main())
+
+
+@pytest.mark.slow
+@pytest.mark.model
+def test_schema_tokens_runs_on_smollm(monkeypatch: pytest.MonkeyPatch) -> None:
+    module = load("schema_tokens", monkeypatch, MODELS=("smollm",))
+    assert_table_rows(module.main())
