@@ -4,6 +4,8 @@ time."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import threading
 from pathlib import Path
 from typing import Any
@@ -205,3 +207,17 @@ def test_tool_results_lists_each_tool_result_with_its_tool() -> None:
         ("list_files", "dates/__init__.py\ndates/parser.py\ntests/test_parser.py"),
         ("run_shell", demo.PYTEST_WEEK_53),
     ]
+
+
+def test_the_demo_leaves_no_scratch_folders_behind(tmp_path: Path) -> None:
+    script = (
+        "from nbchat.notebook import demo\n"
+        "print(demo.demo_store().path.parent)\n"
+        "print(demo.scratch_workspace())\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True, cwd=tmp_path
+    )
+    folders = [Path(line) for line in done.stdout.split()]
+    assert len(folders) == 2
+    assert [folder for folder in folders if folder.exists()] == []

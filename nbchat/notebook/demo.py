@@ -32,7 +32,9 @@ it is given) or into fresh temporary directories (`demo_store`, `scratch_workspa
 
 from __future__ import annotations
 
+import atexit
 import json
+import shutil
 import tempfile
 import threading
 from collections import Counter
@@ -358,13 +360,15 @@ def _compact(store: Store, session_id: str, history: History) -> None:
 
 
 def demo_store() -> Store:
-    """A store in a fresh temporary directory, for looking at the demo without touching yours."""
-    return Store(Path(tempfile.mkdtemp(prefix="nbchat-demo-")) / "demo.db")
+    """A store in a fresh temporary directory, for looking at the demo without touching yours;
+    the directory is removed when the kernel (or script) exits."""
+    return Store(_scratch_directory("nbchat-demo-") / "demo.db")
 
 
 def scratch_workspace() -> Path:
-    """A fresh temporary folder holding the demo project (the files the demo session edits)."""
-    root = Path(tempfile.mkdtemp(prefix="nbchat-workspace-"))
+    """A fresh temporary folder holding the demo project (the files the demo session edits);
+    removed when the kernel (or script) exits."""
+    root = _scratch_directory("nbchat-workspace-")
     for name, text in PROJECT.items():
         (root / name).parent.mkdir(parents=True, exist_ok=True)
         (root / name).write_text(text, encoding="utf-8")
@@ -418,3 +422,10 @@ def outline(rows: Iterable[Sequence[str]]) -> list[str]:
 def tool_results(rows: Iterable[Sequence[str]]) -> list[tuple[str, str]]:
     """(tool name, result) for every tool row, in order."""
     return [(row[3], row[1]) for row in rows if row[0] == "tool"]
+
+
+def _scratch_directory(prefix: str) -> Path:
+    # Every notebook run makes these; without the cleanup each run left two folders in /tmp.
+    path = Path(tempfile.mkdtemp(prefix=prefix))
+    atexit.register(shutil.rmtree, path, ignore_errors=True)
+    return path
