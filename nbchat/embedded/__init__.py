@@ -3,6 +3,7 @@
     server      start, find, reuse and stop the server (`python -m nbchat.embedded.server serve`)
     modelfiles  the model files it can load, and assembling the default Qwen GGUF
     runtime     its run directory and the process record shared across kernels
+    idle        the server stops itself after `local_idle_timeout` without a request
 
 Must not: import anything of nbchat above the ground floor.
 """

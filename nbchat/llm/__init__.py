@@ -6,7 +6,9 @@
     stream        the events a streamed reply is made of (deltas, tool calls, usage, finish)
     servererrors  openai/httpx failures translated into `NbchatError`s that say what to do
     fallback      a tool call a small model wrote as plain JSON text, and forced calls
-    endpoint      which server a conversation talks to (the embedded one found or started)
+    endpoint      which server a conversation talks to (the embedded one found or started),
+                  and where its requests go (`destination_of`: local or the host)
+    modelcheck    the model names the server serves (`/v1/models`)
 
 Must not: import tools, the store, compaction or widgets (import-linter checks it).
 """

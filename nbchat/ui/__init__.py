@@ -11,6 +11,7 @@ commands.py   slash commands: what exists and how they parse
 actions.py    carrying the commands out (on a `CommandTarget` protocol, not `ChatUI` itself)
 attach.py     /attach: cells, outputs, errors and variables sent with a message
 input.py      `ChatInput`: the message box (Enter sends, Shift+Enter newline)
+failures.py   failed turns collected so `wait()` returns False and the cell prints them
 worker.py     the one worker thread every turn runs on
 """
 
