@@ -395,3 +395,17 @@ def test_a_call_written_as_text_is_read_only_when_the_registry_accepts_its_argum
     assert call_from_text('{"name": "read", "arguments": {"path": 1}}', schemas, accepts) is None
     assert call_from_text('{"name": "write", "arguments": {}}', schemas, accepts) is None
     assert registry.accepts("write", {}) is False
+
+
+def test_a_null_for_a_defaulted_or_unknown_argument_means_not_given(tmp_path: Path) -> None:
+    def list_things(path: str = ".", pattern: str = "*", limit: int | None = 5) -> str:
+        """List things."""
+        return f"{path} {pattern} {limit}"
+
+    signature = Signature.of(list_things)
+    assert signature.problems({"pattern": None, "glob": None}) == []
+    assert signature.problems({"glob": "x"}) == ["unexpected argument 'glob'"]
+    assert signature.problems({"path": 3}) == ["path: expected a string, got 3"]
+    keywords = signature.keywords({"pattern": None, "limit": None}, ToolContext(tmp_path))
+    called = list_things(**keywords)
+    assert called == ". * None"  # None is a value `limit` takes: kept as given

@@ -90,13 +90,16 @@ class Signature:
 
     `schema` is sent to the server; `context_parameter` names the `ToolContext` parameter (if
     any); `filled_with_none` are the `X | None` parameters without a default, which the model may
-    leave out.
+    leave out; `null_means_default` are the parameters with a default that do not take None, for
+    which a null from the model means "the default" (small models write `"glob": null` for an
+    argument they do not want; a null for an argument the tool does not have is left out too).
     """
 
     schema: dict[str, Any]
     adapter: TypeAdapter[dict[str, Any]]
     context_parameter: str | None = None
     filled_with_none: tuple[str, ...] = ()
+    null_means_default: frozenset[str] = frozenset()
 
     @classmethod
     def of(cls, fn: Callable[..., Any]) -> Signature:
@@ -106,6 +109,7 @@ class Signature:
         fields: dict[str, Any] = {}
         context: str | None = None
         fill: list[str] = []
+        defaulted: set[str] = set()
         for parameter in inspect.signature(fn).parameters.values():
             hint = hints.get(parameter.name, Any)
             if parameter.kind in (parameter.VAR_POSITIONAL, parameter.VAR_KEYWORD):
@@ -117,13 +121,15 @@ class Signature:
                 hint = _described(hint, docs[parameter.name])
             if parameter.default is not parameter.empty:
                 fields[parameter.name] = hint
+                if not _is_nullable(hint):
+                    defaulted.add(parameter.name)
             elif _is_nullable(hint):
                 fields[parameter.name] = hint
                 fill.append(parameter.name)
             else:
                 fields[parameter.name] = Required[hint]
         adapter, schema = _adapter_and_schema(fn, fields)
-        return cls(schema, adapter, context, tuple(fill))
+        return cls(schema, adapter, context, tuple(fill), frozenset(defaulted))
 
     def problems(self, arguments: Mapping[str, Any]) -> list[str]:
         """Everything wrong with `arguments` (JSON values), one message per problem; [] when
@@ -148,7 +154,15 @@ class Signature:
     def _validated(self, arguments: Mapping[str, Any]) -> dict[str, Any]:
         # Validated as JSON text, so pydantic's strict JSON rules apply (a list is a valid
         # set[str] or tuple, true is not 1) exactly as they would to what the model sent.
-        return self.adapter.validate_json(json.dumps(arguments), strict=True)
+        # A null for a parameter with a default, or for one the tool does not have, says "not
+        # given": it is left out instead of failing the call.
+        known = self.schema.get("properties", {})
+        given = {
+            name: value
+            for name, value in arguments.items()
+            if not (value is None and (name in self.null_means_default or name not in known))
+        }
+        return self.adapter.validate_json(json.dumps(given), strict=True)
 
 
 class _SmallSchema(GenerateJsonSchema):
