@@ -6,6 +6,7 @@
     events       what a turn reports as it happens (the events `Conversation.send` yields)
     turn         one turn's small state: the round, the streamed reply, the failure guard
     archivetool  the tool that reads a pruned tool output back from the store
+    warmup       the prompts the embedded server was asked to cache, each sent once
 
 Must not: import widgets.
 """

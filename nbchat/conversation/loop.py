@@ -14,7 +14,6 @@ ipywidgets, hold widget state, or contain SQL.
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 import time
@@ -45,7 +44,7 @@ from nbchat.conversation.events import (
 )
 from nbchat.conversation.session import Session
 from nbchat.conversation.turn import FailureGuard, Round, StreamedReply
-from nbchat.embedded.server import warm_prompt_cache
+from nbchat.conversation.warmup import PromptWarmer
 from nbchat.errors import (
     CompactionError,
     ContextOverflowError,
@@ -69,7 +68,6 @@ STOPPED_NOTICE = "Stopped by you; the reply so far was kept."
 EMPTY_REPLY_NOTICE = "The model sent an empty reply. Try rephrasing, or /retry."
 NOTHING_TO_RETRY = "There is no message to retry yet."
 NOT_RUN = "Not run: stopped by the user."
-WARM_TIMEOUT = 600.0  # reading ~1,000 tokens took up to 66 s on two busy cores
 RELOADED_NOTICE = (
     "This kernel writes this session now. It first loaded what another kernel wrote "
     "meanwhile ({rows} active rows), so the model sees it; choose the session again in the "
@@ -101,7 +99,7 @@ class Conversation:
         self.budget = Budget(settings, self.tools.schemas, client, summariser=summariser)
         self.tools.register(archived_output_tool(self.session))
         self._lock = threading.Lock()  # one turn at a time
-        self._warmed: set[str] = set()  # prompts this conversation had the server cache
+        self._warmer = PromptWarmer()
         if session_id is not None:
             self.session.open(session_id)
 
@@ -167,17 +165,7 @@ class Conversation:
             return
         messages = build_messages(self.history.rows, self.settings.system_prompt)
         messages.append({"role": "user", "content": "Hi"})  # the next turn's opening
-        schemas = self.tools.schemas()
-        # The plain prompt last: a first message more often needs no tool, and the server keeps
-        # the last prompt in its slot (the other one in its RAM cache).
-        variants = [schemas, []] if self.settings.offers_tools_on_request() else [schemas]
-        for tools in variants:
-            request = {"model": self.settings.model, "messages": messages}
-            request |= {"tools": tools} if tools else {}
-            key = json.dumps(request, sort_keys=True)
-            if key not in self._warmed:
-                self._warmed.add(key)
-                warm_prompt_cache(connection.base_url, request, timeout=WARM_TIMEOUT)
+        self._warmer.warm(connection.base_url, self.settings, messages, self.tools.schemas())
 
     @property
     def engine(self) -> CompactionEngine:
