@@ -250,6 +250,7 @@ def eval_settings(home: Path, base_url: str | None, tool_rounds: int) -> Setting
         local_model=MODEL,
         local_n_ctx=N_CTX,
         json_tool_fallback=True,
+        tools_on_request=True,  # as on the embedded model, also when --base-url names a server
     )
 
 
@@ -402,16 +403,23 @@ def parse(argv: Sequence[str]) -> argparse.Namespace:
     parser.add_argument(
         "--no-warm", dest="warm", action="store_false", help="skip the prompt-cache warm-up"
     )
+    parser.add_argument(
+        "--only", choices=("plain", "tool"), default=None, help="run only this kind of case"
+    )
     parser.add_argument("--verbose", action="store_true", help="print each case as it ends")
     return parser.parse_args(argv)
 
 
-def select(limit: int | None) -> list[Case]:
-    """The first `limit` cases, taking plain and tool cases alike (all when None)."""
-    if limit is None:
-        return list(CASES)
+def select(limit: int | None, only: str | None = None) -> list[Case]:
+    """The first `limit` cases, taking plain and tool cases alike (all when None); `only`:
+    "plain" or "tool" keeps that kind alone."""
     plain_cases = [c for c in CASES if not c.needs_tool]
     tool_cases = [c for c in CASES if c.needs_tool]
+    if only is not None:
+        chosen = plain_cases if only == "plain" else tool_cases
+        return chosen[:limit]
+    if limit is None:
+        return list(CASES)
     mixed = [c for pair in zip(plain_cases, tool_cases, strict=False) for c in pair]
     return mixed[:limit]
 
@@ -430,7 +438,7 @@ def main(argv: Sequence[str] = ()) -> list[dict[str, Any]]:
         try:
             settings = eval_settings(home, args.base_url, args.tool_rounds)
             warm = warm_up(settings) if args.warm else None
-            outcomes = list(run_cases(settings, select(args.limit), args.verbose))
+            outcomes = list(run_cases(settings, select(args.limit, args.only), args.verbose))
         finally:
             if server is not None:
                 server.stop()
