@@ -95,7 +95,10 @@ def test_outputs_of_file_views_are_not_read_as_failures() -> None:
     [
         ("read_file", {"path": "a.py"}, ["a.py"], []),
         ("search_files", {"pattern": "x", "paths": ["a.py", "b/"]}, ["a.py", "b/"], []),
-        ("list_files", {"path": "."}, ["."], []),
+        ("list_files", {"path": "src"}, ["src"], []),
+        # The workspace root is no file to remember (it was listed as "." under Files read).
+        ("list_files", {"path": "."}, [], []),
+        ("list_files", {"paths": ["./", " . ", "docs"]}, ["docs"], []),
         ("write_file", {"path": "new.py", "content": "x"}, [], ["new.py"]),
         ("edit_file", {"file": "a.py"}, [], ["a.py"]),
         ("edit_file", {"file_path": "a.py", "filename": "b.py"}, [], ["a.py", "b.py"]),

@@ -1,0 +1,258 @@
+"""The request inspector: every chat request is recorded so that it can be rebuilt exactly as the
+server received it (real SQLite, real HTTP to the fake server, the real widget tree)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import openai
+import pytest
+from factories import tool_result, user
+from fakeserver import FakeServer, Reply
+from helpers import is_summary_request, run
+
+from nbchat.config import Settings
+from nbchat.conversation.inspect import (
+    ATTACHMENT,
+    PLACEHOLDER,
+    SUMMARY,
+    InspectedRequest,
+    inspect_request,
+)
+from nbchat.conversation.loop import Conversation
+from nbchat.history import Row
+from nbchat.store.records import CompactionRecord
+from nbchat.store.requests import from_runs, to_runs
+from nbchat.store.store import Store
+from nbchat.ui.attach import Attachment, with_attachments
+
+API_KEY = "sk-inspector-secret-4f1c9a"
+SUMMARY_JSON = json.dumps(
+    {
+        "goal": "Explore the data",
+        "constraints": [],
+        "done": ["looked at df"],
+        "in_progress": [],
+        "blocked": [],
+        "decisions": [],
+        "next_steps": ["plot it"],
+        "critical_context": [],
+    }
+)
+
+
+@pytest.fixture
+def server() -> Iterator[FakeServer]:
+    with FakeServer() as running:
+        running.responder = lambda body: Reply(
+            text=SUMMARY_JSON if is_summary_request(body) else "ok"
+        )
+        yield running
+
+
+@pytest.fixture
+def settings(make_settings) -> Settings:  # type: ignore[no-untyped-def]
+    return make_settings(
+        context_token_threshold=50_000,
+        tool_policy="allow",
+        system_prompt="Be brief.",
+        temperature=0.25,
+        max_tokens=300,
+    )
+
+
+@pytest.fixture
+def chat(server: FakeServer, store: Store, settings: Settings) -> Iterator[Conversation]:
+    client = openai.OpenAI(base_url=server.url + "/v1", api_key=API_KEY, max_retries=0)
+    conversation = Conversation(settings, store, client=client)
+    yield conversation
+    conversation.close()
+
+
+def chat_bodies(server: FakeServer) -> list[dict[str, Any]]:
+    """What the server received from the chat (the summariser's requests left out)."""
+    return [body for body in server.chat_requests() if not is_summary_request(body)]
+
+
+def rebuilt(chat: Conversation) -> list[InspectedRequest]:
+    found = []
+    for request_id in chat.store.sent_request_ids(str(chat.session_id)):
+        inspected = inspect_request(chat.store, request_id)
+        assert inspected is not None
+        found.append(inspected)
+    return found
+
+
+def same_json(inspected: InspectedRequest, received: dict[str, Any]) -> bool:
+    """Equal as JSON: the same keys and values, to the byte once keys are put in one order."""
+    canonical = {"sort_keys": True, "ensure_ascii": False, "separators": (",", ":")}
+    return json.dumps(inspected.body, **canonical) == json.dumps(received, **canonical)  # type: ignore[arg-type]
+
+
+def call(call_id: str, name: str, **arguments: object) -> tuple[str, str, str]:
+    return (call_id, name, json.dumps(arguments))
+
+
+def set_system_prompt(chat: Conversation, prompt: str) -> None:
+    chat.settings = chat.session.settings = chat.settings.replace(system_prompt=prompt)
+    chat.budget.use_settings(chat.settings)
+
+
+def test_the_last_request_is_rebuilt_exactly_as_the_server_received_it(
+    chat: Conversation, server: FakeServer
+) -> None:
+    server.enqueue(Reply(text="Hello."))
+    run(chat, "hi")
+    inspected = chat.last_request()
+    assert inspected is not None
+    received = chat_bodies(server)[-1]
+    assert inspected.body == received
+    assert same_json(inspected, received)
+    assert received["temperature"] == 0.25 and received["max_tokens"] == 300
+    assert received["tools"]  # the schemas offered are part of it
+    assert [p.kind for p in inspected.parts][:2] == ["system prompt", "message"]
+
+
+def test_every_request_of_a_tool_turn_is_recorded_with_the_servers_count(
+    chat: Conversation, server: FakeServer
+) -> None:
+    server.enqueue(
+        Reply(tool_calls=[call("c1", "list_files", path=".")], usage=(321, 5)),
+        Reply(text="There are no files.", usage=(400, 6)),
+    )
+    run(chat, "what files are there?")
+    received = chat_bodies(server)
+    requests = rebuilt(chat)
+    assert len(requests) == len(received) == 2
+    for inspected, body in zip(requests, received, strict=True):
+        assert inspected.body == body
+    assert [r.prompt_tokens for r in requests] == [321, 400]
+    roles = [m["role"] for m in requests[1].body["messages"]]
+    assert roles == ["system", "user", "assistant", "tool"]
+
+
+def test_requests_are_rebuilt_as_sent_after_compaction_and_a_new_system_prompt(
+    chat: Conversation, server: FakeServer, store: Store
+) -> None:
+    for number in range(3):
+        server.enqueue(Reply(text=f"reply {number} " + "words " * 300))
+        run(chat, f"message {number} " + "about the data " * 100)
+    before = rebuilt(chat)
+    list(chat.compact_now())
+    assert chat.history[0].role == "compacted"  # the rows those requests sent are archived now
+    set_system_prompt(chat, "Be very brief, and polite.")
+    server.enqueue(Reply(text="after"))
+    run(chat, "one more")
+    received = chat_bodies(server)
+    requests = rebuilt(chat)
+    assert len(requests) == len(received) == 4
+    for inspected, body in zip(requests, received, strict=True):
+        assert inspected.body == body
+        assert same_json(inspected, body)
+    assert [r.body for r in before] == [r.body for r in requests[:3]]
+    last = requests[-1]
+    assert last.body["messages"][0]["content"].startswith("Be very brief, and polite.")
+    assert requests[0].body["messages"][0]["content"] == "Be brief."
+    (summary,) = last.marked(SUMMARY)
+    assert summary.row_id is not None and summary.text == chat.history[0].content
+    # The system prompts and the tool list are stored once each, however many requests.
+    parts = {record["hash"] for record in store.db["request_parts"].rows}
+    assert len(parts) == 3
+
+
+def test_the_api_key_is_never_stored(
+    chat: Conversation, server: FakeServer, store: Store, tmp_path: Path
+) -> None:
+    server.enqueue(Reply(tool_calls=[call("c1", "list_files", path=".")]), Reply(text="ok"))
+    run(chat, "look")
+    received = server.requests[-1]
+    assert API_KEY in received.headers["authorization"]  # it was sent, as a header
+    assert chat.last_request() is not None
+    for closed in (False, True):  # the write-ahead log too, then the file once it is folded in
+        if closed:
+            store.close()
+        files = [p for p in tmp_path.iterdir() if p.name.startswith("test.db")]
+        assert files
+        for path in files:
+            assert API_KEY.encode() not in path.read_bytes()
+    assert API_KEY not in chat.store.export_json(str(chat.session_id))
+
+
+def test_rows_are_marked_as_summary_placeholder_or_attachment(
+    chat: Conversation, server: FakeServer, store: Store
+) -> None:
+    session_id = chat.new_session()
+    calls = [{"id": "run1", "type": "function", "function": {"name": "run", "arguments": "{}"}}]
+    store.append_rows(
+        session_id,
+        [
+            Row("compacted", "Earlier: the user loaded data.csv into df."),
+            user("u"),
+            Row("assistant_full", "", "", "", json.dumps(calls)),
+            tool_result("run1", "a long output " * 200, name="run"),
+            Row("assistant", "done"),
+        ],
+    )
+    store.replace_rows(
+        session_id,
+        {3: tool_result("run1", "[Archived output of run: 2,800 characters, ~933 tokens.]", "run")},
+        expected_active=5,
+        record=CompactionRecord(kind="prune"),
+    )
+    chat.resume(session_id)
+    attached = with_attachments(
+        "why does this fail?",
+        [
+            Attachment("Source of cell 3", "df = load()", fence="python"),
+            Attachment("The last error", "KeyError: 'x'"),
+        ],
+    )
+    server.enqueue(Reply(text="Because of the key."))
+    run(chat, attached)
+    inspected = chat.last_request()
+    assert inspected is not None and inspected.body == chat_bodies(server)[-1]
+    (summary,) = inspected.marked(SUMMARY)
+    assert summary.text == "Earlier: the user loaded data.csv into df."
+    (placeholder,) = inspected.marked(PLACEHOLDER)
+    assert placeholder.text.startswith("[Archived output of run")
+    (attachment,) = inspected.marked(ATTACHMENT)
+    assert attachment.text == attached
+    assert attachment.label == "user, with source of cell 3; the last error"
+    unmarked = [p for p in inspected.parts if p.kind == "message" and not p.marks]
+    assert [p.text for p in unmarked] == ["u", calls_text(calls), "done"]
+    assert all(p.tokens >= 1 for p in inspected.parts)
+
+
+def calls_text(calls: list[dict[str, Any]]) -> str:
+    return json.dumps(calls, ensure_ascii=False)
+
+
+def test_a_request_the_server_refused_is_recorded_without_a_count(
+    chat: Conversation, server: FakeServer
+) -> None:
+    server.enqueue(Reply(fault="http500"), Reply(fault="http500"), Reply(fault="http500"))
+    events = run(chat, "hi")
+    assert events[-1].__class__.__name__ == "Failed"
+    inspected = chat.last_request()
+    assert inspected is not None
+    assert inspected.body == chat_bodies(server)[-1]
+    assert inspected.prompt_tokens is None
+
+
+def test_usage_and_request_share_one_record(chat: Conversation, server: FakeServer) -> None:
+    server.enqueue(Reply(text="a", usage=(50, 2)), Reply(text="b", usage=(70, 3)))
+    run(chat, "one")
+    run(chat, "two")
+    usage = chat.store.list_requests(str(chat.session_id))
+    assert [(r["prompt_tokens"], r["completion_tokens"]) for r in usage] == [(50, 2), (70, 3)]
+    assert all(r["body"] for r in usage)
+
+
+def test_row_ids_are_kept_as_runs() -> None:
+    ids = [1, 2, 3, 9, 4, 5, 7]
+    assert to_runs(ids) == "1-3,9,4-5,7"
+    assert from_runs(to_runs(ids)) == ids
+    assert from_runs(to_runs([])) == []
