@@ -3,11 +3,13 @@ server received it (real SQLite, real HTTP to the fake server, the real widget t
 
 from __future__ import annotations
 
+import html
 import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import ipywidgets as widgets
 import openai
 import pytest
 from factories import tool_result, user
@@ -27,7 +29,9 @@ from nbchat.history import Row
 from nbchat.store.records import CompactionRecord
 from nbchat.store.requests import from_runs, to_runs
 from nbchat.store.store import Store
+from nbchat.ui import ChatUI
 from nbchat.ui.attach import Attachment, with_attachments
+from nbchat.ui.inspector import RequestLink
 
 API_KEY = "sk-inspector-secret-4f1c9a"
 SUMMARY_JSON = json.dumps(
@@ -79,7 +83,7 @@ def chat_bodies(server: FakeServer) -> list[dict[str, Any]]:
 
 def rebuilt(chat: Conversation) -> list[InspectedRequest]:
     found = []
-    for request_id in chat.store.sent_request_ids(str(chat.session_id)):
+    for request_id, _ in chat.store.sent_requests(str(chat.session_id)):
         inspected = inspect_request(chat.store, request_id)
         assert inspected is not None
         found.append(inspected)
@@ -256,3 +260,77 @@ def test_row_ids_are_kept_as_runs() -> None:
     assert to_runs(ids) == "1-3,9,4-5,7"
     assert from_runs(to_runs(ids)) == ids
     assert from_runs(to_runs([])) == []
+
+
+HOSTILE = '<script>alert("owned")</script><img src=x onerror=alert(1)>'
+
+
+def make_ui(server: FakeServer, store: Store, settings: Settings, **kwargs: Any) -> ChatUI:
+    client = openai.OpenAI(base_url=server.url + "/v1", api_key=API_KEY, max_retries=0)
+    return ChatUI(settings, store=store, client=client, **kwargs)
+
+
+def request_links(root: widgets.Widget) -> list[RequestLink]:
+    found = [root] if isinstance(root, RequestLink) else []
+    for child in getattr(root, "children", ()):
+        found.extend(request_links(child))
+    return found
+
+
+def test_each_reply_links_to_its_request_shown_escaped(
+    server: FakeServer, store: Store, settings: Settings
+) -> None:
+    ui = make_ui(server, store, settings)
+    try:
+        server.enqueue(Reply(text=f"Here you go: {HOSTILE}"), Reply(text="Fine.", usage=(99, 2)))
+        ui.send(f"first {HOSTILE}")
+        assert ui.wait(20)
+        ui.send("second")
+        assert ui.wait(20)
+        link = ui.last_request_link()
+        assert link is not None and link.panel.value == ""  # nothing is read before a press
+        link.press()
+        shown = link.panel.value
+        assert link.is_open and link.panel.layout.display == ""
+        assert "<script" not in shown and "<img" not in shown
+        assert "&lt;script&gt;alert(&quot;owned&quot;)&lt;/script&gt;" in shown
+        assert "99 prompt tokens counted by the server" in shown
+        assert "system prompt · ~" in shown and "tool: list_files · ~" in shown
+        inspected = ui.conversation.last_request()
+        assert inspected is not None and inspected.body == chat_bodies(server)[-1]
+        assert f"~{inspected.estimated_tokens:,} tokens estimated" in shown
+        link.press()
+        assert not link.is_open and link.panel.layout.display == "none"
+        assert len(request_links(ui.messages.box)) == 2
+    finally:
+        ui.close()
+
+
+def test_a_reloaded_session_links_each_reply_to_the_request_sent_then(
+    server: FakeServer, store: Store, settings: Settings
+) -> None:
+    first = make_ui(server, store, settings)
+    server.enqueue(
+        Reply(tool_calls=[call("c1", "list_files", path=".")]),
+        Reply(text="No files."),
+        Reply(text="Second answer."),
+    )
+    first.send("first question")
+    assert first.wait(20)
+    first.send("second question")
+    assert first.wait(20)
+    session_id = first.conversation.session_id
+    first.close()
+    again = make_ui(server, store, settings, session_id=session_id)
+    try:
+        links = request_links(again.messages.box)
+        assert len(links) == 3  # the tool call, its answer, the second answer
+        for link, body in zip(links, chat_bodies(server), strict=True):
+            link.press()
+            assert html.unescape(link.panel.value).count('"role": "user"') == len(
+                [m for m in body["messages"] if m["role"] == "user"]
+            )
+        assert "second question" not in html.unescape(links[1].panel.value)
+        assert "second question" in html.unescape(links[2].panel.value)
+    finally:
+        again.close()

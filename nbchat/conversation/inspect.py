@@ -105,8 +105,8 @@ class InspectedRequest:
 
 def last_request(store: Store, session_id: str | None) -> InspectedRequest | None:
     """The newest recorded request of `session_id` (None when there is none)."""
-    ids = store.sent_request_ids(session_id) if session_id is not None else []
-    return inspect_request(store, ids[-1]) if ids else None
+    requests = store.sent_requests(session_id) if session_id is not None else []
+    return inspect_request(store, requests[-1][0]) if requests else None
 
 
 def inspect_request(store: Store, request_id: int) -> InspectedRequest | None:

@@ -364,11 +364,12 @@ class Store:
         with self._errors("read a request record"):
             return requests.load_sent(self.db, request_id)
 
-    def sent_request_ids(self, session_id: str) -> list[int]:
-        """The ids of `session_id`'s recorded requests, oldest first."""
+    def sent_requests(self, session_id: str) -> list[tuple[int, str]]:
+        """(id, time recorded) of `session_id`'s recorded requests, oldest first."""
+        sql = "SELECT id, created FROM requests WHERE session_id = ? AND body IS NOT NULL"
         with self._errors("list request records"):
-            sql = "SELECT id FROM requests WHERE session_id = ? AND body IS NOT NULL ORDER BY id"
-            return [record[0] for record in self.db.execute(sql, [session_id]).fetchall()]
+            found = self.db.execute(sql + " ORDER BY id", [session_id]).fetchall()
+        return [(int(request_id), str(created)) for request_id, created in found]
 
     # Writer lease: one kernel writes a session, others read it (see `nbchat.store.lease`).
 
