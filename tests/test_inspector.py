@@ -16,6 +16,7 @@ from factories import tool_result, user
 from fakeserver import FakeServer, Reply
 from helpers import is_summary_request, run
 
+from nbchat.cli.command import main
 from nbchat.config import Settings
 from nbchat.conversation.inspect import (
     ATTACHMENT,
@@ -334,3 +335,34 @@ def test_a_reloaded_session_links_each_reply_to_the_request_sent_then(
         assert "second question" in html.unescape(links[2].panel.value)
     finally:
         again.close()
+
+
+@pytest.mark.parametrize("kind", ["json", "md"])
+def test_export_with_requests_holds_each_request_as_sent(
+    kind: str, server: FakeServer, settings: Settings, capsys: pytest.CaptureFixture[str]
+) -> None:
+    store = Store(settings.database_path)  # where `nbchat export` looks
+    client = openai.OpenAI(base_url=server.url + "/v1", api_key=API_KEY, max_retries=0)
+    chat = Conversation(settings, store, client=client)
+    server.enqueue(Reply(tool_calls=[call("c1", "list_files", path=".")]), Reply(text="None."))
+    run(chat, f"list them {HOSTILE}")
+    session_id = str(chat.session_id)
+    chat.close()
+    store.close()
+    assert main(["export", session_id, "--format", kind, "--requests"]) == 0
+    out = capsys.readouterr().out
+    assert API_KEY not in out
+    received = chat_bodies(server)
+    if kind == "json":
+        document = json.loads(out)
+        assert [r["body"] for r in document["sent_requests"]] == received
+        assert document["rows"]  # the transcript is still all there
+        assert [p["kind"] for p in document["sent_requests"][0]["parts"]][0] == "system prompt"
+    else:
+        assert out.count("## Request ") == 2
+        requests = out.split("\n# Requests\n", 1)[1]
+        blocks = [block.split("\n```", 1)[0] for block in requests.split("```json\n")[1:]]
+        assert [json.loads(block) for block in blocks] == received
+        assert "- tool result: list_files · ~" in out
+    assert main(["export", session_id, "--format", kind]) == 0
+    assert "sent_requests" not in capsys.readouterr().out  # only when asked

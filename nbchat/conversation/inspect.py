@@ -30,6 +30,7 @@ __all__ = [
     "SUMMARY",
     "InspectedRequest",
     "RequestPart",
+    "export_requests",
     "inspect_request",
     "last_request",
 ]
@@ -107,6 +108,14 @@ def last_request(store: Store, session_id: str | None) -> InspectedRequest | Non
     """The newest recorded request of `session_id` (None when there is none)."""
     requests = store.sent_requests(session_id) if session_id is not None else []
     return inspect_request(store, requests[-1][0]) if requests else None
+
+
+def export_requests(store: Store, session_id: str) -> list[dict[str, Any]]:
+    """Every recorded request of `session_id` as `to_dict()`, oldest first (for an export)."""
+    found = (
+        inspect_request(store, request_id) for request_id, _ in store.sent_requests(session_id)
+    )
+    return [request.to_dict() for request in found if request is not None]
 
 
 def inspect_request(store: Store, request_id: int) -> InspectedRequest | None:
