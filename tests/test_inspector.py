@@ -4,6 +4,7 @@ server received it (real SQLite, real HTTP to the fake server, the real widget t
 from __future__ import annotations
 
 import html
+import importlib
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -366,3 +367,18 @@ def test_export_with_requests_holds_each_request_as_sent(
         assert "- tool result: list_files · ~" in out
     assert main(["export", session_id, "--format", kind]) == 0
     assert "sent_requests" not in capsys.readouterr().out  # only when asked
+
+
+def test_the_rebuild_benchmark_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parent.parent / "bench"))
+    module = importlib.import_module("inspector_rebuild")
+    monkeypatch.setattr(module, "ROWS", 60)
+    monkeypatch.setattr(module, "REPEATS", 1)
+    rows = module.main()
+    assert [row["figure"].split(",")[0] for row in rows] == [
+        "record a request",
+        "inspect the last request",
+        "render its panel",
+        "the same once its rows were compacted",
+    ]
+    assert all(row["value"].endswith(" ms") and row["ratio"] for row in rows)

@@ -14,12 +14,13 @@ it never deletes them. Must not: write anything, or know about widgets.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 from nbchat.compaction.notebookfacts import attachments_in
 from nbchat.compaction.prune import is_placeholder
-from nbchat.history import Row, estimate_tokens, repair_rows, to_message
+from nbchat.history import Message, Row, estimate_tokens
 from nbchat.store.records import StoredRow
 from nbchat.store.requests import PLACED, SentRequest
 from nbchat.store.store import Store
@@ -38,11 +39,11 @@ __all__ = [
 SUMMARY = "summary"  # a `compacted` row, folded into the system message
 PLACEHOLDER = "placeholder"  # a tool output pruned to a short placeholder
 ATTACHMENT = "attachment"  # a user message carrying `/attach` blocks
-ROLE_LABELS = {
+ROLE_LABELS = {  # a sent row's role → its message's role
     "user": "user",
     "assistant": "assistant",
-    "assistant_full": "assistant (tool calls)",
-    "tool": "tool result",
+    "assistant_full": "assistant",
+    "tool": "tool",
 }
 
 
@@ -123,28 +124,31 @@ def inspect_request(store: Store, request_id: int) -> InspectedRequest | None:
     sent = store.sent_request(request_id)
     if sent is None:
         return None
+    body = sent.to_body()
     return InspectedRequest(
         id=sent.id,
         session_id=sent.session_id,
         created=sent.created,
-        body=sent.to_body(),
-        parts=tuple(_parts(sent)),
+        body=body,
+        parts=tuple(_parts(sent, body["messages"])),
         prompt_tokens=sent.prompt_tokens,
         completion_tokens=sent.completion_tokens,
     )
 
 
-def _parts(sent: SentRequest) -> list[RequestPart]:
+def _parts(sent: SentRequest, messages: list[Message]) -> list[RequestPart]:
     parts: list[RequestPart] = []
     if sent.system_prompt:
         prompt = sent.system_prompt
         parts.append(RequestPart("system prompt", "system prompt", prompt, estimate_tokens(prompt)))
-    sent_rows = _with_ids(sent.rows)
-    for row, row_id in sent_rows:
-        if row.role == "compacted":
-            tokens = estimate_tokens(row.content)
-            parts.append(RequestPart(SUMMARY, "summary", row.content, tokens, (SUMMARY,), row_id))
-    parts.extend(_message_part(row, row_id) for row, row_id in sent_rows if row.role in ROLE_LABELS)
+    for stored in sent.rows:
+        if stored.row.role == "compacted":
+            text = stored.row.content
+            parts.append(
+                RequestPart(SUMMARY, "summary", text, estimate_tokens(text), (SUMMARY,), stored.id)
+            )
+    conversation = messages[1:] if messages and messages[0]["role"] == "system" else messages
+    parts.extend(_message_parts(sent.rows, conversation))
     for schema in sent.tools or []:
         text = json.dumps(schema, ensure_ascii=False)
         name = str(schema.get("function", {}).get("name", "?"))
@@ -155,37 +159,39 @@ def _parts(sent: SentRequest) -> list[RequestPart]:
     return parts
 
 
-def _message_part(row: Row, row_id: int | None) -> RequestPart:
-    label = ROLE_LABELS[row.role]
+def _message_parts(stored: list[StoredRow], messages: list[Message]) -> Iterator[RequestPart]:
+    """Each message as sent, with the row it came from (a repair may have dropped rows)."""
+    index = 0
+    for message in messages:
+        while index < len(stored) and not _is_source(stored[index].row, message):
+            index += 1
+        source = stored[index] if index < len(stored) else None
+        index += 1
+        yield _message_part(message, source)
+
+
+def _is_source(row: Row, message: Message) -> bool:
+    if ROLE_LABELS.get(row.role) != message["role"]:
+        return False
+    if row.role == "assistant_full":  # sent with no text as null (or, repaired, as a reply)
+        return message.get("content") == (row.content or None)
+    return message.get("content") == row.content and message.get("tool_call_id", "") == (
+        row.tool_id if row.role == "tool" else ""
+    )
+
+
+def _message_part(message: Message, source: StoredRow | None) -> RequestPart:
+    row = source.row if source is not None else Row(message["role"], message.get("content") or "")
+    label = "assistant (tool calls)" if "tool_calls" in message else message["role"]
     marks: tuple[str, ...] = ()
     if row.role == "tool":
         label = f"tool result: {row.tool_name or '?'}"
         marks = (PLACEHOLDER,) if is_placeholder(row) else ()
-    elif row.role == "user" and attachments_in(row.content):
-        label = "user, with " + "; ".join(attachments_in(row.content)).lower()
-        marks = (ATTACHMENT,)
-    message = to_message(row)
-    text = row.content
-    if row.role == "assistant_full":
+    elif row.role == "user" and (attached := attachments_in(row.content)):
+        label, marks = "user, with " + "; ".join(attached).lower(), (ATTACHMENT,)
+    text = message.get("content") or ""
+    if "tool_calls" in message:
         calls = json.dumps(message["tool_calls"], ensure_ascii=False)
-        text = f"{row.content}\n{calls}" if row.content else calls
+        text = f"{text}\n{calls}" if text else calls
+    row_id = source.id if source is not None else None
     return RequestPart("message", label, text, estimate_tokens(row), marks, row_id)
-
-
-def _with_ids(stored: list[StoredRow]) -> list[tuple[Row, int | None]]:
-    """The rows as sent (repaired, as `build_messages` does) with the id each came from."""
-    result: list[tuple[Row, int | None]] = []
-    index = 0
-    for row in repair_rows([s.row for s in stored]).rows:
-        while index < len(stored) and not _same(stored[index].row, row):
-            index += 1
-        result.append((row, stored[index].id if index < len(stored) else None))
-        index += 1
-    return result
-
-
-def _same(original: Row, sent: Row) -> bool:
-    # A repair may drop a call from an `assistant_full` row, or turn it into a plain reply.
-    return original == sent or (
-        original.role == "assistant_full" and original.content == sent.content
-    )
