@@ -19,6 +19,7 @@ from helpers import is_summary_request, run
 
 from nbchat.cli.command import main
 from nbchat.config import Settings
+from nbchat.conversation.events import Failed
 from nbchat.conversation.inspect import (
     ATTACHMENT,
     PLACEHOLDER,
@@ -241,7 +242,7 @@ def test_a_request_the_server_refused_is_recorded_without_a_count(
 ) -> None:
     server.enqueue(Reply(fault="http500"), Reply(fault="http500"), Reply(fault="http500"))
     events = run(chat, "hi")
-    assert events[-1].__class__.__name__ == "Failed"
+    assert isinstance(events[-1], Failed)
     inspected = chat.last_request()
     assert inspected is not None
     assert inspected.body == chat_bodies(server)[-1]
@@ -338,11 +339,9 @@ def test_a_reloaded_session_links_each_reply_to_the_request_sent_then(
         again.close()
 
 
-@pytest.mark.parametrize("kind", ["json", "md"])
-def test_export_with_requests_holds_each_request_as_sent(
-    kind: str, server: FakeServer, settings: Settings, capsys: pytest.CaptureFixture[str]
-) -> None:
-    store = Store(settings.database_path)  # where `nbchat export` looks
+def export_one_session(server: FakeServer, settings: Settings) -> str:
+    """A tool turn stored where `nbchat export` looks; its session id."""
+    store = Store(settings.database_path)
     client = openai.OpenAI(base_url=server.url + "/v1", api_key=API_KEY, max_retries=0)
     chat = Conversation(settings, store, client=client)
     server.enqueue(Reply(tool_calls=[call("c1", "list_files", path=".")]), Reply(text="None."))
@@ -350,23 +349,36 @@ def test_export_with_requests_holds_each_request_as_sent(
     session_id = str(chat.session_id)
     chat.close()
     store.close()
-    assert main(["export", session_id, "--format", kind, "--requests"]) == 0
+    return session_id
+
+
+def test_export_json_with_requests_holds_each_request_as_sent(
+    server: FakeServer, settings: Settings, capsys: pytest.CaptureFixture[str]
+) -> None:
+    session_id = export_one_session(server, settings)
+    assert main(["export", session_id, "--format", "json", "--requests"]) == 0
     out = capsys.readouterr().out
     assert API_KEY not in out
-    received = chat_bodies(server)
-    if kind == "json":
-        document = json.loads(out)
-        assert [r["body"] for r in document["sent_requests"]] == received
-        assert document["rows"]  # the transcript is still all there
-        assert [p["kind"] for p in document["sent_requests"][0]["parts"]][0] == "system prompt"
-    else:
-        assert out.count("## Request ") == 2
-        requests = out.split("\n# Requests\n", 1)[1]
-        blocks = [block.split("\n```", 1)[0] for block in requests.split("```json\n")[1:]]
-        assert [json.loads(block) for block in blocks] == received
-        assert "- tool result: list_files · ~" in out
-    assert main(["export", session_id, "--format", kind]) == 0
-    assert "sent_requests" not in capsys.readouterr().out  # only when asked
+    document = json.loads(out)
+    assert [r["body"] for r in document["sent_requests"]] == chat_bodies(server)
+    assert [row["content"] for row in document["rows"]][0].startswith("list them")
+    assert [p["kind"] for p in document["sent_requests"][0]["parts"]][0] == "system prompt"
+    assert main(["export", session_id, "--format", "json"]) == 0
+    assert "sent_requests" not in json.loads(capsys.readouterr().out)  # only when asked
+
+
+def test_export_markdown_with_requests_holds_each_request_as_sent(
+    server: FakeServer, settings: Settings, capsys: pytest.CaptureFixture[str]
+) -> None:
+    session_id = export_one_session(server, settings)
+    assert main(["export", session_id, "--requests"]) == 0
+    out = capsys.readouterr().out
+    assert API_KEY not in out
+    requests = out.split("\n# Requests\n", 1)[1]
+    assert requests.count("## Request ") == 2
+    blocks = [block.split("\n```", 1)[0] for block in requests.split("```json\n")[1:]]
+    assert [json.loads(block) for block in blocks] == chat_bodies(server)
+    assert "- tool result: list_files · ~" in requests
 
 
 def test_the_rebuild_benchmark_runs(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -32,7 +32,7 @@ from nbchat.history import Message, build_messages
 from nbchat.store import rowsql
 from nbchat.store.records import StoredRow, now, to_stored_row
 
-__all__ = ["SentRequest", "from_runs", "load_sent", "record_sent", "to_runs"]
+__all__ = ["SentRequest", "add_usage", "from_runs", "load_sent", "record_sent", "to_runs"]
 
 PLACED = ("messages", "tools")  # body keys rebuilt from the rows and the parts table
 
@@ -113,6 +113,14 @@ def record_sent(
     )
     assert cursor.lastrowid is not None
     return cursor.lastrowid
+
+
+def add_usage(
+    db: Database, request_id: int, prompt: int | None, completion: int | None, duration: float
+) -> None:
+    """The reply's usage, on the record of the request that produced it."""
+    sql = "UPDATE requests SET prompt_tokens = ?, completion_tokens = ?, duration = ? WHERE id = ?"
+    db.execute(sql, [prompt, completion, duration, request_id])
 
 
 def _put_part(db: Database, text: str) -> str:

@@ -327,13 +327,8 @@ class Store:
         """One request's reported usage (None where the server did not say); with
         `request_id`, added to that request's record (`record_sent`) instead of a new row."""
         if request_id is not None:
-            usage = [prompt_tokens, completion_tokens, duration, request_id]
             with self._write(session_id, "record usage") as db:
-                db.execute(
-                    "UPDATE requests SET prompt_tokens = ?, completion_tokens = ?, duration = ? "
-                    "WHERE id = ?",
-                    usage,
-                )
+                requests.add_usage(db, request_id, prompt_tokens, completion_tokens, duration)
             return
         record = {
             "session_id": session_id,
