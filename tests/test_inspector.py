@@ -93,10 +93,11 @@ def rebuilt(chat: Conversation) -> list[InspectedRequest]:
     return found
 
 
-def same_json(inspected: InspectedRequest, received: dict[str, Any]) -> bool:
-    """Equal as JSON: the same keys and values, to the byte once keys are put in one order."""
-    canonical = {"sort_keys": True, "ensure_ascii": False, "separators": (",", ":")}
-    return json.dumps(inspected.body, **canonical) == json.dumps(received, **canonical)  # type: ignore[arg-type]
+def same_bytes(inspected: InspectedRequest, received: dict[str, Any]) -> bool:
+    """The very bytes sent: the server's parsed body (its keys keep their order) written back
+    the way the openai SDK writes a body (`openai._utils._json.openapi_dumps`)."""
+    wire = json.dumps(received, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    return inspected.to_bytes() == wire.encode()
 
 
 def call(call_id: str, name: str, **arguments: object) -> tuple[str, str, str]:
@@ -117,7 +118,7 @@ def test_the_last_request_is_rebuilt_exactly_as_the_server_received_it(
     assert inspected is not None
     received = chat_bodies(server)[-1]
     assert inspected.body == received
-    assert same_json(inspected, received)
+    assert same_bytes(inspected, received)
     assert received["temperature"] == 0.25 and received["max_tokens"] == 300
     assert received["tools"]  # the schemas offered are part of it
     assert [p.kind for p in inspected.parts][:2] == ["system prompt", "message"]
@@ -158,7 +159,7 @@ def test_requests_are_rebuilt_as_sent_after_compaction_and_a_new_system_prompt(
     assert len(requests) == len(received) == 4
     for inspected, body in zip(requests, received, strict=True):
         assert inspected.body == body
-        assert same_json(inspected, body)
+        assert same_bytes(inspected, body)
     assert [r.body for r in before] == [r.body for r in requests[:3]]
     last = requests[-1]
     assert last.body["messages"][0]["content"].startswith("Be very brief, and polite.")

@@ -78,6 +78,12 @@ class InspectedRequest:
     def marked(self, mark: str) -> list[RequestPart]:
         return [part for part in self.parts if mark in part.marks]
 
+    def to_bytes(self) -> bytes:
+        """The body as the openai SDK writes it on the wire (compact, UTF-8, keys in order)."""
+        return json.dumps(
+            self.body, ensure_ascii=False, separators=(",", ":"), allow_nan=False
+        ).encode()
+
     def to_json(self, *, indent: int | None = 2) -> str:
         """The body as JSON (what the server received, pretty-printed by default)."""
         return json.dumps(self.body, indent=indent, ensure_ascii=False)

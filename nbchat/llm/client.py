@@ -187,19 +187,21 @@ def _create_arguments(
     temperature: float | None,
     response_format: dict[str, Any] | None,
 ) -> dict[str, Any]:
-    """The keyword arguments of one streamed `create` call, in the body's own order; what is
-    not given is left out, as the SDK leaves it out of the body."""
-    arguments: dict[str, Any] = {"model": model, "messages": messages, "stream": True}
-    arguments["stream_options"] = {"include_usage": True}
-    optional = {
-        "tools": list(tools) if tools else None,
-        "tool_choice": _tool_choice(tool_choice) if tools else None,
+    """The keyword arguments of one streamed `create` call; what is not given is left out, as
+    the SDK leaves it out of the body. In the order the openai SDK writes them into the body,
+    so that the recorded body serialises to the very bytes sent (`InspectedRequest.to_bytes`)."""
+    arguments: dict[str, Any] = {
+        "model": model,
+        "stream": True,
+        "messages": messages,
         "max_tokens": max_tokens,
-        "temperature": temperature,
         "response_format": response_format,
+        "stream_options": {"include_usage": True},
+        "temperature": temperature,
+        "tool_choice": _tool_choice(tool_choice) if tools else None,
+        "tools": list(tools) if tools else None,
     }
-    arguments.update((key, value) for key, value in optional.items() if value is not None)
-    return arguments
+    return {key: value for key, value in arguments.items() if value is not None}
 
 
 def _tool_choice(choice: str | None) -> str | dict[str, Any] | None:
