@@ -16,6 +16,7 @@ import pytest
 from factories import tool_result, user
 from fakeserver import FakeServer, Reply
 from helpers import is_summary_request, run
+from sqlite_utils import Database
 
 from nbchat.cli.command import main
 from nbchat.config import Settings
@@ -26,17 +27,20 @@ from nbchat.conversation.inspect import (
     SUMMARY,
     InspectedRequest,
     inspect_request,
+    last_request,
 )
 from nbchat.conversation.loop import Conversation
 from nbchat.history import Row
+from nbchat.store.migrations import MIGRATIONS
 from nbchat.store.records import CompactionRecord
-from nbchat.store.requests import from_runs, to_runs
+from nbchat.store.requests import from_runs, list_sent, load_sent, to_runs
 from nbchat.store.store import Store
 from nbchat.ui import ChatUI
 from nbchat.ui.attach import Attachment, with_attachments
 from nbchat.ui.inspector import RequestLink
 
 API_KEY = "sk-inspector-secret-4f1c9a"
+USAGE = {"prompt_tokens": 120, "completion_tokens": 7, "duration": 0.5}
 SUMMARY_JSON = json.dumps(
     {
         "goal": "Explore the data",
@@ -395,3 +399,38 @@ def test_the_rebuild_benchmark_runs(monkeypatch: pytest.MonkeyPatch) -> None:
         "the same once its rows were compacted",
     ]
     assert all(row["value"].endswith(" ms") and row["ratio"] for row in rows)
+
+
+def test_a_file_from_before_request_records_reads_and_is_upgraded(tmp_path: Path) -> None:
+    path = tmp_path / "old.db"
+    old = Database(path)
+    MIGRATIONS.apply(old, stop_before="m007_request_records")
+    old["sessions"].insert({"id": "s1", "title": "old", "created": "t", "updated": "t"})
+    old["requests"].insert({"session_id": "s1", "kind": "chat", "created": "t"} | USAGE)
+    # Read as it is (as a read-only file would be): no records, and no error.
+    assert (list_sent(old, "s1"), load_sent(old, 1)) == ([], None)
+    old.close()
+    store = Store(path)
+    try:
+        assert store.sent_requests("s1") == [] and last_request(store, "s1") is None
+        assert store.list_requests("s1")[0]["prompt_tokens"] == USAGE["prompt_tokens"]
+        body = {"model": "m", "stream": True, "messages": None}
+        request_id = store.record_sent("s1", body, system_prompt="Be brief.")
+        assert store.sent_requests("s1") == [(request_id, store.sent_requests("s1")[0][1])]
+    finally:
+        store.close()
+
+
+def test_deleting_a_session_forgets_the_prompts_only_it_sent(store: Store) -> None:
+    kept, dropped = store.create_session("kept"), store.create_session("dropped")
+    body = {"model": "m", "stream": True, "messages": None, "tools": [{"type": "function"}]}
+    store.record_sent(kept, body, system_prompt="Shared prompt.")
+    store.record_sent(dropped, body, system_prompt="Shared prompt.")
+    store.record_sent(dropped, {**body, "tools": None}, system_prompt="Private prompt.")
+
+    def parts() -> list[str]:
+        return sorted(record["text"] for record in store.db["request_parts"].rows)
+
+    assert parts() == ["Private prompt.", "Shared prompt.", '[{"type": "function"}]']
+    store.delete_session(dropped)
+    assert parts() == ["Shared prompt.", '[{"type": "function"}]']

@@ -32,7 +32,17 @@ from nbchat.history import Message, build_messages
 from nbchat.store import rowsql
 from nbchat.store.records import StoredRow, now, to_stored_row
 
-__all__ = ["SentRequest", "add_usage", "from_runs", "load_sent", "record_sent", "to_runs"]
+__all__ = [
+    "SentRequest",
+    "add_usage",
+    "drop_unused_parts",
+    "from_runs",
+    "is_recorded",
+    "list_sent",
+    "load_sent",
+    "record_sent",
+    "to_runs",
+]
 
 PLACED = ("messages", "tools")  # body keys rebuilt from the rows and the parts table
 
@@ -129,9 +139,35 @@ def _put_part(db: Database, text: str) -> str:
     return digest
 
 
+def is_recorded(db: Database) -> bool:
+    """Whether the file has request records: a read-only file is read as it is, and one
+    written before m007 has neither the columns nor the parts table."""
+    return "body" in db.table("requests").columns_dict
+
+
+def list_sent(db: Database, session_id: str) -> list[tuple[int, str]]:
+    """(id, time recorded) of the session's recorded requests, oldest first."""
+    if not is_recorded(db):
+        return []
+    sql = "SELECT id, created FROM requests WHERE session_id = ? AND body IS NOT NULL ORDER BY id"
+    return [(int(i), str(created)) for i, created in db.execute(sql, [session_id]).fetchall()]
+
+
+def drop_unused_parts(db: Database) -> None:
+    """Forget system prompts and tool lists no request refers to any more (a deleted session's)."""
+    if is_recorded(db):
+        db.execute(
+            "DELETE FROM request_parts WHERE hash NOT IN (SELECT system_hash FROM requests "
+            "WHERE system_hash IS NOT NULL UNION SELECT tools_hash FROM requests "
+            "WHERE tools_hash IS NOT NULL)"
+        )
+
+
 def load_sent(db: Database, request_id: int) -> SentRequest | None:
     """The recorded request `request_id` with its rows; None when it has no record of what was
     sent (a usage-only row, or none at all)."""
+    if not is_recorded(db):
+        return None
     found = db.execute(
         "SELECT id, session_id, created, row_ids, system_hash, tools_hash, body, prompt_tokens, "
         "completion_tokens FROM requests WHERE id = ? AND body IS NOT NULL",

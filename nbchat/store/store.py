@@ -173,6 +173,7 @@ class Store:
             for table in ("rows", "requests", "compactions"):
                 db.execute(f"DELETE FROM {table} WHERE session_id = ?", [session_id])
             db.execute("DELETE FROM sessions WHERE id = ?", [session_id])
+            requests.drop_unused_parts(db)
 
     # Rows
 
@@ -361,10 +362,8 @@ class Store:
 
     def sent_requests(self, session_id: str) -> list[tuple[int, str]]:
         """(id, time recorded) of `session_id`'s recorded requests, oldest first."""
-        sql = "SELECT id, created FROM requests WHERE session_id = ? AND body IS NOT NULL"
         with self._errors("list request records"):
-            found = self.db.execute(sql + " ORDER BY id", [session_id]).fetchall()
-        return [(int(request_id), str(created)) for request_id, created in found]
+            return requests.list_sent(self.db, session_id)
 
     # Writer lease: one kernel writes a session, others read it (see `nbchat.store.lease`).
 
