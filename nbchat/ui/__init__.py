@@ -13,6 +13,7 @@ attach.py     /attach: cells, outputs, errors and variables sent with a message
 input.py      `ChatInput`: the message box (Enter sends, Shift+Enter newline)
 failures.py   failed turns collected so `wait()` returns False and the cell prints them
 worker.py     the one worker thread every turn runs on
+inspector.py  the "request" link under each reply: the request exactly as it was sent
 """
 
 from __future__ import annotations

@@ -40,6 +40,7 @@ from nbchat.ui.cards import ApprovalCard, row_widget
 from nbchat.ui.commands import Command, parse_command
 from nbchat.ui.failures import CellReport, database_message
 from nbchat.ui.input import ChatInput
+from nbchat.ui.inspector import RequestLink, latest_request_link, reply_links
 from nbchat.ui.messages import MessageList
 from nbchat.ui.render import STYLE, destination_badge, render_notice
 from nbchat.ui.view import ContextMeter, EventView
@@ -190,6 +191,10 @@ class ChatUI(widgets.VBox):
         """The status line's text."""
         return self.view.status_text
 
+    def last_request_link(self) -> RequestLink | None:
+        """The "request" link under the newest reply: `press()` it to see what was sent."""
+        return self.view.last_request_link
+
     def wait_for_approval(self, timeout: float | None = None) -> ApprovalCard | None:
         """The approval card waiting for a decision, once there is one; None on timeout."""
         if not self._approval_shown.wait(timeout):
@@ -240,6 +245,9 @@ class ChatUI(widgets.VBox):
             self.messages, self._status_line, self._update_meter, max_rate=max_rate
         )
         self.view.restore_input = self._restore_input
+        self.view.request_link = lambda: latest_request_link(
+            self.store, self.conversation.session_id
+        )
         self.view.set_status("ready")
 
     # Clicks (kernel thread): enqueue work, never do it here
@@ -468,6 +476,7 @@ def transcript_factories(store: Store, session_id: str) -> list[Callable[[], wid
         [c for c in store.list_compactions(session_id) if c["kind"] in ("summary", "chunked")]
     )
     archived_tool_ids = {s.row.tool_id for s in full if s.archived and s.row.role == "tool"}
+    links = reply_links(store, session_id, full)
     factories: list[Callable[[], widgets.Widget]] = []
     for stored in full:
         row = stored.row
@@ -475,6 +484,7 @@ def transcript_factories(store: Store, session_id: str) -> list[Callable[[], wid
             continue  # a pruned placeholder: its original is shown instead
         info = next(summaries, None) if row.role == "compacted" else None
         factories.append(_row_factory(row, info))
+        factories.extend([links[stored.id]] if stored.id in links else [])
     return factories
 
 

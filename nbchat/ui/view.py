@@ -32,6 +32,7 @@ from nbchat.conversation.events import (
 from nbchat.history import Row
 from nbchat.llm.stream import ReasoningDelta, TextDelta
 from nbchat.ui.cards import Collapsible, row_widget, tool_result_widget
+from nbchat.ui.inspector import RequestLink
 from nbchat.ui.messages import MessageList, StreamingText
 from nbchat.ui.render import render_notice
 
@@ -92,6 +93,9 @@ class EventView:
         self.update_meter = update_meter
         self.max_rate = max_rate
         self.restore_input: Callable[[str], None] = lambda _text: None
+        # The "request" link under each reply (`nbchat.ui.inspector`); ChatUI gives the maker.
+        self.request_link: Callable[[], RequestLink | None] = lambda: None
+        self.last_request_link: RequestLink | None = None
         self._live: _Live | None = None
         self._tool_widgets: dict[str, widgets.HTML] = {}
         self._last_status = 0.0
@@ -190,6 +194,10 @@ class EventView:
             self.messages.add(widget)
         else:
             self.messages.add(row_widget(row))
+        if row.role in ("assistant", "assistant_full"):
+            link = self.last_request_link = self.request_link()
+            if link is not None:
+                self.messages.add(link)
         self.update_meter()
 
     def _on_usage_reported(self, event: UsageReported) -> None:
