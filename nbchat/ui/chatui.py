@@ -42,6 +42,7 @@ from nbchat.ui.failures import CellReport, database_message
 from nbchat.ui.input import ChatInput
 from nbchat.ui.messages import MessageList
 from nbchat.ui.render import STYLE, destination_badge, render_notice
+from nbchat.ui.transcript import TranscriptDisplay, transcript_rows
 from nbchat.ui.view import ContextMeter, EventView
 from nbchat.ui.worker import Worker
 
@@ -86,6 +87,7 @@ class ChatUI(widgets.VBox):
         self._approval_shown = threading.Event()
         self._pending_approval: ApprovalCard | None = None
         self.attachments: list[Attachment] = []
+        self.transcript = TranscriptDisplay(self.store, lambda: self.conversation.session_id)
         self._build_widgets(live_limit, max_rate)
         super().__init__(
             [
@@ -109,6 +111,10 @@ class ChatUI(widgets.VBox):
             self._worker.submit(self._connect_job(start=None))
         elif client is None:
             self._worker.submit(self._model_check_job)
+
+    def _ipython_display_(self, **_kwargs: Any) -> None:
+        """The live widget, then its static transcript for where no kernel runs."""
+        self.transcript.show(self._repr_mimebundle_())
 
     def __repr__(self) -> str:
         if self.unavailable:
@@ -298,6 +304,7 @@ class ChatUI(widgets.VBox):
                 self._turn_queued.clear()
                 self._set_busy(False)
                 self.refresh_sessions()
+                self.transcript.update()
 
         self._worker.submit(job)
 
@@ -402,6 +409,7 @@ class ChatUI(widgets.VBox):
         if self.conversation.read_only:
             self.notice(self.conversation.session.read_only_reason)
         self._update_meter()
+        self.transcript.update()
 
     def refresh_sessions(self) -> None:
         """Fill the session picker (titles, newest first) and select the current session."""
@@ -458,24 +466,8 @@ def ready_status(settings: Settings) -> str:
 
 
 def transcript_factories(store: Store, session_id: str) -> list[Callable[[], widgets.Widget]]:
-    """Widget factories for the full transcript: archived rows shown, pruned placeholders not.
-
-    Each `compacted` row is matched with its compaction record by order: summaries are made
-    one at a time and each inserts exactly one `compacted` row.
-    """
-    full = store.load_full(session_id, problems=[])
-    summaries = iter(
-        [c for c in store.list_compactions(session_id) if c["kind"] in ("summary", "chunked")]
-    )
-    archived_tool_ids = {s.row.tool_id for s in full if s.archived and s.row.role == "tool"}
-    factories: list[Callable[[], widgets.Widget]] = []
-    for stored in full:
-        row = stored.row
-        if row.role == "tool" and not stored.archived and row.tool_id in archived_tool_ids:
-            continue  # a pruned placeholder: its original is shown instead
-        info = next(summaries, None) if row.role == "compacted" else None
-        factories.append(_row_factory(row, info))
-    return factories
+    """Widget factories for the full transcript (`transcript_rows`)."""
+    return [_row_factory(row, info) for row, info in transcript_rows(store, session_id)]
 
 
 def _row_factory(row: Row, info: dict[str, Any] | None) -> Callable[[], widgets.Widget]:
