@@ -75,12 +75,15 @@ STYLE = """
 .nbchat-msg table { border-collapse: collapse; }
 .nbchat-msg th, .nbchat-msg td { padding: 2px 6px;
   border: 1px solid var(--jp-border-color2, rgba(127, 127, 127, 0.3)); }
-.nbchat-user, .nbchat-assistant { box-sizing: border-box; margin: 8px 0 2px 0; padding: 4px 10px;
+.nbchat-messages .widget-html, .nbchat-messages .widget-htmlmath { margin-top: 0;
+  margin-bottom: 0; min-height: 0; }
+.nbchat-messages .nbchat-user, .nbchat-messages .nbchat-assistant { box-sizing: border-box;
+  margin: 8px 0 2px 0; padding: 4px 10px;
   border-left: 3px solid var(--jp-border-color1, rgba(127, 127, 127, 0.45)); }
 .nbchat-user { background: var(--jp-layout-color2, rgba(127, 127, 127, 0.1));
   border-left-color: var(--jp-brand-color1, #1976d2); }
-.nbchat-label { font-size: var(--jp-ui-font-size0, 11px); font-weight: 600; letter-spacing: 0.02em;
-  color: var(--jp-ui-font-color2, inherit); margin-bottom: 2px; }
+.nbchat-label { font-size: var(--jp-ui-font-size0, 11px); font-weight: 600; line-height: 1.6;
+  color: var(--jp-ui-font-color2, inherit); }
 .nbchat-card { border-left: 3px solid var(--jp-brand-color1, #1976d2); padding: 2px 8px;
   margin: 2px 0; background: var(--jp-layout-color1, transparent); }
 .nbchat-card.nbchat-failed { border-left-color: var(--jp-error-color1, #d32f2f); }
