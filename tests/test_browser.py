@@ -75,6 +75,7 @@ def save_in_both_themes(page: Page, chat: Locator) -> None:
     page.locator(".lm-Menu-itemLabel", has_text="Theme").first.hover()
     page.locator(".lm-Menu-itemLabel", has_text="JupyterLab Dark").first.click()
     expect(page.locator("body[data-jp-theme-light='false']")).to_have_count(1, timeout=30_000)
+    expect(page.locator("#jupyterlab-splash")).to_have_count(0, timeout=30_000)  # shown meanwhile
     chat.screenshot(path=str(DOCS / "chat-dark.png"))
 
 

@@ -80,7 +80,7 @@ STYLE = """
 .nbchat-messages .nbchat-user, .nbchat-messages .nbchat-assistant { box-sizing: border-box;
   margin: 8px 0 2px 0; padding: 4px 10px;
   border-left: 3px solid var(--jp-border-color1, rgba(127, 127, 127, 0.45)); }
-.nbchat-user { background: var(--jp-layout-color2, rgba(127, 127, 127, 0.1));
+.nbchat-messages .nbchat-user { background: var(--jp-layout-color2, rgba(127, 127, 127, 0.1));
   border-left-color: var(--jp-brand-color1, #1976d2); }
 .nbchat-label { font-size: var(--jp-ui-font-size0, 11px); font-weight: 600; line-height: 1.6;
   color: var(--jp-ui-font-color2, inherit); }
