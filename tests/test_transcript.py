@@ -162,12 +162,8 @@ def chat_notebook(server_url: str) -> nbformat.NotebookNode:
     return nbformat.v4.new_notebook(cells=cells)
 
 
-@pytest.mark.slow
-@pytest.mark.notebook
-@pytest.mark.timeout(300)
-def test_a_saved_notebook_converted_to_html_shows_the_chat_and_runs_none_of_the_reply(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def executed_chat_notebook(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A notebook whose chat got HOSTILE as its reply, executed by nbclient and saved."""
     from nbclient import NotebookClient
 
     monkeypatch.setenv("IPYTHONDIR", str(tmp_path / "ipython"))
@@ -179,15 +175,57 @@ def test_a_saved_notebook_converted_to_html_shows_the_chat_and_runs_none_of_the_
         # nbclient saves the widget state (its default), so nbconvert could render the widget:
         # the transcript must show as static HTML even then.
         NotebookClient(notebook, timeout=120, resources={"metadata": {"path": tmp_path}}).execute()
-    nbformat.write(notebook, path)
     assert "widgets" in notebook.metadata
+    nbformat.write(notebook, path)
+    return path
+
+
+@pytest.mark.slow
+@pytest.mark.notebook
+@pytest.mark.timeout(300)
+def test_a_saved_notebook_converted_to_html_shows_the_chat_and_runs_none_of_the_reply(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = executed_chat_notebook(tmp_path, monkeypatch)
     command = [sys.executable, "-m", "jupyter", "nbconvert", "--to", "html", str(path)]
     subprocess.run(command, check=True, capture_output=True, timeout=120)
 
     page = VisibleText()
     page.feed((tmp_path / "chat.html").read_text())
     visible = " ".join(page.visible)
-    assert "MARKER-42" in visible and "hello there" in visible
+    assert "MARKER-42" in visible
     assert "You" in visible and "Assistant" in visible
     assert [script for script in page.scripts if "alert(" in script] == []
     assert page.handlers == []
+
+
+@pytest.mark.slow
+@pytest.mark.notebook
+@pytest.mark.browser
+@pytest.mark.timeout(300)
+def test_a_saved_notebook_opened_in_jupyterlab_without_the_chat_running_shows_the_transcript(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, home: Path
+) -> None:
+    from browser import CHROMIUM_ARGS, find_chromium, jupyter_server
+    from playwright.sync_api import expect, sync_playwright
+
+    chromium = find_chromium()
+    path = executed_chat_notebook(tmp_path, monkeypatch)
+    dialogs: list[str] = []
+    with (
+        jupyter_server("jupyterlab", path, home=home, scratch=tmp_path / "lab") as server,
+        sync_playwright() as playwright,
+    ):
+        browser = playwright.chromium.launch(executable_path=str(chromium), args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page()
+            page.on("dialog", lambda dialog: dialogs.append(dialog.message))
+            page.goto(f"{server.url}/lab/tree/{path.name}?token={server.token}")
+            transcript = page.locator(".nbchat-transcript")
+            expect(transcript).to_be_visible(timeout=120_000)
+            expect(transcript).to_contain_text("MARKER-42")
+            expect(transcript.locator(".nbchat-label", has_text="Assistant")).to_have_count(1)
+            expect(page.locator(".nbchat")).to_have_count(0)  # the widget is not live here
+        finally:
+            browser.close()
+    assert dialogs == []  # nothing from the reply ran (its script would alert)
