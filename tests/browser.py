@@ -183,7 +183,9 @@ def open_chat(page: Page) -> Locator:
     chat.locator("textarea.nbchat-input-area").wait_for(timeout=120_000)
     wait_for_cells_to_finish(page, timeout=300)
     # The static transcript beside the live widget is hidden while the widget shows.
-    expect(page.locator(".nbchat-transcript")).to_be_hidden()
+    transcript = page.locator(".nbchat-transcript")
+    expect(transcript).to_have_count(1)
+    expect(transcript).to_be_hidden()
     return chat
 
 

@@ -12,7 +12,8 @@ user does and sees has a public name too (tests use only these): `press_send()`,
 `session_choices`, and for a tool waiting on the user `wait_for_approval()`, `approve()`,
 `deny()`. A failure also reaches the cell: `wait()` prints it on stderr and returns False
 (`nbchat.ui.failures`). A session database that cannot be opened gives one message in the widget
-and the cell, never a traceback, and the file is left as it is.
+and the cell, never a traceback, and the file is left as it is. Displayed, the chat also leaves
+a static transcript beside the widget for where no kernel runs (`nbchat.ui.transcript`).
 """
 
 from __future__ import annotations
