@@ -15,7 +15,7 @@ Pure: no I/O; `nbchat.llm.client` sends the requests.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -39,6 +39,7 @@ class ChatRequest:
     fallback: bool
     check: ArgumentCheck | None
     tool_choice: str | None
+    on_request: Callable[[dict[str, Any]], None] | None = None  # given each body before it goes
 
 
 def has_whole_call(reader: ReplyReader) -> bool:
