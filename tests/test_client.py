@@ -829,3 +829,29 @@ def test_the_stream_is_closed_once_the_json_call_is_whole(tmp_path: Path) -> Non
     ]
     assert events[-1] == Finish("stop")
     assert hung_up  # the server saw the connection closed: the model is not left generating
+
+
+def test_a_missing_tool_whose_arguments_fit_one_offered_tool_is_told_so(
+    fake: FakeServer, client: openai.OpenAI
+) -> None:
+    # A 0.5B model writes `replace_text` with edit_file's very arguments.
+    edit = {
+        "type": "function",
+        "function": {
+            "name": "edit_file",
+            "description": "Change a file.",
+            "parameters": {
+                "type": "object",
+                "properties": {"path": {}, "old": {}, "new": {}},
+                "required": ["path", "old", "new"],
+            },
+        },
+    }
+    wrong = '{"name": "replace_text", "arguments": {"path": "a", "old": "x", "new": "y"}}'
+    fake.enqueue(Reply(text=wrong), Reply(text=FALLBACK_CALL))
+    collect(client, tools=[READ_FILE_TOOL, edit], json_tool_fallback=True)
+    note = fake.chat_requests()[1]["messages"][-1]["content"]
+    assert note.splitlines()[0] == (
+        "There is no tool named 'replace_text'. Its arguments fit 'edit_file'. "
+        "Call one of these tools instead:"
+    )

@@ -67,6 +67,6 @@ def second_chance(
     shape = call_shape(text) if reader.may_be_call else None
     if shape is None:
         return None
-    note = call_problem(shape[0], request.tools)
+    note = call_problem(shape[0], shape[1], request.tools)
     retry = [*messages, {"role": "assistant", "content": text}, {"role": "user", "content": note}]
     return retry, dataclasses.replace(request, tool_choice="required")

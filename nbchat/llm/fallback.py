@@ -126,12 +126,15 @@ def call_from_text(
     return name, arguments
 
 
-def call_problem(name: str, tools: Sequence[Mapping[str, Any]]) -> str:
+def call_problem(name: str, arguments: Any, tools: Sequence[Mapping[str, Any]]) -> str:
     """What to tell a model whose call-shaped reply did not validate, so it can try again: what
     was wrong, and each offered tool with the first line of its description."""
     schemas = schemas_by_name(tools)
     if name not in schemas:
         problem = f"There is no tool named {name!r}."
+        fitting = [other for other in schemas if _fits(arguments, schemas[other])]
+        if len(fitting) == 1:
+            problem += f" Its arguments fit {fitting[0]!r}."
     else:
         wanted = ", ".join(schemas[name].get("properties") or {}) or "none"
         problem = f"The arguments of {name!r} did not fit its parameters ({wanted})."
@@ -141,3 +144,12 @@ def call_problem(name: str, tools: Sequence[Mapping[str, Any]]) -> str:
         summary = " ".join(str(function.get("description") or "").split())
         lines.append(f"- {function.get('name')}: {summary}")
     return "\n".join(lines)
+
+
+def _fits(arguments: Any, schema: Mapping[str, Any]) -> bool:
+    """Whether `arguments` name exactly a tool's required parameters and no others it lacks."""
+    if not isinstance(arguments, dict) or not arguments:
+        return False
+    given = set(arguments)
+    known = set(schema.get("properties") or {})
+    return set(schema.get("required") or ()) <= given <= known
