@@ -569,7 +569,7 @@ def test_the_json_fallback_delivers_anything_else_intact_as_text(
     ("text", "problem"),
     [
         (
-            '{"name": "delete_everything", "arguments": {"path": "a.txt"}}',
+            '{"name": "delete_everything", "arguments": {"target": "a.txt"}}',
             "There is no tool named 'delete_everything'.",
         ),
         (
