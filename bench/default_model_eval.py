@@ -20,7 +20,8 @@ calls when one is (goal >= 70%), answers holding their key fact, median and p90 
 visible token and to the end of the turn, the first reply after the server started, replies that
 hit `max_tokens`, and replies that are fake tool-call JSON (goal: none).
 
-    python bench/default_model_eval.py [--limit N] [--model qwen|smollm|PATH] [--verbose]
+    python bench/default_model_eval.py [--limit N] [--only plain|tool] [--model qwen|smollm|PATH]
+                                       [--tool-rounds 1|2] [--verbose]
     python bench/default_model_eval.py --base-url http://127.0.0.1:PORT/v1   # a running server
 
 `main()` returns the table rows as dicts (for `bench/run_all.py`); figures only, no assertion.

@@ -8,8 +8,12 @@ the notebook (variables, a DataFrame, cells, the last traceback), the turn is al
 round, or the caller forces a tool. Otherwise it offers none, so the model can only answer, and
 a JSON-looking answer stays text.
 
-The rule errs towards offering: a message that mentions a file while asking a general question
-gets the tools, and the system prompt's "answer general questions directly" does the rest.
+The workspace is named by vocabulary, not phrasing: files, folders, paths (`./build`, `src/`),
+command names that are not everyday words (`git`, `pytest`, `curl`, but not `find` or `make`),
+installing, the notebook's state. A general how-to or definition question ("In Python, how do I
+read a file?") names nothing in this workspace and gets no tools, unless it says "this
+folder", "my project" or "here". Otherwise the rule errs towards offering, and the system
+prompt's "answer general questions directly" does the rest.
 
 Pure: no I/O.
 """
