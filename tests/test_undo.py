@@ -17,7 +17,7 @@ import pytest
 from compaction_strategies import FakeSummariser, thresholds, working_histories
 from factories import assistant, tool_call, tool_result, user
 from fakeserver import FakeServer, Reply
-from helpers import is_summary_request
+from helpers import buttons, is_summary_request, shown_text
 from hypothesis import assume, given
 from hypothesis import settings as hypothesis_settings
 
@@ -30,6 +30,8 @@ from nbchat.errors import NbchatError, SessionLockedError, StoreError
 from nbchat.history import Row
 from nbchat.store.records import CompactionRecord
 from nbchat.store.store import Store
+from nbchat.ui import ChatUI
+from nbchat.ui.compactcard import PreviewCard
 
 SUMMARY = json.dumps(
     {
@@ -401,3 +403,150 @@ def test_cli_undo_compact_refuses_clearly(
         assert main(["undo-compact", session, "--force"]) == 0
         assert db.load_active(session) == chat_rows(6)
     db.close()
+
+
+# The widget
+
+
+@pytest.fixture
+def ui(server: FakeServer, store: Store, settings: Settings) -> Iterator[ChatUI]:
+    yield from widget_on(server, store, settings)
+
+
+def widget_on(server: FakeServer, store: Store, settings: Settings) -> Iterator[ChatUI]:
+    session = store.create_session("widget")
+    store.append_rows(session, chat_rows(6))
+    client = openai.OpenAI(base_url=server.url + "/v1", api_key="test", max_retries=0)
+    chat = ChatUI(settings, store=store, client=client, session_id=session)
+    yield chat
+    chat.close()
+
+
+def shown(ui: ChatUI) -> str:
+    return shown_text(ui.messages.box)
+
+
+def visible_buttons(ui: ChatUI) -> list[str]:
+    return [b.description for b in buttons(ui.messages.box) if b.layout.display != "none"]
+
+
+def proposed(ui: ChatUI, command: str | None = None) -> PreviewCard:
+    if command is None:
+        ui.press_compact()
+    else:
+        ui.send(command)
+    assert ui.wait(20)
+    card = ui.preview_card()
+    assert card is not None
+    return card
+
+
+def test_compact_shows_a_preview_and_changes_nothing(ui: ChatUI, store: Store) -> None:
+    session = str(ui.conversation.session_id)
+    before, tables = snapshot(store, session), counts(store)
+    card = proposed(ui)
+    text = shown(ui)
+    assert "Proposed compaction</b> (nothing has changed yet): 8 rows → 1 summary; ~" in text
+    assert "Summary written by the model" in text and "Fix the parser" in text
+    assert {"▸ Kept by code (facts)", "▸ The 8 rows it replaces"} <= set(visible_buttons(ui))
+    assert "Recorded facts" in text and "<b>user</b>: question 0 yyy" in text
+    assert {"Accept", "Edit", "Discard"} <= set(visible_buttons(ui))
+    assert card.decision == "" and not card.editing
+    assert (snapshot(store, session), counts(store)) == (before, tables)
+
+
+def test_accept_in_the_widget_compacts_and_the_card_offers_undo(ui: ChatUI, store: Store) -> None:
+    session = str(ui.conversation.session_id)
+    before = active_ids(store, session)
+    card = proposed(ui, "/compact keep the parser")
+    card.accept()
+    assert ui.wait(20)
+    assert card.decision == "accepted"
+    assert store.load_active(session)[0].role == "compacted"
+    assert {"Undo", "▸ What was replaced"} <= set(visible_buttons(ui))
+    ui.press_undo()
+    assert ui.wait(20)
+    assert active_ids(store, session) == before
+    assert ui.conversation.history.rows == chat_rows(6)
+    assert "Compaction 1 undone: 8 row(s) are back" in shown(ui)
+    assert "Undone at" in shown(ui) and "Undo" not in visible_buttons(ui)
+
+
+def test_edit_in_the_widget_applies_the_edited_text(ui: ChatUI, store: Store) -> None:
+    card = proposed(ui)
+    card.edit("Only the parser matters.")
+    assert card.editing
+    card.accept()
+    assert ui.wait(20)
+    summary = store.load_active(str(ui.conversation.session_id))[0].content
+    assert summary.startswith("Only the parser matters.\n\n# Recorded facts")
+
+
+def test_discard_in_the_widget_leaves_everything(ui: ChatUI, store: Store) -> None:
+    session = str(ui.conversation.session_id)
+    before, tables = snapshot(store, session), counts(store)
+    card = proposed(ui)
+    card.discard()
+    assert ui.wait(20)
+    assert card.decision == "discarded"
+    assert "Compaction discarded; nothing was changed." in shown(ui)
+    assert (snapshot(store, session), counts(store)) == (before, tables)
+    card.accept()  # a decided card does nothing more
+    assert ui.wait(20)
+    assert (snapshot(store, session), counts(store)) == (before, tables)
+
+
+def test_accept_after_a_new_message_is_refused_in_the_widget(
+    ui: ChatUI, store: Store, server: FakeServer
+) -> None:
+    card = proposed(ui)
+    ui.send("something new")
+    assert ui.wait(20)
+    before = snapshot(store, str(ui.conversation.session_id))
+    card.accept()
+    assert ui.wait(20) is False  # refused, and said so to the cell too
+    assert card.decision == "refused"
+    assert "The history changed since the preview (12 rows then, 14 now)" in shown(ui)
+    assert snapshot(store, str(ui.conversation.session_id)) == before
+
+
+def test_undo_over_the_trigger_asks_first_in_the_widget(
+    server: FakeServer, store: Store, settings: Settings
+) -> None:
+    for ui in widget_on(server, store, settings.replace(context_token_threshold=1500)):
+        session = str(ui.conversation.session_id)
+        proposed(ui).accept()
+        assert ui.wait(20)
+        compacted = snapshot(store, session)
+        ui.send("/undo-compact")
+        assert ui.wait(20)
+        confirmation = ui.compaction.confirmation
+        assert confirmation is not None
+        assert "over the compaction trigger (1,125 of the 1,500 budget)" in shown(ui)
+        assert snapshot(store, session) == compacted
+        confirmation.confirm()
+        assert ui.wait(20)
+        assert ui.conversation.history.rows == chat_rows(6)
+        assert store.load_active(session) == chat_rows(6)
+
+
+def test_a_stored_compaction_card_shows_what_it_replaced_and_undo_while_latest(
+    server: FakeServer, store: Store, settings: Settings
+) -> None:
+    session = store.create_session("stored")
+    store.append_rows(session, chat_rows(2))
+    first = summarised(store, session)
+    store.append_rows(session, chat_rows(2))
+    summarised(store, session)
+    client = openai.OpenAI(base_url=server.url + "/v1", api_key="test", max_retries=0)
+    ui = ChatUI(settings, store=store, client=client, session_id=session)
+    assert visible_buttons(ui).count("Undo") == 1  # only on the latest
+    views = [b for b in buttons(ui.messages.box) if b.description.endswith("What was replaced")]
+    assert len(views) == 2
+    views[-1].click()
+    assert "summary of 2 rows" in shown(ui)  # the first summary, replaced by the second
+    ui.press_undo()
+    assert ui.wait(20)
+    assert visible_buttons(ui).count("Undo") == 1  # now the first compaction's
+    assert store.plan_undo(session).record_id == first
+    ui.close()

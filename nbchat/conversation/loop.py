@@ -222,10 +222,10 @@ class Conversation:
         """Apply the previewed `result`, with `text` as the summary's own words if given."""
         return self.steering.accept(result, text)
 
-    def undo_compaction(self, *, force: bool = False) -> UndoOutcome:
+    def undo_compaction(self, *, force: bool = False, record_id: int | None = None) -> UndoOutcome:
         """Undo the latest compaction (if that puts the history over the trigger, only with
         `force`: the outcome says how big it would be). See `nbchat.conversation.steer`."""
-        return self.steering.undo(force=force)
+        return self.steering.undo(force=force, record_id=record_id)
 
     def take_back_last_message(self) -> str:
         """Archive the last user message and what followed; return its text to edit."""

@@ -145,13 +145,14 @@ class Steering:
         """Forget the preview (nothing was written, so there is nothing else to do)."""
         self._proposal = None
 
-    def undo(self, *, force: bool = False) -> UndoOutcome:
-        """Undo the latest compaction. Over the trigger afterwards, nothing is done unless
-        `force`: the outcome's `warning` says how big the history would be."""
+    def undo(self, *, force: bool = False, record_id: int | None = None) -> UndoOutcome:
+        """Undo the latest compaction (`record_id`, when given, must be it). Over the trigger
+        afterwards, nothing is done unless `force`: the outcome's `warning` says how big the
+        history would be."""
         with self._turn():
             session_id = self._writable_id()
             store = self.session.store
-            undo = store.plan_undo(session_id)
+            undo = store.plan_undo(session_id, record_id)
             outcome = self._outcome(undo)
             if outcome.warning and not force:
                 return outcome
@@ -165,10 +166,6 @@ class Steering:
             self.session.history.replace(store.load_active(session_id, problems=[]))
             self._proposal = None
             return replace(outcome, done=True)
-
-    def undo_check(self) -> UndoOutcome:
-        """What `undo` would do, without doing it (raises when there is nothing to undo)."""
-        return self._outcome(self.session.store.plan_undo(self._writable_id()))
 
     def _outcome(self, undo: UndoPlan) -> UndoOutcome:
         return undo_outcome(

@@ -38,6 +38,8 @@ from nbchat.ui.actions import run_command
 from nbchat.ui.attach import Attachment, with_attachments
 from nbchat.ui.cards import ApprovalCard, row_widget
 from nbchat.ui.commands import Command, parse_command
+from nbchat.ui.compactcard import PreviewCard
+from nbchat.ui.compactflow import CompactionFlow
 from nbchat.ui.failures import CellReport, database_message
 from nbchat.ui.input import ChatInput
 from nbchat.ui.messages import MessageList
@@ -46,6 +48,8 @@ from nbchat.ui.view import ContextMeter, EventView
 from nbchat.ui.worker import Worker
 
 __all__ = ["ChatUI"]
+
+Card = Callable[[Row, dict[str, Any] | None], widgets.Widget]
 
 
 class ChatUI(widgets.VBox):
@@ -87,6 +91,8 @@ class ChatUI(widgets.VBox):
         self._pending_approval: ApprovalCard | None = None
         self.attachments: list[Attachment] = []
         self._build_widgets(live_limit, max_rate)
+        self.compaction = CompactionFlow(self)  # preview, accept, undo (`ui/compactflow.py`)
+        self.view.compaction_widget = self.compaction.live_card
         super().__init__(
             [
                 widgets.HTML(value=STYLE),
@@ -163,8 +169,16 @@ class ChatUI(widgets.VBox):
         self._new_button.click()
 
     def press_compact(self) -> None:
-        """Click Compact: compact the history now."""
+        """Click Compact: propose a compaction (see `preview_card`)."""
         self._compact_button.click()
+
+    def preview_card(self) -> PreviewCard | None:
+        """The newest proposed compaction (`accept()`, `edit(text)`, `discard()`)."""
+        return self.compaction.preview_card
+
+    def press_undo(self) -> None:
+        """Click Undo on the latest compaction's card."""
+        self.compaction.press_undo()
 
     def choose_session(self, session_id: str) -> None:
         """Pick a session in the header's list."""
@@ -265,7 +279,7 @@ class ChatUI(widgets.VBox):
         self.switch_session(None)
 
     def _on_compact_click(self, _button: widgets.Button) -> None:
-        self.run_turn(lambda stop: self.conversation.compact_now(stop=stop))
+        self.compaction.preview()
 
     def _on_picker_change(self, change: dict[str, Any]) -> None:
         if not self._updating_picker and change["new"] != self.conversation.session_id:
@@ -396,7 +410,8 @@ class ChatUI(widgets.VBox):
         if session_id is None:
             self._update_meter()
             return
-        self.messages.extend(transcript_factories(self.store, session_id))
+        cards = self.compaction.stored_card
+        self.messages.extend(transcript_factories(self.store, session_id, card=cards))
         for problem in self.conversation.problems:
             self.notice(str(problem))
         if self.conversation.read_only:
@@ -457,7 +472,9 @@ def ready_status(settings: Settings) -> str:
     return f"ready (the embedded model server stops itself after {minutes} without a request)"
 
 
-def transcript_factories(store: Store, session_id: str) -> list[Callable[[], widgets.Widget]]:
+def transcript_factories(
+    store: Store, session_id: str, *, card: Card | None = None
+) -> list[Callable[[], widgets.Widget]]:
     """Widget factories for the full transcript: archived rows shown, pruned placeholders not.
 
     Each `compacted` row is matched with its compaction record by order: summaries are made
@@ -474,9 +491,13 @@ def transcript_factories(store: Store, session_id: str) -> list[Callable[[], wid
         if row.role == "tool" and not stored.archived and row.tool_id in archived_tool_ids:
             continue  # a pruned placeholder: its original is shown instead
         info = next(summaries, None) if row.role == "compacted" else None
-        factories.append(_row_factory(row, info))
+        factories.append(_row_factory(row, info, card))
     return factories
 
 
-def _row_factory(row: Row, info: dict[str, Any] | None) -> Callable[[], widgets.Widget]:
+def _row_factory(
+    row: Row, info: dict[str, Any] | None, card: Card | None
+) -> Callable[[], widgets.Widget]:
+    if card is not None and row.role == "compacted":  # the card with Undo and what it replaced
+        return lambda: card(row, info)
     return lambda: row_widget(row, compaction=info)
