@@ -8,6 +8,7 @@
     lease       the writer lease: one process writes a session, the others read
     heartbeat   the thread that renews a store's leases while it holds them
     export      a session's transcript as Markdown
+    undo        undoing the latest compaction: its rows back exactly, its record stamped
 
 Must not: import the HTTP edge, tools, compaction or widgets.
 """
