@@ -550,3 +550,58 @@ def test_a_stored_compaction_card_shows_what_it_replaced_and_undo_while_latest(
     assert visible_buttons(ui).count("Undo") == 1  # now the first compaction's
     assert store.plan_undo(session).record_id == first
     ui.close()
+
+
+def test_after_undoing_a_prune_the_transcript_shows_the_original_output(
+    server: FakeServer, store: Store, settings: Settings
+) -> None:
+    session = store.create_session("pruned")
+    rows = [
+        user("read it"),
+        tool_call(("c1", "read_file", {"path": "a"})),
+        tool_result("c1", "the original output " * 20),
+        assistant("done"),
+    ]
+    store.append_rows(session, rows)
+    placeholder = Row("tool", "[placeholder for the pruned output]", "c1", "read_file", "")
+    pruned = CompactionResult(
+        rows=(rows[0], rows[1], placeholder, rows[3]),
+        changed=True,
+        layer="prune",
+        reason="test",
+        tokens_before=300,
+        tokens_after=100,
+        replacements=MappingProxyType({2: placeholder}),
+    )
+    apply_compaction(store, session, pruned, expected_active=4)
+    client = openai.OpenAI(base_url=server.url + "/v1", api_key="test", max_retries=0)
+    ui = ChatUI(settings, store=store, client=client, session_id=session)
+    ui.send("/undo-compact")
+    assert ui.wait(20)
+    assert store.load_active(session) == rows
+    assert "the original output" in shown(ui)
+    assert "placeholder for the pruned output" not in shown(ui)
+    ui.close()
+
+
+def test_a_compaction_made_after_an_undo_gets_its_own_card(
+    server: FakeServer, store: Store, settings: Settings
+) -> None:
+    session = store.create_session("again")
+    store.append_rows(session, chat_rows(4))
+    summarised(store, session, keep_tail=2)  # "summary of 6 rows", undone below
+    store.undo_compaction(session)
+    summarised(store, session, keep_tail=6)  # "summary of 2 rows": it sits before the first
+    client = openai.OpenAI(base_url=server.url + "/v1", api_key="test", max_retries=0)
+    ui = ChatUI(settings, store=store, client=client, session_id=session)
+    cards = [b for b in buttons(ui.messages.box) if b.description == "Undo"]
+    offered = [b for b in cards if b.layout.display != "none"]
+    assert len(cards) == 2 and len(offered) == 1
+    text = shown(ui)
+    assert (
+        text.index("summary of 2 rows") < text.index("summary of 6 rows") < text.index("Undone at")
+    )
+    ui.press_undo()
+    assert ui.wait(20)
+    assert store.load_active(session) == chat_rows(4)
+    ui.close()

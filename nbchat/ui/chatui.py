@@ -478,19 +478,24 @@ def transcript_factories(
     """Widget factories for the full transcript: archived rows shown, pruned placeholders not.
 
     Each `compacted` row is matched with its compaction record by order: summaries are made
-    one at a time and each inserts exactly one `compacted` row.
+    one at a time and each inserts exactly one `compacted` row (a higher row id each time).
     """
     full = store.load_full(session_id, problems=[])
-    summaries = iter(
-        [c for c in store.list_compactions(session_id) if c["kind"] in ("summary", "chunked")]
-    )
-    archived_tool_ids = {s.row.tool_id for s in full if s.archived and s.row.role == "tool"}
+    records = [c for c in store.list_compactions(session_id) if c["kind"] in ("summary", "chunked")]
+    # By row id, the order they were made in (an undone one may sit after a later one).
+    made = sorted(s.id for s in full if s.row.role == "compacted")
+    info_of = dict(zip(made, records, strict=False))
+    # A call's first result row is the original; a later one is a pruned placeholder.
+    originals: dict[str, int] = {}
+    for s in sorted(full, key=lambda s: s.id):
+        if s.row.role == "tool":
+            originals.setdefault(s.row.tool_id, s.id)
     factories: list[Callable[[], widgets.Widget]] = []
     for stored in full:
         row = stored.row
-        if row.role == "tool" and not stored.archived and row.tool_id in archived_tool_ids:
-            continue  # a pruned placeholder: its original is shown instead
-        info = next(summaries, None) if row.role == "compacted" else None
+        if row.role == "tool" and originals[row.tool_id] != stored.id:
+            continue  # a pruned placeholder (active or undone): its original is shown instead
+        info = info_of.get(stored.id)
         factories.append(_row_factory(row, info, card))
     return factories
 

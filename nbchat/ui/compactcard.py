@@ -148,16 +148,16 @@ class PreviewCard:
         self._buttons[2].click()
 
     def mark(self, decision: str) -> None:
+        """Show the decision; every button is then disabled."""
         self._status.value = decision
         for button in self._buttons:
-            button.disabled = decision != "refused" and bool(decision)
+            button.disabled = bool(decision)
         self.editor.disabled = bool(decision)
 
     def _on_accept_click(self, _button: widgets.Button) -> None:
-        if self.decision:
-            return
-        self.mark("accepting")
-        self._on_accept(self, self.editor.value if self.editing else None)
+        # Marked "accepting" by the job once it runs: a click refused as busy changes nothing.
+        if not self.decision:
+            self._on_accept(self, self.editor.value if self.editing else None)
 
     def _on_edit_click(self, _button: widgets.Button) -> None:
         if self.result.summary_row is None or self.decision:

@@ -138,6 +138,9 @@ class CompactionFlow:
         yield Done(stopped=stop.is_set())
 
     def _accept(self, card: PreviewCard, text: str | None) -> Steps:
+        if card.decision:  # accepted or discarded while this job waited
+            return
+        card.mark("accepting")
         yield CompactionStarted("manual")
         try:
             applied = self.host.conversation.accept_compaction(card.result, text)
