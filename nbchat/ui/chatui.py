@@ -8,11 +8,11 @@ order. Every failure ends as a visible bubble and the input is usable again.
 
 Driving it from cells: `ui.send(text)`, `ui.wait()`, `ui.conversation`, `ui.close()`. What a
 user does and sees has a public name too (tests use only these): `press_send()`, `press_stop()`,
-`press_new()`, `press_compact()`, `choose_session(id)`, `can_send`, `can_stop`, `status`,
-`session_choices`, and for a tool waiting on the user `wait_for_approval()`, `approve()`,
-`deny()`. A failure also reaches the cell: `wait()` prints it on stderr and returns False
-(`nbchat.ui.failures`). A session database that cannot be opened gives one message in the widget
-and the cell, never a traceback, and the file is left as it is.
+`press_new()`, `press_compact()` then `preview_card()`, `press_undo()`, `choose_session(id)`,
+`can_send`, `can_stop`, `status`, `session_choices`, and for a tool waiting on the user
+`wait_for_approval()`, `approve()`, `deny()`. A failure also reaches the cell: `wait()` prints
+it on stderr and returns False (`nbchat.ui.failures`). A session database that cannot be opened
+gives one message in the widget and the cell, never a traceback, and the file is left as it is.
 """
 
 from __future__ import annotations
