@@ -81,6 +81,7 @@ def test_schema_snapshot(store: Store) -> None:
         "completion_tokens",
         "duration",
         "created",
+        "undone_at",
     }
     assert store.db.journal_mode == "wal"
     assert [m.name for m in MIGRATIONS.applied(store.db)] == [
@@ -89,6 +90,7 @@ def test_schema_snapshot(store: Store) -> None:
         "m003_requests",
         "m004_lease_process",
         "m005_drop_rows_tokens",
+        "m006_compaction_undone_at",
     ]
 
 
@@ -103,7 +105,7 @@ def test_migrations_applied_twice_are_a_no_op(tmp_path: Path) -> None:
     MIGRATIONS.apply(second.db)
     assert second.db.schema == schema
     assert second.load_active(session_id) == [user("hi")]
-    assert len(MIGRATIONS.applied(second.db)) == 5
+    assert len(MIGRATIONS.applied(second.db)) == 6
     second.close()
 
 
