@@ -605,3 +605,47 @@ def test_a_compaction_made_after_an_undo_gets_its_own_card(
     assert ui.wait(20)
     assert store.load_active(session) == chat_rows(4)
     ui.close()
+
+
+def pruned_session(store: Store) -> tuple[str, list[Row], CompactionResult]:
+    session = store.create_session("pruned")
+    rows = [
+        user("read it"),
+        tool_call(("c1", "read_file", {"path": "a"})),
+        tool_result("c1", "the original output " * 20),
+        assistant("done"),
+        user("thanks"),
+        assistant("welcome"),
+    ]
+    store.append_rows(session, rows)
+    placeholder = Row("tool", "[placeholder for the pruned output]", "c1", "read_file", "")
+    result = CompactionResult(
+        rows=(rows[0], rows[1], placeholder, *rows[3:]),
+        changed=True,
+        layer="prune",
+        reason="test",
+        tokens_before=300,
+        tokens_after=100,
+        replacements=MappingProxyType({2: placeholder}),
+    )
+    return session, rows, result
+
+
+def test_a_pruned_output_reads_back_whole_after_its_placeholder_was_summarised(
+    store: Store,
+) -> None:
+    session, rows, pruned = pruned_session(store)
+    apply_compaction(store, session, pruned, expected_active=len(rows))
+    summarised(store, session, keep_tail=2)  # archives the placeholder too
+    found = store.find_tool_result(session, "c1")
+    assert found is not None and found.row == rows[2]
+
+
+def test_a_pruned_output_reads_back_whole_after_an_undo_and_a_second_prune(store: Store) -> None:
+    session, rows, pruned = pruned_session(store)
+    apply_compaction(store, session, pruned, expected_active=len(rows))
+    store.undo_compaction(session)
+    apply_compaction(store, session, pruned, expected_active=len(rows))
+    found = store.find_tool_result(session, "c1")
+    assert found is not None and found.row == rows[2]
+    assert store.load_active(session) == list(pruned.rows)

@@ -230,11 +230,13 @@ class Store:
         return loaded
 
     def find_tool_result(self, session_id: str, tool_id: str) -> StoredRow | None:
-        """The newest `tool` row answering `tool_id`, archived or not (original first)."""
+        """The original result of the newest call `tool_id` names, archived or not. A pruned
+        placeholder sits at its original's position with a higher id, whether it is active, or
+        archived by a later compaction or by an undo."""
         with self._errors("read an archived row"):
             record = self.db.execute(
                 f"SELECT {rowsql.ROW_COLUMNS} FROM rows WHERE session_id = ? AND tool_id = ? "
-                "AND role = 'tool' ORDER BY archived DESC, id DESC LIMIT 1",
+                "AND role = 'tool' ORDER BY position DESC, id ASC LIMIT 1",
                 [session_id, tool_id],
             ).fetchone()
         return to_stored_row(record) if record else None
