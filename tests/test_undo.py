@@ -649,3 +649,26 @@ def test_a_pruned_output_reads_back_whole_after_an_undo_and_a_second_prune(store
     found = store.find_tool_result(session, "c1")
     assert found is not None and found.row == rows[2]
     assert store.load_active(session) == list(pruned.rows)
+
+
+def test_an_automatic_compaction_card_shows_what_it_replaced_and_undoes(
+    server: FakeServer, store: Store, settings: Settings
+) -> None:
+    for ui in widget_on(server, store, settings.replace(context_token_threshold=1500)):
+        session = str(ui.conversation.session_id)
+        before = active_ids(store, session)
+        ui.send("and now?")
+        assert ui.wait(20)
+        assert ui.conversation.history.rows[0].role == "compacted"  # automatic, before the reply
+        view = next(b for b in buttons(ui.messages.box) if b.description == "▸ What was replaced")
+        view.click()
+        assert "<b>user</b>: question 0 yyy" in shown(ui)
+        ui.press_undo()
+        assert ui.wait(20)
+        confirmation = ui.compaction.confirmation
+        assert confirmation is not None  # the history is back over the trigger: asked first
+        confirmation.confirm()
+        assert ui.wait(20)
+        assert active_ids(store, session)[: len(before)] == before
+        rows = ui.conversation.history.rows
+        assert rows[len(before)] == user("and now?") and rows[-1] == assistant("ok")

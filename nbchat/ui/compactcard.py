@@ -183,15 +183,20 @@ class CompactionCard:
         *,
         replaced: Callable[[], list[Row]],
         on_undo: Callable[[CompactionCard], None] | None,
+        pruned: bool = False,
     ) -> None:
         self.record_id = info.get("id")
         self._replaced = replaced
         self._on_undo = on_undo
-        card = render_compacted(
-            summary,
-            rows_replaced=info.get("rows_replaced"),
-            tokens_before=info.get("tokens_before"),
-            tokens_after=info.get("tokens_after"),
+        card = (
+            render_notice(summary)  # pruned only: a line saying so, no summary to show
+            if pruned
+            else render_compacted(
+                summary,
+                rows_replaced=info.get("rows_replaced"),
+                tokens_before=info.get("tokens_before"),
+                tokens_after=info.get("tokens_after"),
+            )
         )
         self.replaced_view = LazyCollapsible(
             "What was replaced", lambda: render_replaced(self._replaced())

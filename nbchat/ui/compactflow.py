@@ -85,7 +85,8 @@ class CompactionFlow:
         if result.summary_row is None:  # pruned only: the placeholders are not shown
             text = f"Pruned old tool output: ~{result.tokens_before:,} → ~{result.tokens_after:,}"
             info = {**info, "rows_replaced": result.rows_pruned}
-            return self._card(f"{text} tokens (read it back with read_archived_output).", info)
+            text = f"{text} tokens (read it back with read_archived_output)."
+            return self._card(text, info, pruned=True)
         info = {
             **info,
             "rows_replaced": result.rows_summarised,
@@ -101,7 +102,9 @@ class CompactionFlow:
         latest = self._latest_undoable()
         return self._card(row.content, info, undoable=info.get("id") == latest)
 
-    def _card(self, text: str, info: dict[str, Any], *, undoable: bool = True) -> widgets.Widget:
+    def _card(
+        self, text: str, info: dict[str, Any], *, undoable: bool = True, pruned: bool = False
+    ) -> widgets.Widget:
         record_id = info.get("id")
         undoable = undoable and record_id is not None
         card = CompactionCard(
@@ -109,6 +112,7 @@ class CompactionFlow:
             info,
             replaced=lambda: self._replaced(record_id),
             on_undo=self._on_undo if undoable else None,
+            pruned=pruned,
         )
         if undoable:  # only the latest compaction can be undone: older cards lose the button
             for older in self._cards:
