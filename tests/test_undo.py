@@ -20,6 +20,7 @@ from fakeserver import FakeServer, Reply
 from helpers import buttons, is_summary_request, shown_text
 from hypothesis import assume, given
 from hypothesis import settings as hypothesis_settings
+from hypothesis import strategies as st
 
 from nbchat.cli.command import main
 from nbchat.compaction.engine import CompactionEngine
@@ -191,12 +192,13 @@ def test_undo_refuses_when_a_stand_in_was_archived_since(store: Store) -> None:
 
 
 @hypothesis_settings(max_examples=25, deadline=None)
-@given(working_histories, thresholds)
+@given(working_histories, thresholds, st.booleans())
 def test_compact_then_undo_gives_back_the_active_rows_exactly(
-    rows: list[Row], threshold: int
+    rows: list[Row], threshold: int, force: bool
 ) -> None:
+    # Forced: mostly summaries; over the trigger: prunes too (prune + summary together: above).
     engine = CompactionEngine(threshold, summariser=FakeSummariser("lorem ipsum"))  # type: ignore[arg-type]
-    result = engine.compact(rows, force=True)
+    result = engine.compact(rows, force=force)
     assume(result.changed)
     with tempfile.TemporaryDirectory() as folder, closing(Store(Path(folder) / "p.db")) as store:
         session = store.create_session("p")
