@@ -9,6 +9,8 @@
     heartbeat   the thread that renews a store's leases while it holds them
     export      a session's transcript as Markdown
     undo        undoing the latest compaction: its rows back exactly, its record stamped
+    export      a session's transcript (and the requests it sent) as Markdown
+    requests    request records: what each chat request sent, to rebuild it exactly
 
 Must not: import the HTTP edge, tools, compaction or widgets.
 """

@@ -15,6 +15,7 @@ failures.py   failed turns collected so `wait()` returns False and the cell prin
 worker.py     the one worker thread every turn runs on
 compactflow.py  compaction you steer: preview → accept/edit/discard, undo (with a confirmation)
 compactcard.py  its cards: the preview card, the compaction card (what it replaced, Undo)
+inspector.py  the "request" link under each reply: the request exactly as it was sent
 """
 
 from __future__ import annotations

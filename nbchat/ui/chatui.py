@@ -42,6 +42,7 @@ from nbchat.ui.compactcard import PreviewCard
 from nbchat.ui.compactflow import CompactionFlow
 from nbchat.ui.failures import CellReport, database_message
 from nbchat.ui.input import ChatInput
+from nbchat.ui.inspector import RequestLink, latest_request_link, reply_links
 from nbchat.ui.messages import MessageList
 from nbchat.ui.render import STYLE, destination_badge, render_notice
 from nbchat.ui.view import ContextMeter, EventView
@@ -204,6 +205,10 @@ class ChatUI(widgets.VBox):
         """The status line's text."""
         return self.view.status_text
 
+    def last_request_link(self) -> RequestLink | None:
+        """The "request" link under the newest reply: `press()` it to see what was sent."""
+        return self.view.last_request_link
+
     def wait_for_approval(self, timeout: float | None = None) -> ApprovalCard | None:
         """The approval card waiting for a decision, once there is one; None on timeout."""
         if not self._approval_shown.wait(timeout):
@@ -254,6 +259,9 @@ class ChatUI(widgets.VBox):
             self.messages, self._status_line, self._update_meter, max_rate=max_rate
         )
         self.view.restore_input = self._restore_input
+        self.view.request_link = lambda: latest_request_link(
+            self.store, self.conversation.session_id
+        )
         self.view.set_status("ready")
 
     # Clicks (kernel thread): enqueue work, never do it here
@@ -490,6 +498,7 @@ def transcript_factories(
     for s in sorted(full, key=lambda s: s.id):
         if s.row.role == "tool":
             originals.setdefault(s.row.tool_id, s.id)
+    links = reply_links(store, session_id, full)
     factories: list[Callable[[], widgets.Widget]] = []
     for stored in full:
         row = stored.row
@@ -497,6 +506,7 @@ def transcript_factories(
             continue  # a pruned placeholder (active or undone): its original is shown instead
         info = info_of.get(stored.id)
         factories.append(_row_factory(row, info, card))
+        factories.extend([links[stored.id]] if stored.id in links else [])
     return factories
 
 

@@ -33,6 +33,7 @@ from nbchat.conversation.events import (
 from nbchat.history import Row
 from nbchat.llm.stream import ReasoningDelta, TextDelta
 from nbchat.ui.cards import Collapsible, row_widget, tool_result_widget
+from nbchat.ui.inspector import RequestLink
 from nbchat.ui.messages import MessageList, StreamingText
 from nbchat.ui.render import render_notice
 
@@ -95,6 +96,9 @@ class EventView:
         self.restore_input: Callable[[str], None] = lambda _text: None
         # The card for a compaction that happened (ChatUI's adds what it replaced and Undo).
         self.compaction_widget: Callable[[CompactionResult], widgets.Widget] | None = None
+        # The "request" link under each reply (`nbchat.ui.inspector`); ChatUI gives the maker.
+        self.request_link: Callable[[], RequestLink | None] = lambda: None
+        self.last_request_link: RequestLink | None = None
         self._live: _Live | None = None
         self._tool_widgets: dict[str, widgets.HTML] = {}
         self._last_status = 0.0
@@ -193,6 +197,10 @@ class EventView:
             self.messages.add(widget)
         else:
             self.messages.add(row_widget(row))
+        if row.role in ("assistant", "assistant_full"):
+            link = self.last_request_link = self.request_link()
+            if link is not None:
+                self.messages.add(link)
         self.update_meter()
 
     def _on_usage_reported(self, event: UsageReported) -> None:
