@@ -5,6 +5,7 @@ view.py       `EventView`: the conversation's events -> widget updates (one `mat
 cards.py      one widget per row; `ApprovalCard`, which pauses a turn until the user decides
 messages.py   the message list and the throttled streaming text
 render.py     untrusted text -> safe HTML (markdown, code, cards, notices)
+transcript.py the static HTML transcript shown beside the widget where no kernel runs
 mathspans.py  where the math is, in one linear pass (set aside for MathJax)
 visible.py    text shown exactly: invisible and bidi characters as escapes
 commands.py   slash commands: what exists and how they parse

@@ -13,6 +13,8 @@ user does and sees has a public name too (tests use only these): `press_send()`,
 `wait_for_approval()`, `approve()`, `deny()`. A failure also reaches the cell: `wait()` prints
 it on stderr and returns False (`nbchat.ui.failures`). A session database that cannot be opened
 gives one message in the widget and the cell, never a traceback, and the file is left as it is.
+Displayed, the chat also leaves a static transcript beside the widget for where no kernel runs
+(`nbchat.ui.transcript`).
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ from nbchat.ui.input import ChatInput
 from nbchat.ui.inspector import RequestLink, latest_request_link, reply_links
 from nbchat.ui.messages import MessageList
 from nbchat.ui.render import STYLE, destination_badge, render_notice
+from nbchat.ui.transcript import TranscriptDisplay, transcript_entries
 from nbchat.ui.view import ContextMeter, EventView
 from nbchat.ui.worker import Worker
 
@@ -91,6 +94,7 @@ class ChatUI(widgets.VBox):
         self._approval_shown = threading.Event()
         self._pending_approval: ApprovalCard | None = None
         self.attachments: list[Attachment] = []
+        self.transcript = TranscriptDisplay(self.store, lambda: self.conversation.session_id)
         self._build_widgets(live_limit, max_rate)
         self.compaction = CompactionFlow(self)  # preview, accept, undo (`ui/compactflow.py`)
         self.view.compaction_widget = self.compaction.live_card
@@ -116,6 +120,10 @@ class ChatUI(widgets.VBox):
             self._worker.submit(self._connect_job(start=None))
         elif client is None:
             self._worker.submit(self._model_check_job)
+
+    def _ipython_display_(self, **_kwargs: Any) -> None:
+        """The live widget, then its static transcript for where no kernel runs."""
+        self.transcript.show(self._repr_mimebundle_())
 
     def __repr__(self) -> str:
         if self.unavailable:
@@ -320,6 +328,7 @@ class ChatUI(widgets.VBox):
                 self._turn_queued.clear()
                 self._set_busy(False)
                 self.refresh_sessions()
+                self.transcript.update()
 
         self._worker.submit(job)
 
@@ -425,6 +434,7 @@ class ChatUI(widgets.VBox):
         if self.conversation.read_only:
             self.notice(self.conversation.session.read_only_reason)
         self._update_meter()
+        self.transcript.update()
 
     def refresh_sessions(self) -> None:
         """Fill the session picker (titles, newest first) and select the current session."""
@@ -483,29 +493,13 @@ def ready_status(settings: Settings) -> str:
 def transcript_factories(
     store: Store, session_id: str, *, card: Card | None = None
 ) -> list[Callable[[], widgets.Widget]]:
-    """Widget factories for the full transcript: archived rows shown, pruned placeholders not.
-
-    Each `compacted` row is matched with its compaction record by order: summaries are made
-    one at a time and each inserts exactly one `compacted` row (a higher row id each time).
-    """
-    full = store.load_full(session_id, problems=[])
-    records = [c for c in store.list_compactions(session_id) if c["kind"] in ("summary", "chunked")]
-    # By row id, the order they were made in (an undone one may sit after a later one).
-    made = sorted(s.id for s in full if s.row.role == "compacted")
-    info_of = dict(zip(made, records, strict=False))
-    # A call's first result row is the original; a later one is a pruned placeholder.
-    originals: dict[str, int] = {}
-    for s in sorted(full, key=lambda s: s.id):
-        if s.row.role == "tool":
-            originals.setdefault(s.row.tool_id, s.id)
-    links = reply_links(store, session_id, full)
+    """Widget factories for the full transcript (`transcript_entries`), each reply followed by
+    its request link; `card` makes the compaction cards (Undo, what was replaced)."""
+    entries = transcript_entries(store, session_id)
+    links = reply_links(store, session_id, [stored for stored, _ in entries])
     factories: list[Callable[[], widgets.Widget]] = []
-    for stored in full:
-        row = stored.row
-        if row.role == "tool" and originals[row.tool_id] != stored.id:
-            continue  # a pruned placeholder (active or undone): its original is shown instead
-        info = info_of.get(stored.id)
-        factories.append(_row_factory(row, info, card))
+    for stored, info in entries:
+        factories.append(_row_factory(stored.row, info, card))
         factories.extend([links[stored.id]] if stored.id in links else [])
     return factories
 

@@ -35,7 +35,7 @@ from nbchat.llm.stream import ReasoningDelta, TextDelta
 from nbchat.ui.cards import Collapsible, row_widget, tool_result_widget
 from nbchat.ui.inspector import RequestLink
 from nbchat.ui.messages import MessageList, StreamingText
-from nbchat.ui.render import render_notice
+from nbchat.ui.render import render_label, render_notice
 
 __all__ = ["ContextMeter", "EventView"]
 
@@ -55,10 +55,10 @@ class ContextMeter(widgets.HTML):
         self.value = (
             f'<div class="nbchat-meter" title="{tokens:,} of {threshold:,} tokens ({kind}); '
             f'compaction at {trigger:,}" style="position:relative;width:140px;height:8px;'
-            f'background:var(--jp-layout-color3,#ddd);display:inline-block">'
+            f'background:var(--jp-layout-color3,rgba(127,127,127,0.25));display:inline-block">'
             f'<div style="width:{share:.1f}%;height:100%;background:{colour}"></div>'
             f'<div style="position:absolute;left:{mark:.1f}%;top:-2px;width:2px;height:12px;'
-            f'background:var(--jp-ui-font-color1,#333)"></div></div>'
+            f'background:var(--jp-ui-font-color1,currentColor)"></div></div>'
             f'<span style="font-size:11px;margin-left:6px">{_short(tokens)} / {_short(threshold)}'
             "</span>"
         )
@@ -108,7 +108,7 @@ class EventView:
 
     def set_status(self, text: str, *, error: bool = False) -> None:
         self.status_text = text
-        colour = "var(--jp-error-color1,#d32f2f)" if error else "var(--jp-ui-font-color2,#666)"
+        colour = "var(--jp-error-color1,#d32f2f)" if error else "var(--jp-ui-font-color2,inherit)"
         self.status.value = (
             f'<span style="font-size:12px;color:{colour}">{html.escape(text)}</span>'
         )
@@ -164,7 +164,7 @@ class EventView:
         live = self._live or _Live()
         self._live = live
         if live.reply is None:
-            live.reply = StreamingText(max_rate=self.max_rate)
+            live.reply = StreamingText(max_rate=self.max_rate, label=render_label("assistant"))
             live.reply.box.add_class("nbchat-assistant")
             self.messages.add(live.reply.box)
         live.reply.append(event.text)
@@ -204,12 +204,7 @@ class EventView:
         self.update_meter()
 
     def _on_usage_reported(self, event: UsageReported) -> None:
-        self._usage = event
-        if event.completion_tokens and event.duration > 0:
-            rate = event.completion_tokens / event.duration
-            self.set_status(
-                f"{event.completion_tokens} tokens · {rate:.1f} tok/s · {event.duration:.1f} s"
-            )
+        self._usage = event  # shown once, under the reply (`_add_footer`), not in the status
         self.update_meter()
 
     def _add_footer(self) -> None:
@@ -272,7 +267,7 @@ class EventView:
         self._finish_live()
         if event.stopped:
             self.set_status("stopped")
-        elif "tok/s" not in self.status.value:
+        else:
             self.set_status("ready")
         self.update_meter()
 
