@@ -28,6 +28,7 @@ from dataclasses import replace
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
+from nbchat.compaction.cacheform import RequestShape, cache_request
 from nbchat.compaction.facts import facts_of, previous_summary, render_facts
 from nbchat.compaction.latest import latest_instruction, render_latest
 from nbchat.compaction.prompts import SummaryFormat, to_blocks
@@ -62,6 +63,8 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 DEFAULT_SUMMARY_FORMAT: SummaryFormat = "json"
+# A checkpoint's usual size under its section budgets (the code-computed facts come on top).
+CHECKPOINT_TOKENS = 400
 
 HistoryLike = History | Sequence[Sequence[str]]
 
@@ -121,6 +124,9 @@ class CompactionEngine:
         )
         _validate(self)
         self._overhead: tuple[str, tuple[Mapping[str, Any], ...], int] | None = None
+        # The chat's last request (set by the conversation): the summary is then asked as its
+        # continuation, inside the server's prompt cache (`nbchat.compaction.cacheform`).
+        self.request_shape: RequestShape | None = None
 
     @classmethod
     def from_settings(
@@ -279,9 +285,12 @@ class CompactionEngine:
         return 0 < len(rows) <= self.tail_messages + 1 and rows[0][0] == "compacted"
 
     def _keep_budget(self) -> int:
-        """How many tokens a tail may keep when over the trigger: room is left for the summary."""
-        allowance = min(2 * self.summary_max_tokens, self.trigger // 2)
-        return max(0, self.trigger - self.overhead_tokens - allowance)
+        """How many tokens a tail may keep when over the trigger: the request after a compaction
+        should stand at about half the trigger (so at most half the threshold), system prompt,
+        tool schemas and a checkpoint of the usual size included, so that the next compaction
+        is many turns away. (`_split` then takes the facts and the carried message off too.)"""
+        checkpoint = min(self.summary_max_tokens, CHECKPOINT_TOKENS)
+        return max(0, self.trigger // 2 - self.overhead_tokens - checkpoint)
 
     def _prune(
         self, rows: list[Row], estimates: list[int], before: int
@@ -323,7 +332,7 @@ class CompactionEngine:
         cancel: threading.Event | None = None,
     ) -> CompactionResult:
         """Summarise `rows[:split]` (facts read from `original`, the rows before pruning)."""
-        split = self._split(rows, estimates, over=over)
+        split = self._split(rows, estimates, original=original, over=over)
         if split is None:
             reason = "fewer than two rows before the kept tail"
             return CompactionResult.unchanged(rows, measured, reason)
@@ -334,15 +343,7 @@ class CompactionEngine:
         if kept + sum(estimates[split.start :]) >= sum(estimates):
             reason = "a summary would not shrink the history"
             return CompactionResult.unchanged(rows, measured, reason)
-        said = self._writer().write(
-            to_blocks(original[: split.start]),
-            previous=previous_summary(rows[: split.start]),
-            max_tokens=self.summary_max_tokens,
-            fmt=self.summary_format,
-            instruction=self.summary_prompt,
-            focus=focus,
-            cancel=cancel,
-        )
+        said = self._write(original, rows, start=split.start, focus=focus, cancel=cancel)
         if said.cancelled:
             return self._with_usage(CompactionResult.unchanged(rows, measured, "cancelled"), said)
         blocks = (said.text, facts, carried)
@@ -354,17 +355,60 @@ class CompactionEngine:
         layer: Layer = ("chunked" if said.chunks > 1 else "summary") if result.changed else "none"
         return self._with_usage(replace(result, layer=layer), said)
 
-    def _split(self, rows: list[Row], estimates: list[int], *, over: bool) -> Split | None:
-        """Where to cut. A cut that takes the user's latest message carries it whole in the
-        summary row, so the tail gets the budget that is left beside it."""
+    def _write(
+        self,
+        original: list[Row],
+        rows: list[Row],
+        *,
+        start: int,
+        focus: str | None,
+        cancel: threading.Event | None,
+    ) -> Digest:
+        """Ask for the summary of `original[:start]`: in the cache form when it applies (the
+        rows exactly as the chat sent them), else as a transcript (chunked when needed)."""
+        writer = self._writer()
+        messages = None
+        if self.summary_format == "json" and writer.sends_prefix:
+            messages = cache_request(
+                original[:start],
+                self.request_shape,
+                model=writer.model_name,
+                window=writer.window,
+                reply_tokens=min(self.summary_max_tokens, writer.window // 4),
+                instruction=self.summary_prompt,
+                focus=focus,
+            )
+        if messages is not None and self.request_shape is not None:
+            tools = self.request_shape.tools
+            return writer.write_cached(
+                messages, tools=tools, max_tokens=self.summary_max_tokens, cancel=cancel
+            )
+        return writer.write(
+            to_blocks(original[:start]),
+            previous=previous_summary(rows[:start]),
+            max_tokens=self.summary_max_tokens,
+            fmt=self.summary_format,
+            instruction=self.summary_prompt,
+            focus=focus,
+            cancel=cancel,
+        )
+
+    def _split(
+        self, rows: list[Row], estimates: list[int], *, original: list[Row], over: bool
+    ) -> Split | None:
+        """Where to cut. The summary row also carries the recorded facts and, when the cut
+        takes the user's latest message, that message whole, so the tail gets the budget that
+        is left beside them."""
         budget = self._keep_budget()
         split = choose_split(
             rows, estimates, tail_messages=self.tail_messages, budget=budget, over_trigger=over
         )
-        latest = latest_instruction(rows, split.start) if split is not None else ""
-        if not latest:
+        if split is None or not over:
             return split
-        budget = max(0, budget - estimate_tokens(render_latest(latest)))
+        latest = latest_instruction(rows, split.start)
+        carried = estimate_tokens(render_latest(latest)) if latest else 0
+        facts = estimate_tokens(render_facts(facts_of(original[: split.start])))
+        budget = max(0, budget - carried - facts)
         narrower = choose_split(
             rows, estimates, tail_messages=self.tail_messages, budget=budget, over_trigger=over
         )
@@ -379,6 +423,8 @@ class CompactionEngine:
             requests=said.requests,
             cancelled=said.cancelled,
             warnings=said.warnings,
+            cached_tokens=said.cached_tokens,
+            summary_form=said.form if said.requests else "",
         )
 
     def _writer(self) -> SummaryWriter:
