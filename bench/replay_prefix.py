@@ -35,12 +35,12 @@ def flatten(body: dict[str, Any]) -> str:
     return "\n".join(parts)
 
 
-def computed_tokens(bodies: Sequence[dict[str, Any]]) -> int:
-    """The tokens beyond each request's common prefix with the one before it, summed."""
-    total, previous = 0, ""
+def computed_tokens(bodies: Sequence[dict[str, Any]]) -> list[int]:
+    """Each request's tokens beyond its common prefix with the request before it."""
+    counts, previous = [], ""
     for body in bodies:
         text = flatten(body)
         shared = len(os.path.commonprefix([previous, text]))
-        total += (len(text) - shared) // CHARS_PER_TOKEN
+        counts.append((len(text) - shared) // CHARS_PER_TOKEN)
         previous = text
-    return total
+    return counts

@@ -68,6 +68,7 @@ class ReplayRun:
     layers: Counter[str] = field(default_factory=Counter)
     stored_compactions: int = 0
     computed: int = 0  # tokens beyond each request's common prefix with the one before
+    summary_computed: int = 0  # the same, of the summariser's requests only
 
     @property
     def total(self) -> int:
@@ -114,7 +115,11 @@ def run_replay(threshold: int, workdir: Path, *, summary_model: str = "") -> Rep
 
 
 def measure_requests(run: ReplayRun, bodies: Sequence[dict[str, Any]]) -> None:
-    run.computed = computed_tokens(bodies)
+    counts = computed_tokens(bodies)
+    run.computed = sum(counts)
+    run.summary_computed = sum(
+        n for n, b in zip(counts, bodies, strict=True) if is_summary_request(b)
+    )
     for body in bodies:
         tokens = count_prompt_tokens(body)
         if is_summary_request(body):
@@ -187,7 +192,14 @@ def count_figures(plain: ReplayRun, compacted: ReplayRun) -> list[Figure]:
 def cache_figures(plain: ReplayRun, cached: ReplayRun, transcript: ReplayRun) -> list[Figure]:
     """What a prefix-caching server computes: the cache form against the transcript form."""
     share = cached.computed / max(1, transcript.computed)
+    summary_share = cached.summary_computed / max(1, transcript.summary_computed)
     return [
+        Figure(
+            "replay: of which the summariser's requests",
+            f"{cached.summary_computed:,}",
+            f"{transcript.summary_computed:,} transcript form",
+            f"{summary_share:.3f}",
+        ),
         Figure(
             "replay: prompt tokens a prefix cache computes, cache form (summariser counted)",
             f"{cached.computed:,}",
@@ -195,7 +207,7 @@ def cache_figures(plain: ReplayRun, cached: ReplayRun, transcript: ReplayRun) ->
             f"{share:.3f}",
             f"<= {TARGET_CACHE_SHARE:.2f}",
             share <= TARGET_CACHE_SHARE,
-        )
+        ),
     ]
 
 

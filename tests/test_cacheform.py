@@ -21,7 +21,12 @@ import pytest
 from fakeserver import FakeServer, Reply
 from helpers import Script, is_summary_request, run
 
-from nbchat.compaction.cacheform import CACHE_INSTRUCTION, RequestShape, build_cache_request
+from nbchat.compaction.cacheform import (
+    CACHE_INSTRUCTION,
+    RequestShape,
+    build_cache_request,
+    cache_prefix_end,
+)
 from nbchat.compaction.engine import CompactionEngine
 from nbchat.compaction.modelsummariser import OpenAISummariser
 from nbchat.compaction.prompts import ITEM_CHARS, RESPONSE_FORMAT, SECTION_ITEMS, parse_reply
@@ -150,7 +155,7 @@ def test_a_separate_summary_model_gets_the_transcript_form(
     assert finished.result.summary_form == "transcript"
 
 
-def test_input_bigger_than_the_summarisers_window_gets_the_chunked_transcript(
+def test_input_bigger_than_the_window_is_asked_in_the_cache_form_then_chunked_updates(
     server: FakeServer,
 ) -> None:
     rows = [Row("user", f"question {i} " + "q" * 1500) for i in range(8)]
@@ -163,11 +168,15 @@ def test_input_bigger_than_the_summarisers_window_gets_the_chunked_transcript(
     )
     engine.request_shape = RequestShape("Be brief.", (), "fake-model")
     result = engine.compact(History(rows))
-    bodies = server.chat_requests()
+    first, *updates = server.chat_requests()
+    assert result.summary_form == "cache+transcript"
     assert result.layer == "chunked"
-    assert result.summary_form == "transcript"
-    assert len(bodies) == result.requests > 1
-    assert all(body["messages"][1]["content"].startswith("<conversation>") for body in bodies)
+    assert first["messages"][:-1] == build_messages(rows[:2], "Be brief.")
+    assert first["messages"][-1]["content"].startswith(CACHE_INSTRUCTION)
+    assert len(updates) == result.requests - 1 > 1
+    for body in updates:
+        assert body["messages"][1]["content"].startswith("<conversation>\n[")
+        assert "<previous-summary>" in body["messages"][1]["content"]
 
 
 def test_the_cache_form_is_the_chats_messages_plus_one_instruction() -> None:
@@ -327,3 +336,15 @@ def test_the_embedded_server_serves_the_cache_form_from_its_cache(home: Path) ->
     assert chat.usage is not None
     assert reply.cached_tokens is not None and reply.cached_tokens > 0
     assert reply.prompt_tokens > reply.cached_tokens
+
+
+def test_a_history_changed_since_the_last_request_is_summarised_as_a_transcript() -> None:
+    rows = [Row("user", "read it"), Row("assistant", "x" * 3000), Row("user", "and now")]
+    sent = build_messages(rows, "S.")
+    shape = RequestShape("S.", (), "m", tuple(sent))
+    assert cache_prefix_end(rows, shape, model="m", window=8192, reply_tokens=100) == 3
+    archived = [rows[0], Row("assistant", "[Archived output]"), rows[2]]
+    assert cache_prefix_end(archived, shape, model="m", window=8192, reply_tokens=100) == 0
+    unknown = RequestShape("S.", (), "m")
+    assert cache_prefix_end(archived, unknown, model="m", window=8192, reply_tokens=100) == 3
+    assert cache_prefix_end(rows, shape, model="other", window=8192, reply_tokens=100) == 0

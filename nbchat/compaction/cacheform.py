@@ -11,35 +11,45 @@ JSON schema, so even a 0.5B model writes the checkpoint instead of continuing th
 
 `RequestShape` is what the conversation hands the engine about its last request (the system
 prompt, the tools it offered, the model); the engine uses this form only when the summary model
-is that model and the request fits the summariser's window, and the transcript form otherwise
-(a separate summary model, input that needs chunks).
+is that model; the transcript form otherwise (a separate summary model). Rows too many for the
+window are cut where a tail could start: the longest prefix that fits goes in the cache form,
+the rest is added in the transcript form as an update of that checkpoint.
 
 Pure: no I/O.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from itertools import accumulate
 from typing import Any
 
-from nbchat.compaction.prompts import FOCUS_PROMPT, json_format
+from nbchat.compaction.prompts import FOCUS_PROMPT, PROMPT_ITEMS, PROMPT_WORDS
+from nbchat.compaction.split import is_cut_point
 from nbchat.history import Message, Row, build_messages, estimate_tokens, request_overhead_tokens
 
 __all__ = [
     "CACHE_INSTRUCTION",
     "RequestShape",
     "build_cache_request",
-    "cache_request",
+    "cache_prefix_end",
     "cache_request_tokens",
 ]
 
 CACHE_INSTRUCTION = (
-    "STOP. Do not answer, continue the conversation above, or call tools. This message is not "
-    "from the user: it asks you for a checkpoint of the conversation above (and of the "
-    "summary in the system message, if there is one) for an assistant who will continue the "
-    "work. The goal is what the USER asked for in their messages above. Say what was done, "
-    "what was decided and what comes next."
+    "STOP. Do not answer or call tools: this message is not the user's. Write a checkpoint of "
+    "the conversation above (with the summary in the system message, if any) for an assistant "
+    "who will continue it: the user's goal, from their messages; what was done and decided; "
+    "what comes next."
+)
+# Shorter than the transcript form's JSON_FORMAT: the schema itself holds the keys and budgets,
+# and every token here is one the server computes (the rest comes from its cache).
+CACHE_FORMAT = (
+    'Reply with the JSON object only: "goal" (one sentence), then short lists "constraints", '
+    '"done", "in_progress", "blocked", "decisions", "next_steps", "critical_context" ([] when '
+    f"empty), at most {PROMPT_ITEMS} items each, under {PROMPT_WORDS} words each."
 )
 MARGIN = 20  # 1/MARGIN of the window: len//3 is a guess
 
@@ -52,6 +62,7 @@ class RequestShape:
     system_prompt: str
     tools: tuple[Mapping[str, Any], ...] = ()
     model: str = ""
+    messages: tuple[Message, ...] = field(default=(), compare=False)  # as sent; () unknown
 
 
 def build_cache_request(
@@ -63,7 +74,7 @@ def build_cache_request(
 ) -> list[Message]:
     """The chat's messages for `rows` (its request's start, unchanged) plus the instruction."""
     messages = build_messages(rows, shape.system_prompt)
-    parts = [instruction or CACHE_INSTRUCTION, json_format()]
+    parts = [instruction or CACHE_INSTRUCTION, CACHE_FORMAT]
     if focus:
         parts.append(FOCUS_PROMPT.format(focus=focus))
     messages.append({"role": "user", "content": "\n\n".join(parts)})
@@ -73,7 +84,7 @@ def build_cache_request(
 def cache_request_tokens(rows_tokens: int, shape: RequestShape, *, reply_tokens: int) -> int:
     """The estimated window a cache-form request needs: prompt, instruction and reply."""
     overhead = request_overhead_tokens(shape.system_prompt, shape.tools)
-    instruction = estimate_tokens(CACHE_INSTRUCTION) + estimate_tokens(json_format())
+    instruction = estimate_tokens(CACHE_INSTRUCTION) + estimate_tokens(CACHE_FORMAT)
     return overhead + rows_tokens + instruction + reply_tokens
 
 
@@ -82,21 +93,40 @@ def fits_window(tokens: int, window: int) -> bool:
     return tokens <= window - window // MARGIN
 
 
-def cache_request(
+def cache_prefix_end(
     rows: Sequence[Row],
     shape: RequestShape | None,
     *,
     model: str,
     window: int,
     reply_tokens: int,
-    instruction: str | None = None,
-    focus: str | None = None,
-) -> list[Message] | None:
-    """The cache-form request for summarising `rows`, or None when the transcript form must be
-    used: no shape known, another summary model than the chat's, or too big for the window."""
+) -> int:
+    """How many of `rows` to summarise in the cache form: all of them when the request fits the
+    window, else the longest prefix that fits and ends where a tail could start (never between
+    a call and its results); the rest then goes to the transcript form as an update. 0: no
+    cache form (no shape known, another summary model, or not even two rows fit)."""
     if shape is None or (shape.model and model and shape.model != model):
-        return None
-    rows_tokens = sum(estimate_tokens(row) for row in rows)
-    if not fits_window(cache_request_tokens(rows_tokens, shape, reply_tokens=reply_tokens), window):
-        return None
-    return build_cache_request(rows, shape, instruction=instruction, focus=focus)
+        return 0
+    fixed = cache_request_tokens(0, shape, reply_tokens=reply_tokens)
+    prefix = list(accumulate((estimate_tokens(row) for row in rows), initial=0))
+    for end in range(len(rows), 1, -1):
+        safe = end == len(rows) or is_cut_point(rows, end)
+        if safe and fits_window(fixed + prefix[end], window):
+            return end if is_mostly_cached(rows[:end], shape) else 0
+    return 0
+
+
+def is_mostly_cached(rows: Sequence[Row], shape: RequestShape) -> bool:
+    """Whether at least half of the chat's messages for `rows` open the request it last sent
+    (so the server's cache holds them). A history changed since (old tool outputs archived
+    behind placeholders) is cheaper to summarise as a transcript, which trims long outputs."""
+    if not shape.messages:
+        return True  # not known: the conversation sends before it compacts
+    built = build_messages(rows, shape.system_prompt)
+    sizes = [len(json.dumps(message)) for message in built]
+    shared = 0
+    for mine, sent in zip(built, shape.messages, strict=False):
+        if mine != sent:
+            break
+        shared += 1
+    return 2 * sum(sizes[:shared]) >= sum(sizes)

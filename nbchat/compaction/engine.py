@@ -28,7 +28,7 @@ from dataclasses import replace
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
-from nbchat.compaction.cacheform import RequestShape, cache_request
+from nbchat.compaction.cacheform import RequestShape, build_cache_request, cache_prefix_end
 from nbchat.compaction.facts import facts_of, previous_summary, render_facts
 from nbchat.compaction.latest import latest_instruction, render_latest
 from nbchat.compaction.prompts import SummaryFormat, to_blocks
@@ -36,7 +36,7 @@ from nbchat.compaction.prune import apply_replacements, find_prunable, protected
 from nbchat.compaction.result import CompactionResult, CompactionStore, Layer, apply_compaction
 from nbchat.compaction.split import Split, choose_split
 from nbchat.compaction.summariser import Summariser
-from nbchat.compaction.writer import Digest, SummaryWriter
+from nbchat.compaction.writer import Digest, SummaryWriter, joined
 from nbchat.config import DEFAULT_SUMMARY_MAX_TOKENS, DEFAULT_TRIGGER_FACTOR
 from nbchat.history import (
     History,
@@ -367,31 +367,36 @@ class CompactionEngine:
         """Ask for the summary of `original[:start]`: in the cache form when it applies (the
         rows exactly as the chat sent them), else as a transcript (chunked when needed)."""
         writer = self._writer()
-        messages = None
+        end = 0
         if self.summary_format == "json" and writer.sends_prefix:
-            messages = cache_request(
-                original[:start],
-                self.request_shape,
-                model=writer.model_name,
-                window=writer.window,
-                reply_tokens=min(self.summary_max_tokens, writer.window // 4),
-                instruction=self.summary_prompt,
-                focus=focus,
+            # The chat's requests, up to the threshold, went to this server: its window is at
+            # least that big, whatever a server without /props lets the writer guess.
+            window = max(writer.window, self.threshold)
+            reply = min(self.summary_max_tokens, window // 4)
+            shape = self.request_shape
+            end = cache_prefix_end(
+                original[:start], shape, model=writer.model_name, window=window, reply_tokens=reply
             )
-        if messages is not None and self.request_shape is not None:
-            tools = self.request_shape.tools
-            return writer.write_cached(
-                messages, tools=tools, max_tokens=self.summary_max_tokens, cancel=cancel
+        said = Digest()
+        if end and self.request_shape is not None:
+            messages = build_cache_request(
+                original[:end], self.request_shape, instruction=self.summary_prompt, focus=focus
             )
-        return writer.write(
-            to_blocks(original[:start]),
-            previous=previous_summary(rows[:start]),
+            said = writer.write_cached(
+                messages, tools=self.request_shape.tools, max_tokens=reply, cancel=cancel
+            )
+            if end == start or said.cancelled:
+                return said
+        rest = writer.write(
+            to_blocks(original[end:start]),
+            previous=said.text or previous_summary(rows[:start]),
             max_tokens=self.summary_max_tokens,
             fmt=self.summary_format,
             instruction=self.summary_prompt,
             focus=focus,
             cancel=cancel,
         )
+        return joined(said, rest)
 
     def _split(
         self, rows: list[Row], estimates: list[int], *, original: list[Row], over: bool

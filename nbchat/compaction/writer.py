@@ -45,6 +45,7 @@ if TYPE_CHECKING:
 __all__ = [
     "Digest",
     "SummaryWriter",
+    "joined",
     "write_digest",
 ]
 
@@ -290,3 +291,21 @@ def _read_reply(digest: Digest, reply: SummaryReply, *, cancelled: bool) -> Dige
     if reply.finish_reason == "length":
         warnings.append("the summary was cut at its max_tokens")
     return replace(counted, text=checkpoint.text, warnings=tuple(dict.fromkeys(warnings)))
+
+
+def joined(first: Digest, then: Digest) -> Digest:
+    """`then` (which updated `first`'s text) with both digests' usage and warnings; its form
+    says "cache+transcript" when the first was asked in the cache form."""
+    if not first.requests:
+        return then
+    cached = [d.cached_tokens for d in (first, then) if d.cached_tokens is not None]
+    return replace(
+        then,
+        prompt_tokens=first.prompt_tokens + then.prompt_tokens,
+        completion_tokens=first.completion_tokens + then.completion_tokens,
+        requests=first.requests + then.requests,
+        chunks=first.chunks + then.chunks,
+        cached_tokens=sum(cached) if cached else None,
+        warnings=tuple(dict.fromkeys(first.warnings + then.warnings)),
+        form=f"{first.form}+{then.form}",
+    )

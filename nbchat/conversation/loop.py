@@ -363,8 +363,8 @@ class Conversation:
         messages = build_messages(self.history.rows, self.settings.system_prompt)
         tools = self._offered_tools(tool_choice)
         # A summary is then asked as this request's continuation, in the server's cache.
-        shape = RequestShape(self.settings.system_prompt, tuple(tools), self.settings.model)
-        self.engine.request_shape = shape
+        system, model = self.settings.system_prompt, self.settings.model
+        self.engine.request_shape = RequestShape(system, tuple(tools), model, tuple(messages))
         try:
             for event in stream_chat(
                 self.budget.connect().client,
