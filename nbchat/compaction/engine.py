@@ -367,7 +367,7 @@ class CompactionEngine:
         """Ask for the summary of `original[:start]`: in the cache form when it applies (the
         rows exactly as the chat sent them), else as a transcript (chunked when needed)."""
         writer = self._writer()
-        end = 0
+        end, reply = 0, self.summary_max_tokens
         if self.summary_format == "json" and writer.sends_prefix:
             # The chat's requests, up to the threshold, went to this server: its window is at
             # least that big, whatever a server without /props lets the writer guess.
