@@ -110,7 +110,9 @@ def test_tokenize_ratio_runs_on_smollm(monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.mark.slow
 @pytest.mark.model
 def test_compaction_model_runs_on_smollm(monkeypatch: pytest.MonkeyPatch) -> None:
-    module = load("compaction_model", monkeypatch, MODEL="smollm", SIZES=(2_000,), N_CTX=8_192)
+    module = load(
+        "compaction_model", monkeypatch, MODEL="smollm", SIZES=(2_000,), N_CTX=8_192, tools=tuple
+    )
     rows = module.main()
     assert_table_rows(rows)
     assert len(rows) == 4  # the server start, the history in both forms, the forms' ratio

@@ -110,9 +110,9 @@ JSON_KEY_SECTION = {
 }
 # Each model-written section's budget (items, characters an item): the schema enforces it on
 # servers that honour it (llama.cpp turns it into a grammar), `parse_reply` cuts what exceeds
-# it elsewhere. Worst case about 650 tokens, so a checkpoint never reaches the reply's cap.
+# it elsewhere. Worst case about 850 tokens, so a checkpoint never reaches the 1,024-token cap.
 GOAL_CHARS = 240
-ITEM_CHARS = 100
+ITEM_CHARS = 140
 SECTION_ITEMS = {
     "constraints": 3,
     "done": 4,

@@ -53,6 +53,9 @@ log = logging.getLogger(__name__)
 
 DEFAULT_SUMMARISER_CONTEXT = DEFAULT_N_CTX  # the embedded server's window, when none is known
 MIN_CHUNK_TOKENS = 256
+# A model that ignored the schema's budgets: noted in the result, logged below WARNING (a
+# notebook shows WARNING records as stderr output).
+OVER_BUDGET = "the summary's section(s)"
 NOTHING_SAID = "(The earlier rows held only the assistant's reasoning.)"
 
 
@@ -152,8 +155,7 @@ class SummaryWriter:
                 f"The summariser failed with {type(exc).__name__}: {exc}. The history was left "
                 "as it was; compact again, or set another summary_model if it keeps failing."
             ) from exc
-        for warning in digest.warnings:
-            log.warning("compaction: %s", warning)
+        _log_warnings(digest)
         return digest
 
     def write_cached(
@@ -184,8 +186,7 @@ class SummaryWriter:
             )
         except NbchatError as exc:
             raise self._learn_from(exc) from exc
-        for warning in digest.warnings:
-            log.warning("compaction: %s", warning)
+        _log_warnings(digest)
         return digest
 
     @property
@@ -287,7 +288,7 @@ def _read_reply(digest: Digest, reply: SummaryReply, *, cancelled: bool) -> Dige
         warnings.append(f"the summary lacks section(s) {missing}; the recorded facts stand in")
     if checkpoint.over_budget:
         over = ", ".join(checkpoint.over_budget)
-        warnings.append(f"the summary's section(s) {over} were over their budget and were cut")
+        warnings.append(f"{OVER_BUDGET} {over} were over their budget and were cut")
     if reply.finish_reason == "length":
         warnings.append("the summary was cut at its max_tokens")
     return replace(counted, text=checkpoint.text, warnings=tuple(dict.fromkeys(warnings)))
@@ -309,3 +310,9 @@ def joined(first: Digest, then: Digest) -> Digest:
         warnings=tuple(dict.fromkeys(first.warnings + then.warnings)),
         form=f"{first.form}+{then.form}",
     )
+
+
+def _log_warnings(digest: Digest) -> None:
+    for warning in digest.warnings:
+        level = logging.INFO if warning.startswith(OVER_BUDGET) else logging.WARNING
+        log.log(level, "compaction: %s", warning)
