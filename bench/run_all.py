@@ -35,6 +35,7 @@ BENCHMARKS = (
     "schema_tokens",
     "notebook_tools",
     "compaction_model",
+    "checkpoint_stability",
 )
 OVERHEAD_TARGET = 0.01  # issue 3: the incremental check at least 100x faster at 100k rows
 FLAT_TARGET = 2.0  # ... and not growing with history length (100k vs 1k rows)

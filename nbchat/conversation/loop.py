@@ -23,6 +23,7 @@ from typing import Any
 
 import openai
 
+from nbchat.compaction.cacheform import RequestShape
 from nbchat.compaction.engine import CompactionEngine
 from nbchat.compaction.result import CompactionResult
 from nbchat.compaction.summariser import Summariser
@@ -380,12 +381,16 @@ class Conversation:
         """Stream one reply; a failure keeps what arrived (as complete rows), then raises."""
         reply = StreamedReply(request_rows=len(self.history))
         messages = build_messages(self.history.rows, self.settings.system_prompt)
+        tools = self._offered_tools(tool_choice)
+        # A summary is then asked as this request's continuation, in the server's cache.
+        system, model = self.settings.system_prompt, self.settings.model
+        self.engine.request_shape = RequestShape(system, tuple(tools), model, tuple(messages))
         try:
             for event in stream_chat(
                 self.budget.connect().client,
                 messages,
                 model=self.settings.model,
-                tools=self._offered_tools(tool_choice),
+                tools=tools,
                 max_tokens=self.settings.max_tokens,
                 temperature=self.settings.reply_temperature(),
                 stop=stop,
