@@ -14,6 +14,8 @@ first needed).
 - `compact(history, ...)`: the layered path the conversation loop uses: prune old tool
   outputs; stop there if that lands under the trigger; else summarise (in chunks when the input
   exceeds the summariser's window). Returns a `CompactionResult` with everything measurable.
+- `compact_prepared(history, prepared)`: what `compact` would do now, from a summary prepared
+  earlier in the background (`nbchat.compaction.reuse`); only rows added since are summarised.
 - `apply_compaction(store, ...)`: writes a result in one store transaction (archive, never
   delete), through a small protocol so this module never imports `nbchat.store.store`.
 """
@@ -33,6 +35,7 @@ from nbchat.compaction.latest import latest_instruction, render_latest
 from nbchat.compaction.prompts import SummaryFormat, to_blocks
 from nbchat.compaction.prune import apply_replacements, find_prunable, protected_start
 from nbchat.compaction.result import CompactionResult, CompactionStore, Layer, apply_compaction
+from nbchat.compaction.reuse import model_text, summary_row_for, with_kept_placeholders
 from nbchat.compaction.split import Split, choose_split
 from nbchat.compaction.summariser import Summariser
 from nbchat.compaction.writer import Digest, SummaryWriter
@@ -392,6 +395,71 @@ class CompactionEngine:
                 window=self._window,
             )
         return self._summary_writer
+
+    def compact_prepared(
+        self,
+        history: HistoryLike,
+        prepared: CompactionResult,
+        *,
+        force: bool = False,
+        cancel: threading.Event | None = None,
+    ) -> CompactionResult | None:
+        """`compact(history)` reusing `prepared`: a forced compaction, made earlier, of this
+        history's first `prepared.rows_summarised` rows (the caller checks they are unchanged).
+
+        When the summary would now replace exactly those rows, it is rebuilt at once, with no
+        model call; when it would replace more, only the rows added since are sent, to update
+        the prepared summary. None when `prepared` cannot serve (unforced: under the trigger,
+        or the prune layer is enough; or the cut now falls before what it covers): compact as
+        usual then.
+        """
+        started = time.monotonic()
+        rows, estimates = _rows_and_estimates(history)
+        before = self.context_tokens(history)
+        under = not force and before < self.trigger
+        if under or prepared.summary_row is None or self._is_settled(rows):
+            return None
+        pruned, pruned_estimates = self._prune(rows, estimates, before)
+        split = self._split(list(pruned.rows), pruned_estimates, over=True)
+        covered = prepared.rows_summarised
+        enough = not force and pruned.changed and pruned.tokens_after < self.trigger
+        if enough or split is None or split.start < covered:
+            return None
+        said = Digest(text=model_text(prepared))
+        if split.start > covered:
+            said = self._writer().write(
+                to_blocks(rows[covered : split.start]),
+                previous=said.text,
+                max_tokens=self.summary_max_tokens,
+                fmt=self.summary_format,
+                instruction=self.summary_prompt,
+                cancel=cancel,
+            )
+        if said.cancelled:
+            return self._with_usage(CompactionResult.unchanged(rows, before, "cancelled"), said)
+        row = summary_row_for(said.text, rows, list(pruned.rows), split)
+        result = CompactionResult.summarised(
+            pruned.rows,
+            pruned_estimates,
+            row,
+            start=split.start,
+            rule=split.rule,
+            measured=pruned.tokens_after,
+        )
+        if not result.changed:
+            return None
+        result = with_kept_placeholders(
+            result, pruned, estimates=estimates, pruned_estimates=pruned_estimates
+        )
+        # The summary's cost is the prepared one plus the update's, if any.
+        return replace(
+            self._with_usage(result, said),
+            model=prepared.model or self._writer().model_name,
+            prompt_tokens=prepared.prompt_tokens + said.prompt_tokens,
+            completion_tokens=prepared.completion_tokens + said.completion_tokens,
+            requests=prepared.requests + said.requests,
+            duration=time.monotonic() - started,
+        )
 
 
 def _pick(value: Any, settings: Settings | None, *, name: str, default: Any) -> Any:
