@@ -42,6 +42,7 @@ from nbchat.conversation.events import (
     ToolStarted,
     UsageReported,
 )
+from nbchat.conversation.prepare import CheckpointPreparer, Situation, situation_of
 from nbchat.conversation.session import Session
 from nbchat.conversation.turn import FailureGuard, Round, StreamedReply
 from nbchat.conversation.warmup import PromptWarmer
@@ -54,7 +55,7 @@ from nbchat.errors import (
 )
 from nbchat.history import History, Row, ToolCall, build_messages, context_tokens
 from nbchat.llm.client import stream_chat
-from nbchat.llm.endpoint import Connection
+from nbchat.llm.endpoint import LOCAL, Connection, destination_of
 from nbchat.llm.stream import ReasoningDelta, TextDelta
 from nbchat.store.store import Store
 from nbchat.tools import ApprovalRequest, ToolExecutor, ToolRegistry, default_registry
@@ -100,6 +101,7 @@ class Conversation:
         self.tools.register(archived_output_tool(self.session))
         self._lock = threading.Lock()  # one turn at a time
         self._warmer = PromptWarmer()
+        self.preparer = CheckpointPreparer(settings.prepare_mark)
         if session_id is not None:
             self.session.open(session_id)
 
@@ -156,16 +158,42 @@ class Conversation:
             threading.Thread(target=self.warm_up, name="nbchat-warm-up", daemon=True).start()
         return connection
 
-    def warm_up(self) -> None:
+    def warm_up(self, cancel: threading.Event | None = None) -> None:
         """Have the embedded server read this conversation's prompt (system prompt, tools,
         history) into its prompt cache, for each set of tools a request may offer. Each prompt
-        is read once per conversation; other servers are left alone."""
+        is read once per conversation; other servers are left alone. With `cancel` (an idle
+        moment after a compaction) any server on this machine, in requests `cancel` closes."""
         connection = self.budget.connect()
-        if not connection.embedded:
+        if not (connection.embedded or cancel and destination_of(connection.base_url) == LOCAL):
             return
         messages = build_messages(self.history.rows, self.settings.system_prompt)
         messages.append({"role": "user", "content": "Hi"})  # the next turn's opening
-        self._warmer.warm(connection.base_url, self.settings, messages, self.tools.schemas())
+        client, url = connection.client if cancel else None, connection.base_url
+        self._warmer.warm(
+            url, self.settings, messages, self.tools.schemas(), client=client, cancel=cancel
+        )
+
+    def use_idle_moment(
+        self, cancel: threading.Event, notify: Callable[[], None] = lambda: None
+    ) -> None:
+        """What to do while the user reads (a widget calls it when a turn has ended): warm the
+        prefix a compaction just made, then prepare the next compaction (`CheckpointPreparer`).
+        Nothing is written; `cancel` ends it at once; a running turn makes it a no-op."""
+        if not self._lock.acquire(blocking=False):
+            return
+        try:
+            if self.preparer.warm_due and not cancel.is_set():
+                self.preparer.warm_due = False
+                self.warm_up(cancel)
+            self.preparer.prepare(
+                self.history, self.engine, self._situation, cancel=cancel, notify=notify
+            )
+        finally:
+            self._lock.release()
+
+    def _situation(self) -> Situation:
+        tokens = self.context_tokens()
+        return situation_of(self.session, self.settings, self.tools.schemas(), tokens=tokens)
 
     @property
     def engine(self) -> CompactionEngine:
@@ -493,7 +521,9 @@ class Conversation:
         self, reason: str, stop: threading.Event, *, focus: str | None = None, force: bool = False
     ) -> Generator[Event, None, CompactionResult]:
         yield CompactionStarted(reason)
-        result = self.engine.compact(self.history, force=force, focus=focus, cancel=stop)
+        result = self.preparer.compact(
+            self.history, self.engine, self._situation(), force=force, focus=focus, cancel=stop
+        )
         if result.changed:
             self.session.apply(result)
         yield CompactionFinished(result)
