@@ -35,7 +35,12 @@ from nbchat.compaction.latest import latest_instruction, render_latest
 from nbchat.compaction.prompts import SummaryFormat, to_blocks
 from nbchat.compaction.prune import apply_replacements, find_prunable, protected_start
 from nbchat.compaction.result import CompactionResult, CompactionStore, Layer, apply_compaction
-from nbchat.compaction.reuse import model_text, summary_row_for, with_kept_placeholders
+from nbchat.compaction.reuse import (
+    model_text,
+    summary_row_for,
+    with_kept_placeholders,
+    with_prepared_cost,
+)
 from nbchat.compaction.split import Split, choose_split
 from nbchat.compaction.summariser import Summariser
 from nbchat.compaction.writer import Digest, SummaryWriter
@@ -421,20 +426,10 @@ class CompactionEngine:
             return None
         pruned, pruned_estimates = self._prune(rows, estimates, before)
         split = self._split(list(pruned.rows), pruned_estimates, over=True)
-        covered = prepared.rows_summarised
         enough = not force and pruned.changed and pruned.tokens_after < self.trigger
-        if enough or split is None or split.start < covered:
+        if enough or split is None or split.start < prepared.rows_summarised:
             return None
-        said = Digest(text=model_text(prepared))
-        if split.start > covered:
-            said = self._writer().write(
-                to_blocks(rows[covered : split.start]),
-                previous=said.text,
-                max_tokens=self.summary_max_tokens,
-                fmt=self.summary_format,
-                instruction=self.summary_prompt,
-                cancel=cancel,
-            )
+        said = self._update_prepared(rows, prepared, split.start, cancel)
         if said.cancelled:
             return self._with_usage(CompactionResult.unchanged(rows, before, "cancelled"), said)
         row = summary_row_for(said.text, rows, list(pruned.rows), split)
@@ -451,14 +446,27 @@ class CompactionEngine:
         result = with_kept_placeholders(
             result, pruned, estimates=estimates, pruned_estimates=pruned_estimates
         )
-        # The summary's cost is the prepared one plus the update's, if any.
-        return replace(
-            self._with_usage(result, said),
-            model=prepared.model or self._writer().model_name,
-            prompt_tokens=prepared.prompt_tokens + said.prompt_tokens,
-            completion_tokens=prepared.completion_tokens + said.completion_tokens,
-            requests=prepared.requests + said.requests,
-            duration=time.monotonic() - started,
+        result = with_prepared_cost(self._with_usage(result, said), prepared)
+        return replace(result, duration=time.monotonic() - started)
+
+    def _update_prepared(
+        self,
+        rows: list[Row],
+        prepared: CompactionResult,
+        start: int,
+        cancel: threading.Event | None,
+    ) -> Digest:
+        """The prepared summary's text, updated with `rows[covered:start]` when there are any."""
+        said = Digest(text=model_text(prepared))
+        if start == prepared.rows_summarised:
+            return said
+        return self._writer().write(
+            to_blocks(rows[prepared.rows_summarised : start]),
+            previous=said.text,
+            max_tokens=self.summary_max_tokens,
+            fmt=self.summary_format,
+            instruction=self.summary_prompt,
+            cancel=cancel,
         )
 
 

@@ -21,7 +21,7 @@ from nbchat.compaction.result import CompactionResult
 from nbchat.compaction.split import Split
 from nbchat.history import Row
 
-__all__ = ["model_text", "summary_row_for", "with_kept_placeholders"]
+__all__ = ["model_text", "summary_row_for", "with_kept_placeholders", "with_prepared_cost"]
 
 
 def model_text(prepared: CompactionResult) -> str:
@@ -54,4 +54,16 @@ def with_kept_placeholders(
         tokens_before=pruned.tokens_before,
         replacements=MappingProxyType(kept),
         pruned_tokens=sum(estimates[i] - pruned_estimates[i] for i in kept),
+    )
+
+
+def with_prepared_cost(result: CompactionResult, prepared: CompactionResult) -> CompactionResult:
+    """`result` counting the summariser's work spent on `prepared` too: the summary cost that,
+    even if it was paid ahead of time."""
+    return replace(
+        result,
+        model=result.model or prepared.model,
+        prompt_tokens=prepared.prompt_tokens + result.prompt_tokens,
+        completion_tokens=prepared.completion_tokens + result.completion_tokens,
+        requests=prepared.requests + result.requests,
     )

@@ -182,8 +182,7 @@ class Conversation:
         if not self._lock.acquire(blocking=False):
             return
         try:
-            if self.preparer.warm_due and not cancel.is_set():
-                self.preparer.warm_due = False
+            if self.preparer.take_warm(cancel):
                 self.warm_up(cancel)
             self.preparer.prepare(
                 self.history, self.engine, self._situation, cancel=cancel, notify=notify

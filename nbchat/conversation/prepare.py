@@ -100,6 +100,11 @@ class CheckpointPreparer:
     def drop(self) -> None:
         self._prepared = None
 
+    def take_warm(self, cancel: threading.Event) -> bool:
+        """Whether a compaction was applied since the last idle moment (asked once)."""
+        due, self.warm_due = self.warm_due and not cancel.is_set(), False
+        return due
+
     def prepare(
         self,
         history: History,
