@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
+import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -36,10 +37,12 @@ from nbchat.ui import ChatUI
 
 MODEL = "qwen"
 N_CTX = 4_096
-THRESHOLD = 3_000  # trigger 2,250: the system prompt and tools take ~1,000 of it
-MAX_TOKENS = 160  # short replies keep a turn short
-SUMMARY_MAX_TOKENS = 300
-TURNS = 8
+# Trigger 2,100, of which the system prompt and tool schemas take ~1,170: the chat compacts
+# every few turns, and the kept tail (4 rows) still fits beside a 200-token summary.
+THRESHOLD = 2_800
+MAX_TOKENS = 256  # short replies keep the run short
+SUMMARY_MAX_TOKENS = 200
+TURNS = 10
 PAUSE = 20.0
 GOAL = 1.5
 MODES = {"today": 0.0, "after": DEFAULT_PREPARE_MARK}
@@ -62,7 +65,8 @@ QUESTIONS = (
 @dataclass(frozen=True)
 class Turn:
     seconds: float
-    compacted: bool
+    compacted: bool  # during the turn
+    before: bool = False  # in the pause before it (the widget's idle work)
 
 
 def settings_for(home: Path, mode: str, pause: float) -> Settings:
@@ -86,14 +90,18 @@ def chat(home: Path, mode: str, *, turns: int, pause: float) -> list[Turn]:
     ui = ChatUI(settings_for(home, mode, pause))
     measured: list[Turn] = []
     try:
-        ui.wait()  # connected (and the system prompt warmed, as on any first use)
+        ui.send("Hi")  # not measured: the first reply reads the system prompt and tools
+        ui.wait()
         ui.background.wait()
+        done = compactions(ui)
         for number in range(turns):
             before = compactions(ui)
             started = time.monotonic()
             ui.send(QUESTIONS[number % len(QUESTIONS)])
             ui.wait()
-            measured.append(Turn(time.monotonic() - started, compactions(ui) > before))
+            done, idle = compactions(ui), before > done
+            measured.append(Turn(time.monotonic() - started, done > before, idle))
+            print(f"{mode}, {pause:g} s pauses, turn {number + 1}: {measured[-1]}", file=sys.stderr)
             if pause:
                 time.sleep(pause)  # the reader; the widget's idle work runs meanwhile
     finally:
@@ -114,11 +122,13 @@ def stall_of(turns: Sequence[Turn]) -> float:
 
 
 def figure_for(mode: str, pause: float, turns: Sequence[Turn]) -> Figure:
-    times = ", ".join(f"{t.seconds:.0f}{'*' if t.compacted else ''}" for t in turns)
+    times = ", ".join(
+        f"{'+' if t.before else ''}{t.seconds:.0f}{'*' if t.compacted else ''}" for t in turns
+    )
     ratio = stall_of(turns)
     return Figure(
         f"Qwen chat, {len(turns)} turns, {pause:g} s pauses, {mode} (prepare_mark "
-        f"{MODES[mode]:g}): turn seconds (* compacted)",
+        f"{MODES[mode]:g}): turn seconds (* compacted in the turn, + in the pause before it)",
         f"{times}; slowest {max(t.seconds for t in turns):.0f} s",
         f"median {statistics.median(t.seconds for t in turns):.0f} s",
         f"{ratio:.2f}",

@@ -39,7 +39,7 @@ SUMMARY = json.dumps(
         "critical_context": [],
     }
 )
-THRESHOLD = 1500  # trigger 1,125
+THRESHOLD = 3000  # trigger 2,250; the mark at half of it, far from the trigger
 
 
 def question(number: int) -> str:
@@ -85,7 +85,7 @@ def settings(make_settings) -> Settings:  # type: ignore[no-untyped-def]
         context_token_threshold=THRESHOLD,
         system_prompt="Be brief.",
         summary_max_tokens=100,
-        prepare_mark=0.7,
+        prepare_mark=0.5,
         notebook_tools=False,
     )
 
@@ -106,7 +106,7 @@ def past_the_mark(chat: Conversation) -> int:
 
 
 def prepare(chat: Conversation) -> None:
-    chat.use_idle_moment(StopSignal())
+    assert chat.use_idle_moment(StopSignal()) is None  # the trigger is more than a turn away
     assert chat.preparer.state(chat.session_id) == "ready"
 
 
@@ -277,6 +277,27 @@ def test_a_preparation_racing_a_kernel_that_takes_the_session_is_dropped(
     taken[0].close()
 
 
+def test_when_the_next_turn_would_compact_the_idle_moment_applies_it_and_warms_the_prefix(
+    server: FakeServer, script: Server, store: Store, settings: Settings
+) -> None:
+    chat = conversation(server, store, settings)
+    applied = None
+    turns = 0
+    while applied is None:
+        events = run(chat, question(turns))
+        assert not [e for e in events if isinstance(e, CompactionFinished)]
+        turns += 1
+        server.clear()
+        applied = chat.use_idle_moment(StopSignal())
+    assert applied.changed and chat.history.rows == list(applied.rows)
+    assert chat.history.rows[0].role == "compacted"
+    assert store.load_active(str(chat.session_id)) == chat.history.rows
+    warm = [body for body in server.chat_requests() if body.get("max_tokens") == 1]
+    assert len(warm) == 1 and "Learn Python" in str(warm[0]["messages"][0]["content"])
+    sent = summaries_during(script, lambda: run(chat, question(turns)))
+    assert sent == []  # the turn after it starts like any other
+
+
 def test_after_a_compaction_the_idle_moment_warms_the_new_prefix(
     server: FakeServer, script: Server, store: Store, settings: Settings
 ) -> None:
@@ -285,7 +306,7 @@ def test_after_a_compaction_the_idle_moment_warms_the_new_prefix(
     run(chat, trigger_message(chat))
     assert chat.history.rows[0].role == "compacted"
     server.clear()
-    chat.use_idle_moment(StopSignal())
+    assert chat.use_idle_moment(StopSignal()) is None
     warm = [body for body in server.chat_requests() if body.get("max_tokens") == 1]
     assert len(warm) == 1
     expected = chat.history.rows

@@ -175,17 +175,22 @@ class Conversation:
 
     def use_idle_moment(
         self, cancel: threading.Event, notify: Callable[[], None] = lambda: None
-    ) -> None:
-        """What to do while the user reads (a widget calls it when a turn has ended): warm the
-        prefix a compaction just made, then prepare the next compaction (`CheckpointPreparer`).
-        Nothing is written; `cancel` ends it at once; a running turn makes it a no-op."""
+    ) -> CompactionResult | None:
+        """What to do while the user reads (a widget calls it when a turn has ended; see
+        `CheckpointPreparer.use_idle_moment`): prepare the next compaction, apply it when the
+        next turn would need it, warm the new prefix. `cancel` ends it at once; a running turn
+        makes it a no-op. Returns the compaction applied, if any."""
         if not self._lock.acquire(blocking=False):
-            return
+            return None
         try:
-            if self.preparer.take_warm(cancel):
-                self.warm_up(cancel)
-            self.preparer.prepare(
-                self.history, self.engine, self._situation, cancel=cancel, notify=notify
+            return self.preparer.use_idle_moment(
+                self.history,
+                self.engine,
+                self._situation,
+                cancel=cancel,
+                notify=notify,
+                apply=self.session.apply,
+                warm=lambda: self.warm_up(cancel),
             )
         finally:
             self._lock.release()

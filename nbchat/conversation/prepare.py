@@ -8,7 +8,9 @@ system prompt and the tool schemas. Nothing is written. A later idle moment brin
 date (only the rows added since are summarised). When the budget check reaches the trigger,
 `compact` hands it to `CompactionEngine.compact_prepared`: when the compaction would replace
 exactly the covered rows it is rebuilt at once, with no model call; when it would replace more,
-only those are summarised. A change of key, of a covered row or of session drops it.
+only those are summarised. A change of key, of a covered row or of session drops it. When one
+more turn like the last would reach the trigger, the idle moment applies it at once instead and
+has the server read the new prefix (`Conversation.warm_up`), so no reply waits for either.
 
 A preparation that fails (server down, overflow, a bad reply) leaves a log line and is tried
 again at the next idle moment, at most `MAX_FAILURES` times between two compactions, so it
@@ -32,10 +34,17 @@ from nbchat.compaction.engine import CompactionEngine
 from nbchat.compaction.result import CompactionResult
 from nbchat.config import Settings
 from nbchat.conversation.session import Session
-from nbchat.errors import CompactionError
+from nbchat.errors import CompactionError, NbchatError
 from nbchat.history import History, Row
 
-__all__ = ["MAX_FAILURES", "CheckpointPreparer", "Prepared", "Situation", "situation_of"]
+__all__ = [
+    "MAX_FAILURES",
+    "CheckpointPreparer",
+    "Prepared",
+    "Situation",
+    "next_turn_reaches",
+    "situation_of",
+]
 
 log = logging.getLogger(__name__)
 
@@ -80,6 +89,16 @@ def situation_of(
     return Situation(session_id, writable, key, tokens)
 
 
+def next_turn_reaches(history: History, tokens: int, trigger: int) -> bool:
+    """Whether one more turn as big as the last (its user row and all after) would reach the
+    trigger: the compaction is then only a reply away, and better made while the user reads."""
+    rows = len(history)
+    last = next((i for i in range(rows - 1, -1, -1) if history[i].role == "user"), None)
+    if last is None:
+        return False
+    return tokens + sum(history.estimate_of(i) for i in range(last, rows)) >= trigger
+
+
 class CheckpointPreparer:
     """Holds at most one prepared compaction (see the module docstring)."""
 
@@ -104,6 +123,45 @@ class CheckpointPreparer:
         """Whether a compaction was applied since the last idle moment (asked once)."""
         due, self.warm_due = self.warm_due and not cancel.is_set(), False
         return due
+
+    def use_idle_moment(
+        self,
+        history: History,
+        engine: CompactionEngine,
+        situation: Callable[[], Situation],
+        *,
+        cancel: threading.Event,
+        notify: Callable[[], None],
+        apply: Callable[[CompactionResult], None],
+        warm: Callable[[], None],
+    ) -> CompactionResult | None:
+        """One idle moment: warm the prefix a compaction made; prepare the next compaction; and
+        when one more turn like the last would reach the trigger, apply it now (`apply` writes
+        it) and warm its prefix, so the next reply starts like any other. Returns what was
+        applied. Never right after a compaction: there is a turn between two, so no loop."""
+        just_compacted = self.take_warm(cancel)
+        if just_compacted:
+            warm()
+        if not self.prepare(history, engine, situation, cancel=cancel, notify=notify):
+            return None
+        now = situation()
+        if (
+            just_compacted
+            or cancel.is_set()
+            or not next_turn_reaches(history, now.tokens, engine.trigger)
+        ):
+            return None
+        result = self.compact(history, engine, now, force=True, focus=None, cancel=cancel)
+        if not result.changed:
+            return None
+        try:
+            apply(result)  # a quick write: a send waits for it on the worker
+        except NbchatError as exc:
+            log.warning("the prepared compaction was not applied: %s", exc)
+            return None
+        if self.take_warm(cancel):
+            warm()
+        return result
 
     def prepare(
         self,

@@ -1,7 +1,8 @@
 """`IdleWork`: what a `ChatUI` does on its worker while the user reads.
 
 When a turn has ended the widget queues one idle job: `Conversation.use_idle_moment`, which
-warms the prefix a compaction just made and prepares the next compaction's summary. The user
+prepares the next compaction's summary, applies it when the next turn would need it (shown like
+any compaction) and warms the new prefix. The user
 always comes first: sending, Stop, New, switching session and closing call `cancel()`, whose
 signal closes the summary's (or the warm-up's) HTTP stream at once, so the server is free again
 and the turn queued behind starts; the work resumes at the next idle moment. Idle jobs do not
@@ -17,6 +18,7 @@ import logging
 import threading
 from collections.abc import Callable
 
+from nbchat.compaction.result import CompactionResult
 from nbchat.conversation.loop import Conversation
 from nbchat.stopping import StopSignal
 from nbchat.ui.worker import Worker
@@ -30,11 +32,16 @@ class IdleWork:
     """Queues, cancels and waits for the idle job of one widget."""
 
     def __init__(
-        self, worker: Worker, conversation: Conversation, changed: Callable[[], None]
+        self,
+        worker: Worker,
+        conversation: Conversation,
+        changed: Callable[[], None],
+        applied: Callable[[CompactionResult], None],
     ) -> None:
         self._worker = worker
         self._conversation = conversation
         self._changed = changed  # refreshes the meter ("preparing…", "checkpoint ready")
+        self._applied = applied  # shows a compaction made while the user read
         self._cancel = StopSignal()
         self._finished = threading.Event()
         self._finished.set()
@@ -46,8 +53,11 @@ class IdleWork:
 
         def job() -> None:
             try:
+                result = None
                 if not cancel.is_set():
-                    self._conversation.use_idle_moment(cancel, self._changed)
+                    result = self._conversation.use_idle_moment(cancel, self._changed)
+                if result is not None:
+                    self._applied(result)
             except Exception:  # idle work is an optimisation: a bug is logged, never shown
                 log.exception("idle work failed")
             finally:

@@ -25,7 +25,7 @@ import ipywidgets as widgets
 import openai
 
 from nbchat.config import Settings
-from nbchat.conversation.events import Event, Failed
+from nbchat.conversation.events import CompactionFinished, Event, Failed
 from nbchat.conversation.loop import Conversation
 from nbchat.errors import NbchatError, ServerUnavailableError, StoreError
 from nbchat.history import Row
@@ -83,7 +83,12 @@ class ChatUI(widgets.VBox):
             str(client.base_url) if client is not None else settings.base_url
         )
         self._worker = Worker()
-        self.background = IdleWork(self._worker, self.conversation, self._update_meter)
+        self.background = IdleWork(
+            self._worker,
+            self.conversation,
+            self._update_meter,
+            lambda result: self.view.handle(CompactionFinished(result)),
+        )
         self._stop = StopSignal()
         self._picker_lock = threading.Lock()
         self._turn_queued = threading.Event()
