@@ -330,14 +330,14 @@ def test_serve_model_with_a_missing_file_says_what_to_use(
 
 
 def leftover_servers(home: Path) -> list[int]:
-    """Pids of live `nbchat.embedded.server serve` processes whose command line names `home`."""
+    """Pids of live `nbchat.embedded.child serve` processes whose command line names `home`."""
     found = []
     for entry in Path("/proc").iterdir():
         try:
             cmdline = (entry / "cmdline").read_bytes() if entry.name.isdigit() else b""
         except OSError:
             continue
-        if b"nbchat.embedded.server" in cmdline and os.fsencode(home) in cmdline:
+        if b"nbchat.embedded.child" in cmdline and os.fsencode(home) in cmdline:
             found.append(int(entry.name))
     return found
 

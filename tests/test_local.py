@@ -2,7 +2,7 @@
 
 Tests marked `model` run the real llama.cpp server (SmolLM2-135M for speed, Qwen for assembly and
 one end-to-end check). Every test that starts a server leaves none behind: the fixtures stop what
-was recorded and then kill any `nbchat.embedded.server serve` process whose command line names
+was recorded and then kill any `nbchat.embedded.child serve` process whose command line names
 their home.
 """
 
@@ -44,7 +44,7 @@ print(json.dumps({"pid": server.pid, "url": server.url}))
 
 
 def leftover_servers(home: Path) -> list[int]:
-    """Pids of live `nbchat.embedded.server serve` processes started for `home` (zombies have no
+    """Pids of live `nbchat.embedded.child serve` processes started for `home` (zombies have no
     cmdline)."""
     pids = []
     for entry in Path("/proc").iterdir():
@@ -54,7 +54,7 @@ def leftover_servers(home: Path) -> list[int]:
             cmdline = (entry / "cmdline").read_bytes()
         except OSError:
             continue
-        if b"nbchat.embedded.server" in cmdline and os.fsencode(home) in cmdline:
+        if b"nbchat.embedded.child" in cmdline and os.fsencode(home) in cmdline:
             pids.append(int(entry.name))
     return pids
 
@@ -431,7 +431,7 @@ def test_stop_leaves_no_process_and_no_record(smollm: LocalServer, server_home: 
 def test_the_serve_command_prints_one_ready_line_and_stops_cleanly(
     stop_signal: signal.Signals, server_home: Path
 ) -> None:
-    command = [sys.executable, "-m", "nbchat.embedded.server", "serve", "--model", "smollm"]
+    command = [sys.executable, "-m", "nbchat.embedded.child", "serve", "--model", "smollm"]
     command += ["--home", str(server_home), "--port", "0", "--n-ctx", "256"]
     child = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
     assert child.stdout is not None

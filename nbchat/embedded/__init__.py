@@ -1,6 +1,7 @@
 """The embedded default model: a llama.cpp server (xllamacpp) in a child process on 127.0.0.1.
 
-    server      start, find, reuse and stop the server (`python -m nbchat.embedded.server serve`)
+    server      start, find, reuse and stop the server; warm its prompt cache
+    child       the child process that runs it (`python -m nbchat.embedded.child serve`)
     modelfiles  the model files it can load, and assembling the default Qwen GGUF
     runtime     its run directory and the process record shared across kernels
     idle        the server stops itself after `local_idle_timeout` without a request

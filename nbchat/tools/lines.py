@@ -1,9 +1,10 @@
 """Reading a text file's lines and matching a pattern, with bounded memory and time.
 
-Owns how the file tools read: line by line from an open descriptor, each line cut at a byte
-bound (a 256 MiB file without a newline is not one 256 MiB line), a NUL byte anywhere in what
-is read meaning "binary" (a text head does not make a binary tail readable), and the tool's
-deadline and Stop checked between lines. Owns the search pattern too: compiled with the `regex`
+Owns how the file tools read: line by line from an open descriptor (a search: a block at a
+time, the pattern tried on the block and only the lines around a hit tried alone), each line
+cut at a byte bound (a 256 MiB file without a newline is not one 256 MiB line), a NUL byte
+anywhere in what is read meaning "binary" (a text head does not make a binary tail readable),
+and the tool's deadline and Stop checked between lines or blocks. Owns the search pattern too: compiled with the `regex`
 library, which releases the GIL while it matches (the kernel's other threads, Stop and the
 widget keep running) and gives up after a timeout, so a pattern that backtracks exponentially
 (`(a|aa)+$`) costs at most `PATTERN_SLICE` of one line before the model is told.
@@ -14,7 +15,6 @@ Must not: open files (nbchat.tools.fileaccess does) or format results for the mo
 from __future__ import annotations
 
 from collections.abc import Iterator
-from itertools import islice
 from typing import BinaryIO
 
 import regex
@@ -34,7 +34,8 @@ __all__ = [
 MAX_LINE_BYTES = 64 * 1024  # a searched line is cut here; a match is shown in 300 characters
 PATTERN_SLICE = 0.5  # seconds one line may take to match; `regex` may overrun it about twice
 CHECK_EVERY = 256  # lines between two looks at the deadline and Stop
-BATCH_LINES = 512  # lines tried at once before line by line: one call instead of 512
+BLOCK_BYTES = 256 * 1024  # a search reads and first tries this much at once (memory stays ~1 MiB)
+SLOW_BLOCK = -1  # `Pattern.search_block`: gave up on the block, try its lines one by one
 # Where a pattern can tell a line from a block of lines, the batch is not a fair test.
 LINE_BOUND_SYNTAX = ("\\A", "\\Z", "\\z", "\\G", "(?<", "(?m", "(?s", "(?-")
 
@@ -82,18 +83,20 @@ class Pattern:
         batchable = not any(mark in text for mark in LINE_BOUND_SYNTAX)
         self.batch = regex.compile(self.compiled.pattern, regex.MULTILINE) if batchable else None
 
-    def may_occur_in(self, block: str, ctx: ToolContext) -> bool:
-        """False when the pattern surely occurs in no line of `block` (lines joined by "\\n")."""
-        if self.batch is None:
-            return True
+    def search_block(self, block: str, position: int, ctx: ToolContext) -> int | None:
+        """Where the pattern next occurs in `block` (lines joined by "\\n") from `position`,
+        or None; `SLOW_BLOCK` when the block takes too long (its lines are then tried alone,
+        which says which line is too slow, if one is)."""
+        assert self.batch is not None
         budget = min(ctx.remaining(), PATTERN_SLICE)
         if budget <= 0:
             ctx.check("searching")
         try:
-            return self.batch.search(block, timeout=budget, concurrent=True) is not None
+            found = self.batch.search(block, position, timeout=budget, concurrent=True)
         except TimeoutError:
             ctx.check("searching")
-            return True  # line by line then says which line is too slow, if one is
+            return SLOW_BLOCK
+        return None if found is None else found.start()
 
     def found_in(self, line: str, ctx: ToolContext) -> bool:
         """Whether the pattern occurs in `line`; a `ToolError` when matching takes too long."""
@@ -113,23 +116,72 @@ class Pattern:
 
 def find_lines(handle: BinaryIO, pattern: Pattern, ctx: ToolContext) -> Iterator[tuple[int, str]]:
     """(number, text) of each line of `handle` where `pattern` occurs, until the file ends or
-    turns binary. Lines are tried in batches first, so a file without a match costs a few
-    calls, not one per line."""
-    lines = _text_lines(handle, ctx)
+    turns binary. The file is read a block at a time and the pattern tried on the whole block
+    first, so the lines of a block are only split and tried one by one around a hit."""
     number = 0
-    while batch := list(islice(lines, BATCH_LINES)):
-        # One decode for the batch; "\r\n" as "\n" so that `$` sees the end of each line.
-        joined = b"\n".join(raw.rstrip(b"\r\n") for raw in batch)
-        if pattern.may_occur_in(joined.decode("utf-8", errors="replace"), ctx):
-            for offset, raw in enumerate(batch, start=1):
-                text = raw.decode("utf-8", errors="replace").rstrip("\r\n")
-                if pattern.found_in(text, ctx):
-                    yield number + offset, text
-        number += len(batch)
+    for lines in _line_blocks(handle, ctx):
+        # One decode per block; lines hold no "\n", so "\n" in the text is a line boundary.
+        text = b"\n".join(lines).decode("utf-8", errors="replace")
+        candidates: Iterator[tuple[int, str]]
+        if pattern.batch is None:
+            candidates = enumerate(text.split("\n"), start=number + 1)
+        else:
+            candidates = _candidate_lines(text, pattern, ctx, first=number + 1)
+        for line_number, line in candidates:
+            if pattern.found_in(line, ctx):
+                yield line_number, line
+        number += len(lines)
 
 
-def _text_lines(handle: BinaryIO, ctx: ToolContext) -> Iterator[bytes]:
-    try:
-        yield from read_lines(handle, ctx, doing="searching")
-    except BinaryContentError:
-        return  # a binary file (or its binary tail) is not searched further
+def _candidate_lines(
+    text: str, pattern: Pattern, ctx: ToolContext, *, first: int
+) -> Iterator[tuple[int, str]]:
+    """The lines of `text` where the block-wide pattern finds a match, each then checked alone.
+
+    After a hit the search goes on from the next line, not from the match's end: a match that
+    runs over several lines must not hide a later line that matches by itself."""
+    position, line_start, line_number = 0, 0, first
+    while (start := pattern.search_block(text, position, ctx)) is not None:
+        if start == SLOW_BLOCK:
+            rest = text[line_start:].split("\n")
+            yield from enumerate(rest, start=line_number)
+            return
+        line_number += text.count("\n", line_start, start)
+        line_start = text.rfind("\n", 0, start) + 1
+        line_end = text.find("\n", start)
+        line_end = len(text) if line_end < 0 else line_end
+        yield line_number, text[line_start:line_end]
+        if line_end >= len(text):
+            return
+        position = line_start = line_end + 1
+        line_number += 1
+
+
+def _line_blocks(handle: BinaryIO, ctx: ToolContext) -> Iterator[list[bytes]]:
+    """The file's lines a block at a time: no newline, trailing "\r" dropped, each cut at
+    `MAX_LINE_BYTES` (the rest of a longer line is read and dropped). Ends before the line that
+    holds the first NUL byte: a binary file (or its binary tail) is not searched further."""
+    pending, overflowing = b"", False
+    while True:
+        ctx.check("searching")
+        chunk = handle.read(BLOCK_BYTES)
+        nul = chunk.find(b"\0")
+        if nul >= 0:
+            # Whole lines before the NUL's line are still searched, as a text file's would be.
+            chunk, ended = chunk[: chunk.rfind(b"\n", 0, nul) + 1], True
+            pending = pending if chunk else b""
+        else:
+            ended = not chunk
+        pieces = chunk.split(b"\n")
+        if not overflowing:
+            pending += pieces[0]
+        lines = [pending, *pieces[1:-1]] if len(pieces) > 1 else []
+        tail = pieces[-1] if len(pieces) > 1 else pending
+        overflowing = (len(pieces) == 1 and overflowing) or len(tail) > MAX_LINE_BYTES
+        pending = tail[:MAX_LINE_BYTES]
+        if ended and pending and nul < 0:
+            lines.append(pending)
+        if lines:
+            yield [line[:MAX_LINE_BYTES].rstrip(b"\r") for line in lines]
+        if ended:
+            return
