@@ -161,8 +161,8 @@ class Conversation:
     def warm_up(self, cancel: threading.Event | None = None) -> None:
         """Have the embedded server read this conversation's prompt (system prompt, tools,
         history) into its prompt cache, for each set of tools a request may offer. Each prompt
-        is read once per conversation; other servers are left alone. With `cancel` (an idle
-        moment after a compaction) any server on this machine, in requests `cancel` closes."""
+        is read once per conversation; other servers are left alone (with `cancel`, closing the
+        request, any server on this machine: the new prefix after a compaction)."""
         connection = self.budget.connect()
         if not (connection.embedded or cancel and destination_of(connection.base_url) == LOCAL):
             return
@@ -176,10 +176,8 @@ class Conversation:
     def use_idle_moment(
         self, cancel: threading.Event, notify: Callable[[], None] = lambda: None
     ) -> CompactionResult | None:
-        """What to do while the user reads (a widget calls it when a turn has ended; see
-        `CheckpointPreparer.use_idle_moment`): prepare the next compaction, apply it when the
-        next turn would need it, warm the new prefix. `cancel` ends it at once; a running turn
-        makes it a no-op. Returns the compaction applied, if any."""
+        """While the user reads (`CheckpointPreparer.use_idle_moment`); `cancel` ends it at once,
+        a running turn makes it a no-op. Returns the compaction applied, if any."""
         if not self._lock.acquire(blocking=False):
             return None
         try:
@@ -196,8 +194,9 @@ class Conversation:
             self._lock.release()
 
     def _situation(self) -> Situation:
-        tokens = self.context_tokens()
-        return situation_of(self.session, self.settings, self.tools.schemas(), tokens=tokens)
+        return situation_of(
+            self.session, self.settings, self.tools.schemas(), self.context_tokens()
+        )
 
     @property
     def engine(self) -> CompactionEngine:

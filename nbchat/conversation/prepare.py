@@ -73,7 +73,7 @@ class Prepared:
 
 
 def situation_of(
-    session: Session, settings: Settings, schemas: Sequence[Mapping[str, Any]], *, tokens: int
+    session: Session, settings: Settings, schemas: Sequence[Mapping[str, Any]], tokens: int
 ) -> Situation:
     """The conversation's situation now; writable only while this store holds the lease."""
     session_id = session.id
@@ -110,7 +110,7 @@ class CheckpointPreparer:
         self._running = False
 
     def state(self, session_id: str | None) -> State:
-        """ "preparing", "ready" (a checkpoint for this session is prepared) or ""."""
+        """What the meter shows: "preparing", "ready" (one for this session is prepared), or ""."""
         if self._running:
             return "preparing"
         prepared = self._prepared
