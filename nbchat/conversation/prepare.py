@@ -138,7 +138,10 @@ class CheckpointPreparer:
         """One idle moment: warm the prefix a compaction made; prepare the next compaction; and
         when one more turn like the last would reach the trigger, apply it now (`apply` writes
         it) and warm its prefix, so the next reply starts like any other. Returns what was
-        applied. Never right after a compaction: there is a turn between two, so no loop."""
+        applied. Never right after a compaction: there is a turn between two, so no loop. With
+        the mark at 0 it does nothing at all (compaction as before: at the trigger)."""
+        if self.mark <= 0:
+            return None
         just_compacted = self.take_warm(cancel)
         if just_compacted:
             warm()

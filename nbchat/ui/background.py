@@ -2,10 +2,10 @@
 
 When a turn has ended the widget queues one idle job: `Conversation.use_idle_moment`, which
 prepares the next compaction's summary, applies it when the next turn would need it (shown like
-any compaction) and warms the new prefix. The user
-always comes first: sending, Stop, New, switching session and closing call `cancel()`, whose
-signal closes the summary's (or the warm-up's) HTTP stream at once, so the server is free again
-and the turn queued behind starts; the work resumes at the next idle moment. Idle jobs do not
+any compaction) and warms the new prefix. The user always comes first: sending, Stop, New,
+switching session and closing call `cancel()`, whose signal closes the summary's (or the
+warm-up's) HTTP stream at once, so the server is free again and the turn queued behind starts;
+the work resumes at the next idle moment. Idle jobs do not
 count as busy: Send and Stop stay as they were, and `ChatUI.wait()` does not wait for them
 (`wait()` here does).
 
@@ -35,6 +35,7 @@ class IdleWork:
         self,
         worker: Worker,
         conversation: Conversation,
+        *,
         changed: Callable[[], None],
         applied: Callable[[CompactionResult], None],
     ) -> None:

@@ -86,8 +86,8 @@ class ChatUI(widgets.VBox):
         self.background = IdleWork(
             self._worker,
             self.conversation,
-            self._update_meter,
-            lambda result: self.view.handle(CompactionFinished(result)),
+            changed=self._update_meter,
+            applied=lambda result: self.view.handle(CompactionFinished(result)),
         )
         self._stop = StopSignal()
         self._picker_lock = threading.Lock()
