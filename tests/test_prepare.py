@@ -138,9 +138,7 @@ def test_a_prepared_compaction_is_applied_at_the_trigger_without_a_summary_reque
     finished = [e.result for e in events if isinstance(e, CompactionFinished)]
     assert len(finished) == 1 and finished[0].changed
     # The same session compacted in the foreground, as before, ends with the same rows.
-    today = conversation(
-        server, Store(tmp_path / "today.db"), settings.replace(prepare_mark=0.0)
-    )
+    today = conversation(server, Store(tmp_path / "today.db"), settings.replace(prepare_mark=0.0))
     for number in range(turns):
         run(today, question(number))
     today.use_idle_moment(StopSignal())  # off: nothing is prepared
