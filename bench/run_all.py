@@ -30,6 +30,7 @@ BENCHMARKS = (
     "streaming_overhead",
     "store_bench",
     "lease_bench",
+    "inspector_rebuild",
     "tool_costs",
     "tokenize_ratio",
     "schema_tokens",

@@ -1,4 +1,5 @@
-"""Facts kept by code: files, failures and the user's words survive any summariser."""
+"""Facts kept by code: files, failures, the user's words and the notebook's variables and cells
+survive any summariser."""
 
 from __future__ import annotations
 
@@ -25,7 +26,10 @@ from nbchat.compaction.facts import (
     render_facts,
     strip_facts,
 )
+from nbchat.compaction.notebookfacts import NOTEBOOK_TOOLS
 from nbchat.history import Row, to_row
+from nbchat.tools.notebook import notebook_tools
+from nbchat.ui.attach import attachment_from, with_attachments
 
 TRACES = Path(__file__).resolve().parent / "data" / "traces"
 TRACE_NAMES = sorted(p.name.removesuffix(".truth.json") for p in TRACES.glob("*.truth.json"))
@@ -95,7 +99,10 @@ def test_outputs_of_file_views_are_not_read_as_failures() -> None:
     [
         ("read_file", {"path": "a.py"}, ["a.py"], []),
         ("search_files", {"pattern": "x", "paths": ["a.py", "b/"]}, ["a.py", "b/"], []),
-        ("list_files", {"path": "."}, ["."], []),
+        ("list_files", {"path": "src"}, ["src"], []),
+        # The workspace root is no file to remember (it was listed as "." under Files read).
+        ("list_files", {"path": "."}, [], []),
+        ("list_files", {"paths": ["./", " . ", "docs"]}, ["docs"], []),
         ("write_file", {"path": "new.py", "content": "x"}, [], ["new.py"]),
         ("edit_file", {"file": "a.py"}, [], ["a.py"]),
         ("edit_file", {"file_path": "a.py", "filename": "b.py"}, [], ["a.py", "b.py"]),
@@ -212,3 +219,90 @@ def test_a_garbage_summary_still_keeps_every_path_instruction_and_error(name: st
             assert path in evidence(tail), path
     for line in truth["error_lines_strict"]:
         assert line in compacted if line in headlines else line in evidence(tail), line
+
+
+class Shell:
+    """IPython's shell as the notebook tools and `/attach` read it: a user namespace."""
+
+    def __init__(self) -> None:
+        self.user_ns: dict[str, Any] = {
+            "In": ["", "import math", "scores = [3, 1, 2]\nscores.sort()", "totals = {}"],
+            "Out": {},
+            "scores": [1, 2, 3],
+            "totals": {"a": 1},
+        }
+
+
+def notebook_turn(shell: Shell, call_id: str, tool: str, **arguments: object) -> list[Row]:
+    """A call to one of the real notebook tools and its real answer."""
+    tools = {each.name: each for each in notebook_tools(shell)}
+    answer = str(tools[tool](**arguments))
+    return [tool_call((call_id, tool, arguments)), tool_result(call_id, answer, name=tool)]
+
+
+def padding(label: str) -> list[Row]:
+    return [user(f"{label}: " + "more about it " * 150), Row("assistant", "noted " * 400)]
+
+
+def test_the_notebook_tools_named_in_the_facts_are_the_real_ones() -> None:
+    assert {tool.name for tool in notebook_tools(Shell())} == NOTEBOOK_TOOLS
+
+
+def test_variables_and_cells_referred_to_are_facts() -> None:
+    shell = Shell()
+    attached = with_attachments("plot it", [attachment_from("var totals", shell)])
+    rows = [
+        user("look at my data"),
+        *notebook_turn(shell, "nb1", "describe_variable", name="scores"),
+        *notebook_turn(shell, "nb2", "read_cell", number=2),
+        *notebook_turn(shell, "nb3", "describe_variable", name="missing"),
+        user(attached),
+        user(with_attachments("and this", [attachment_from("cell 1", shell)])),
+    ]
+    facts = collect_facts(rows)
+    assert facts.variables == (("scores", "list, length 3"), ("totals", "dict"))
+    assert facts.cells == (("2", "scores = [3, 1, 2]"), ("1", "import math"))
+    block = render_facts(facts)
+    assert "## Notebook variables\n- scores: list, length 3\n- totals: dict" in block
+    assert "## Notebook cells\n- In [2]: scores = [3, 1, 2]\n- In [1]: import math" in block
+    assert parse_facts(block) == facts
+
+
+def test_a_listing_only_refreshes_variables_already_referred_to() -> None:
+    shell = Shell()
+    rows = [*notebook_turn(shell, "nb1", "describe_variable", name="scores")]
+    shell.user_ns["scores"] = [1, 2, 3, 4]
+    rows += notebook_turn(shell, "nb2", "list_notebook_variables")
+    assert collect_facts(rows).variables == (("scores", "list, length 4"),)
+
+
+def test_notebook_facts_survive_two_compactions() -> None:
+    shell = Shell()
+    engine = CompactionEngine(2_000, summariser=FakeSummariser("lorem ipsum"))
+    history = [
+        user("look at my data"),
+        *notebook_turn(shell, "nb1", "describe_variable", name="scores"),
+        *notebook_turn(shell, "nb2", "read_cell", number=2),
+        *padding("first"),
+        *padding("second"),
+    ]
+    once = engine.compact_history(history)
+    assert once[0].role == "compacted" and "- scores: list, length 3" in once[0].content
+    later = [
+        user(with_attachments("and this?", [attachment_from("var totals", shell)])),
+        *padding("third"),
+        *padding("fourth"),
+    ]
+    twice = engine.compact_history([*once, *later])
+    assert twice[0].role == "compacted" and twice[0] != once[0]
+    summary = twice[0].content
+    facts = parse_facts(summary)
+    assert facts.variables == (("scores", "list, length 3"), ("totals", "dict"))
+    assert facts.cells == (("2", "scores = [3, 1, 2]"),)
+    assert summary.count("## Notebook variables") == 1
+
+
+def test_the_workspace_root_is_not_a_file_read() -> None:
+    rows = [tool_call(("a", "list_files", {"path": "."}), ("b", "read_file", {"path": "a.py"}))]
+    assert collect_facts(rows).files_read == ("a.py",)
+    assert "- .\n" not in render_facts(collect_facts(rows)) + "\n"

@@ -225,10 +225,18 @@ def refresh_outputs(notebook: Path) -> None:
     """Execute `notebook` as the tests do and store only the outputs nbval compares."""
     from nbclient import NotebookClient
 
+    class AsDisplayed(NotebookClient):
+        """nbval compares each cell's outputs as they were displayed and never applies a
+        display update (the chat's transcript gets one after each turn): store them so."""
+
+        def _update_display_id(self, display_id: str, msg: dict[str, Any]) -> None:
+            if msg["header"]["msg_type"] != "update_display_data":
+                super()._update_display_id(display_id, msg)
+
     with tempfile.TemporaryDirectory(prefix="nbchat-refresh-") as scratch:
         home = Path(scratch) / "home"
         document = nbformat.read(notebook, as_version=4)
-        client = NotebookClient(
+        client = AsDisplayed(
             document,
             timeout=900,
             record_timing=False,

@@ -4,7 +4,7 @@
                        [--idle-timeout SECONDS]
     nbchat stop-model
     nbchat sessions [--json]
-    nbchat export ID [--format md|json] [--output FILE]
+    nbchat export ID [--format md|json] [--output FILE] [--requests]
     nbchat doctor
 
 Everything reads `Settings.load()` (so NBCHAT_HOME, the other NBCHAT_* variables and
@@ -28,14 +28,16 @@ from dataclasses import asdict
 from datetime import datetime
 from pathlib import Path
 from types import FrameType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from nbchat.cli.doctor import clip, run_doctor
 from nbchat.config import Settings
+from nbchat.conversation.inspect import export_requests
 from nbchat.embedded.modelfiles import model_key
 from nbchat.embedded.runtime import LOG_FILE, is_running
 from nbchat.embedded.server import LocalServer, ensure_server, find_running
 from nbchat.errors import ConfigError, NbchatError, ServerUnavailableError
+from nbchat.store.export import requests_to_markdown
 from nbchat.store.store import Store
 
 if TYPE_CHECKING:  # openai takes ~0.4 s to import and only the doctor needs it
@@ -88,6 +90,9 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("session_id", metavar="ID")
     export.add_argument("--format", choices=("md", "json"), default="md")
     export.add_argument("--output", type=Path, metavar="FILE", help="default: stdout")
+    export.add_argument(
+        "--requests", action="store_true", help="also every request exactly as it was sent"
+    )
     export.set_defaults(command=export_session)
     doctor = commands.add_parser("doctor", help="check the setup and say what to fix")
     doctor.set_defaults(command=run_doctor)
@@ -236,6 +241,8 @@ def export_session(args: argparse.Namespace) -> int:
     with _store(Settings.load()) as store:
         export = store.export_json if args.format == "json" else store.export_markdown
         text = export(args.session_id)
+        if args.requests:
+            text = _with_requests(text, export_requests(store, args.session_id), args.format)
     text = text if text.endswith("\n") else text + "\n"
     if args.output is None:
         sys.stdout.write(text)
@@ -248,6 +255,13 @@ def export_session(args: argparse.Namespace) -> int:
         ) from error
     print(f"Wrote session {args.session_id} ({args.format}) to {args.output}.")
     return 0
+
+
+def _with_requests(text: str, requests: list[dict[str, Any]], kind: str) -> str:
+    if kind == "json":
+        document = {**json.loads(text), "sent_requests": requests}
+        return json.dumps(document, indent=2, ensure_ascii=False)
+    return text.rstrip("\n") + "\n\n" + requests_to_markdown(requests)
 
 
 def _store(settings: Settings) -> closing[Store]:

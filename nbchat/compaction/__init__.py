@@ -4,6 +4,7 @@
     split            where a history is cut: rows to summarise, tail kept verbatim
     prune            the cheap layer: old tool outputs become placeholders
     facts            what code keeps across a compaction (files, errors, the user's words)
+    notebookfacts    the notebook variables and cells referred to, for the facts
     latest           the user's latest message, carried whole through a cut inside its turn
     prompts          what the summariser is asked and how its answer is read
     summariser       the summariser seam (`Summariser`, `SummaryReply`)

@@ -3,9 +3,10 @@
 A small model can drop a file path or an error line from its summary; these cannot be dropped,
 because they are read from the rows by code and appended to the summary under their own
 headings: files read and files modified (from the tool calls' arguments), tool failures (every
-distinct error headline, newest first) and the user's own words verbatim (the head of the first
-message always, then the newest). Each list has a token budget, applied when rendered, so the
-block stays small however long the session was.
+distinct error headline, newest first), the user's own words verbatim (the head of the first
+message always, then the newest) and the notebook's variables and cells the conversation
+referred to (`nbchat.compaction.notebookfacts`). Each list has a token budget, applied when
+rendered, so the block stays small however long the session was.
 
 Facts carry forward: `parse_facts` reads them back from a previous summary's `# Recorded facts`
 block, and `merge_facts` folds the new rows' facts into them.
@@ -22,6 +23,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from nbchat.compaction.latest import without_latest
+from nbchat.compaction.notebookfacts import (
+    CELLS_HEADING,
+    VARIABLES_HEADING,
+    merge_notes,
+    notebook_references,
+    parse_cells,
+    parse_variables,
+    render_cells,
+    render_variables,
+)
 from nbchat.history import CHARS_PER_TOKEN, Row, estimate_tokens
 
 __all__ = [
@@ -52,6 +63,7 @@ FILES_TOKENS = 400
 FAILURES_TOKENS = 700
 FIRST_MESSAGE_TOKENS = 300
 USER_MESSAGES_TOKENS = 600
+NOTEBOOK_TOKENS = 300  # for the variables, and again for the cells
 HEADLINE_CHARS = 200
 PATH_CHARS = 300
 TRACEBACK_SEARCH_LINES = 400
@@ -66,6 +78,8 @@ MODIFY_TOOLS = frozenset(
 READ_WORDS = ("read", "search", "list", "grep", "glob", "find", "view", "open")
 MODIFY_WORDS = ("write", "edit", "create", "patch", "delete", "replace", "append", "move")
 PATH_KEYS = frozenset({"path", "paths", "file", "files", "filename", "filenames", "filepath"})
+# Paths that name the workspace itself (listing its root): no file to remember.
+WORKSPACE_PATHS = frozenset({"", ".", "./"})
 
 HEADLINE = re.compile(
     r"^(?:E\s+)?(?:[A-Za-z_][\w.]*)?(?:Error|Exception)(?::\s.*|$)"
@@ -90,6 +104,8 @@ class Facts:
     failures: tuple[tuple[str, str], ...] = ()  # (tool name, error headline)
     first_message: str = ""
     user_messages: tuple[str, ...] = ()
+    variables: tuple[tuple[str, str], ...] = ()  # (name, what is known), oldest first
+    cells: tuple[tuple[str, str], ...] = ()  # (execution number, first source line)
 
 
 def is_view_tool(tool_name: str) -> bool:
@@ -181,7 +197,9 @@ def _paths_in(arguments: dict[str, Any]) -> Iterator[str]:
         if key.lower() not in PATH_KEYS and not key.lower().endswith(("_path", "_file")):
             continue
         for item in value if isinstance(value, list) else [value]:
-            if isinstance(item, str) and len(item.strip().splitlines()) == 1:
+            if not isinstance(item, str) or item.strip() in WORKSPACE_PATHS:
+                continue
+            if len(item.strip().splitlines()) == 1:
                 yield item.strip()[:PATH_CHARS]
 
 
@@ -200,12 +218,15 @@ def collect_facts(rows: Sequence[Row]) -> Facts:
             failures.extend((row.tool_name, line) for line in error_headlines(row.content))
         elif row.role == "user" and row.content.strip():
             messages.append(row.content.strip())
+    variables, cells = notebook_references(rows)
     return Facts(
         files_read=tuple(read),
         files_modified=tuple(modified),
         failures=_distinct_failures(reversed(failures)),
         first_message=messages[0] if messages else "",
         user_messages=tuple(reversed(messages[1:])),
+        variables=tuple(variables.items()),
+        cells=tuple(cells.items()),
     )
 
 
@@ -242,6 +263,8 @@ def merge_facts(newer: Facts, older: Facts) -> Facts:
         failures=_distinct_failures((*newer.failures, *older.failures)),
         first_message=first,
         user_messages=tuple(dict.fromkeys(messages)),
+        variables=tuple(merge_notes(newer.variables, older.variables).items()),
+        cells=tuple(merge_notes(newer.cells, older.cells).items()),
     )
 
 
@@ -259,6 +282,8 @@ def render_facts(facts: Facts) -> str:
             [_quote(_head(facts.first_message))] if facts.first_message else [],
         ),
         (USER_MESSAGES_HEADING, _recent_messages(facts.user_messages, facts.first_message)),
+        (VARIABLES_HEADING, _newest_within(render_variables(facts.variables), NOTEBOOK_TOKENS)),
+        (CELLS_HEADING, _newest_within(render_cells(facts.cells), NOTEBOOK_TOKENS)),
     ]
     for heading, lines in sections:
         if lines:
@@ -339,6 +364,8 @@ def parse_facts(summary: str) -> Facts:
         failures=tuple((m["tool"], m["headline"]) for m in failures if m),
         first_message="\n".join(_unquote(sections.get(FIRST_MESSAGE_HEADING, []))).strip(),
         user_messages=tuple(_quoted_blocks(sections.get(USER_MESSAGES_HEADING, []))),
+        variables=tuple(parse_variables(sections.get(VARIABLES_HEADING, []))),
+        cells=tuple(parse_cells(sections.get(CELLS_HEADING, []))),
     )
 
 

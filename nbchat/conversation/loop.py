@@ -42,6 +42,7 @@ from nbchat.conversation.events import (
     ToolStarted,
     UsageReported,
 )
+from nbchat.conversation.inspect import InspectedRequest, last_request
 from nbchat.conversation.prepare import CheckpointPreparer, Situation, situation_of
 from nbchat.conversation.session import Session
 from nbchat.conversation.turn import FailureGuard, Round, StreamedReply
@@ -402,6 +403,7 @@ class Conversation:
                 json_tool_fallback=self.settings.uses_json_tool_fallback(),
                 check_arguments=self.tools.accepts,
                 tool_choice=tool_choice,
+                on_request=lambda body: self._record_sent(reply, body),
             ):
                 reply.take(event)
                 if isinstance(event, ReasoningDelta | TextDelta):
@@ -418,6 +420,17 @@ class Conversation:
             yield from self._notice(f"The reply was cut off: {exc}")
             raise  # the client's message already says the partial reply was kept
         return reply
+
+    def _record_sent(self, reply: StreamedReply, body: dict[str, Any]) -> None:
+        session_id = self.session.ensure_writable()  # the user's row was written: it is
+        system_prompt = self.settings.system_prompt
+        reply.request_id = self.store.record_sent(session_id, body, system_prompt=system_prompt)
+
+    def last_request(self) -> InspectedRequest | None:
+        """The last request sent to the chat model, exactly as sent (`nbchat.conversation.
+        inspect`: its parts, their token counts, and which rows were summaries, placeholders
+        or attachments); None before the first."""
+        return last_request(self.store, self.session_id)
 
     def _offered_tools(self, tool_choice: str | None) -> list[dict[str, Any]]:
         """Every tool, or on a small model none unless the user's message asks for them."""
@@ -440,6 +453,7 @@ class Conversation:
             completion_tokens=completion,
             duration=duration,
             active_rows=reply.request_rows,
+            request_id=reply.request_id,
         )
         yield UsageReported(prompt, completion, duration)
         reply.calls = tuple(self.session.unique(call) for call in reply.calls)

@@ -176,6 +176,7 @@ class Session:
         completion_tokens: int | None,
         duration: float,
         active_rows: int,
+        request_id: int | None = None,
     ) -> None:
         with self._writing() as session_id:
             self.store.record_request(
@@ -185,6 +186,7 @@ class Session:
                 completion_tokens=completion_tokens,
                 duration=duration,
                 active_rows=active_rows,
+                request_id=request_id,
             )
 
     def last_user_index(self) -> int | None:

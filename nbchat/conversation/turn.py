@@ -41,6 +41,7 @@ class StreamedReply:
     calls: tuple[ToolCall, ...] = ()
     usage: Usage | None = None
     finish: str | None = None
+    request_id: int | None = None  # its request record (`Store.record_sent`)
     started: float = field(default_factory=time.monotonic)
     # Deltas are kept as parts and joined on demand: `+=` on a long string copies it each time.
     _reasoning: list[str] = field(default_factory=list)

@@ -21,7 +21,7 @@ import socket
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar, cast
+from typing import Any
 
 import openai
 from openai.types.chat import ChatCompletionChunk
@@ -72,8 +72,6 @@ STREAM_CLOSED_ERRORS = (openai.APIConnectionError,)
 # JSON, bytes that are not UTF-8.
 SERVER_FAULTS = (openai.OpenAIError, json.JSONDecodeError, UnicodeDecodeError)
 
-T = TypeVar("T")
-
 
 def build_client(settings: Settings, *, base_url: str | None = None) -> openai.OpenAI:
     """An `openai.OpenAI` for the configured server (or `base_url`, found at run time)."""
@@ -106,6 +104,7 @@ def stream_chat(
     json_tool_fallback: bool = False,
     check_arguments: ArgumentCheck | None = None,
     tool_choice: str | None = None,
+    on_request: Callable[[dict[str, Any]], None] | None = None,
 ) -> Iterator[StreamEvent]:
     """Stream one chat completion as events; the last one is always a `Finish`.
 
@@ -118,6 +117,9 @@ def stream_chat(
     A failed request, a stream that breaks, ends early, sends bytes that are not UTF-8, goes
     idle (no data for the read timeout) or runs past `reply_char_limit(max_tokens)` raises an
     `NbchatError` (after the deltas that did arrive were yielded).
+
+    `on_request` is given the request's JSON body (never the key: that is a header) just before
+    it is sent, for the request records (`nbchat.conversation.inspect`).
     """
     url = public_url(str(client.base_url))
     if stop is not None and stop.is_set():
@@ -126,20 +128,20 @@ def stream_chat(
     forced = None
     if json_tool_fallback and response_format is None:
         forced = forced_call_format(tools, tool_choice)
+    arguments = _create_arguments(
+        model=model,
+        messages=messages,
+        tools=tools,
+        tool_choice=None if forced else tool_choice,
+        max_tokens=max_tokens,
+        temperature=temperature,
+        response_format=forced or response_format,
+    )
+    if on_request is not None:
+        on_request({**arguments, **(extra_body or {})})  # the SDK merges extra_body so too
     try:
-        stream = client.chat.completions.create(
-            model=model,
-            messages=cast(Any, messages),
-            stream=True,
-            stream_options={"include_usage": True},
-            tools=cast(Any, list(tools)) if tools else openai.omit,
-            tool_choice=cast(Any, _tool_choice(tool_choice))
-            if tools and not forced
-            else openai.omit,
-            max_tokens=_given(max_tokens),
-            temperature=_given(temperature),
-            response_format=cast(Any, _given(forced or response_format)),
-            extra_body=extra_body,
+        stream: openai.Stream[ChatCompletionChunk] = client.chat.completions.create(
+            **arguments, extra_body=extra_body
         )
     except openai.OpenAIError as exc:
         raise translate_error(exc, base_url=url) from exc
@@ -175,16 +177,39 @@ def reply_char_limit(max_tokens: int | None) -> int:
     return max(tokens * CHARS_PER_TOKEN_BOUND, MIN_REPLY_CHARS)
 
 
-def _tool_choice(choice: str | None) -> str | dict[str, Any] | openai.Omit:
+def _create_arguments(
+    *,
+    model: str,
+    messages: list[dict[str, Any]],
+    tools: Sequence[dict[str, Any]],
+    tool_choice: str | None,
+    max_tokens: int | None,
+    temperature: float | None,
+    response_format: dict[str, Any] | None,
+) -> dict[str, Any]:
+    """The keyword arguments of one streamed `create` call; what is not given is left out, as
+    the SDK leaves it out of the body. In the order the openai SDK writes them into the body,
+    so that the recorded body serialises to the very bytes sent (`InspectedRequest.to_bytes`)."""
+    arguments: dict[str, Any] = {
+        "model": model,
+        "stream": True,
+        "messages": messages,
+        "max_tokens": max_tokens,
+        "response_format": response_format,
+        "stream_options": {"include_usage": True},
+        "temperature": temperature,
+        "tool_choice": _tool_choice(tool_choice) if tools else None,
+        "tools": list(tools) if tools else None,
+    }
+    return {key: value for key, value in arguments.items() if value is not None}
+
+
+def _tool_choice(choice: str | None) -> str | dict[str, Any] | None:
     if choice is None:
-        return openai.omit
+        return None
     if choice in ("auto", "required", "none"):
         return choice
     return {"type": "function", "function": {"name": choice}}
-
-
-def _given(value: T | None) -> T | openai.Omit:
-    return openai.omit if value is None else value
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,10 @@
-"""A session's full transcript as Markdown (the JSON export is plain `json.dumps` in the store).
+"""A session's full transcript as Markdown (the JSON export is plain `json.dumps` in the store),
+and the requests it sent (`nbchat export ID --requests`).
 
 Pure: takes the session's metadata and its rows as dicts, returns text. Archived rows are kept
-and marked, so an export always holds every original row even after compaction.
+and marked, so an export always holds every original row even after compaction. Each request
+is given as `InspectedRequest.to_dict()` (`nbchat.conversation.inspect`): its parts with their
+token counts and marks, and the body exactly as sent.
 """
 
 from __future__ import annotations
@@ -11,7 +14,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-__all__ = ["to_markdown"]
+__all__ = ["requests_to_markdown", "to_markdown"]
 
 HEADINGS = {
     "user": "User",
@@ -71,3 +74,23 @@ def _fenced(text: str, info: str = "") -> list[str]:
     longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
     fence = "`" * max(3, longest + 1)
     return [f"{fence}{info}", text, fence]
+
+
+def requests_to_markdown(requests: Sequence[Mapping[str, Any]]) -> str:
+    """A `# Requests` section: per request, its parts (tokens, marks) and its body as JSON."""
+    lines = ["# Requests", ""]
+    for request in requests:
+        server = request.get("prompt_tokens")
+        counted = f", {server:,} counted by the server" if isinstance(server, int) else ""
+        lines += [
+            f"## Request {request.get('id')} · {request.get('created', '')}",
+            "",
+            f"~{request.get('estimated_tokens', 0):,} tokens estimated{counted}.",
+            "",
+        ]
+        for part in request.get("parts", []):
+            marks = "".join(f" **{mark}**" for mark in part.get("marks", []))
+            lines.append(f"- {part.get('label')} · ~{part.get('tokens', 0):,} tokens{marks}")
+        body = json.dumps(request.get("body", {}), indent=2, ensure_ascii=False)
+        lines += ["", *_fenced(body, info="json"), ""]
+    return "\n".join(lines).rstrip() + "\n"

@@ -5,7 +5,9 @@ Storage model: a `sessions` row per chat; a `rows` row per history row, ordered 
 `compaction_id` of the `compactions` record that replaced them; the row standing in for them (the
 `compacted` summary, or a pruned placeholder) is inserted with the position of the last row it
 replaced, so the full transcript reads in order and the active view (`archived = 0`) is what the
-model sees. `requests` keeps per-request usage for the context meter and the plots.
+model sees. `requests` keeps per-request usage for the context meter and the plots, and (from
+m007) what each chat request sent: its rows by id, its settings, and references to its system
+prompt and tool schemas, which live once each in `request_parts` (see `nbchat.store.requests`).
 
 Migrations are never edited once released; a change is a new function at the end, with a
 comment saying why. `KNOWN` lists every name (kept here, as sqlite-utils has no public list of
@@ -141,6 +143,18 @@ def m005_drop_rows_tokens(db: Database) -> None:
     # is computed from the rows themselves. transform() copies the table without it (and keeps
     # its indexes), which works on SQLite versions without ALTER TABLE DROP COLUMN.
     db.table("rows").transform(drop={"tokens"})
+
+
+@migration("m007_request_records")
+def m007_request_records(db: Database) -> None:
+    # The request inspector rebuilds each chat request exactly as sent, from the rows (never
+    # deleted, only archived) and these columns: no second copy of the rows' text. The system
+    # prompt and the tool schemas repeat in every request, so they are kept once each, by
+    # content hash, in `request_parts`. (m006 is another change's; names, not numbers, order
+    # what is applied, and this one depends on no other after m005.)
+    for column in ("row_ids", "system_hash", "tools_hash", "body"):
+        db.table("requests").add_column(column, str)
+    db.table("request_parts").create({"hash": str, "text": str}, pk="hash", not_null={"text"})
 
 
 KNOWN = frozenset(_NAMES)

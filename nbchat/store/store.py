@@ -33,7 +33,7 @@ from sqlite_utils import Database
 from nbchat.config import Settings
 from nbchat.errors import LeaseLostError, StoreError
 from nbchat.history import Row, to_row
-from nbchat.store import lease, rowsql
+from nbchat.store import lease, requests, rowsql
 from nbchat.store.export import to_markdown
 from nbchat.store.heartbeat import Heartbeat
 from nbchat.store.records import (
@@ -173,6 +173,7 @@ class Store:
             for table in ("rows", "requests", "compactions"):
                 db.execute(f"DELETE FROM {table} WHERE session_id = ?", [session_id])
             db.execute("DELETE FROM sessions WHERE id = ?", [session_id])
+            requests.drop_unused_parts(db)
 
     # Rows
 
@@ -322,8 +323,14 @@ class Store:
         completion_tokens: int | None = None,
         duration: float = 0.0,
         active_rows: int = 0,
+        request_id: int | None = None,
     ) -> None:
-        """One request's reported usage (None where the server did not say)."""
+        """One request's reported usage (None where the server did not say); with
+        `request_id`, added to that request's record (`record_sent`) instead of a new row."""
+        if request_id is not None:
+            with self._write(session_id, "record usage") as db:
+                requests.add_usage(db, request_id, prompt_tokens, completion_tokens, duration)
+            return
         record = {
             "session_id": session_id,
             "kind": kind,
@@ -342,6 +349,21 @@ class Store:
             return list(
                 self.db.table("requests").rows_where("session_id = ?", [session_id], order_by="id")
             )
+
+    def record_sent(self, session_id: str, body: Mapping[str, Any], *, system_prompt: str) -> int:
+        """Record a chat request about to be sent (see `nbchat.store.requests`); its id."""
+        with self._write(session_id, "record the request") as db:
+            return requests.record_sent(db, session_id, body, system_prompt=system_prompt)
+
+    def sent_request(self, request_id: int) -> requests.SentRequest | None:
+        """A recorded request with its rows, to rebuild exactly (None: nothing recorded)."""
+        with self._errors("read a request record"):
+            return requests.load_sent(self.db, request_id)
+
+    def sent_requests(self, session_id: str) -> list[tuple[int, str]]:
+        """(id, time recorded) of `session_id`'s recorded requests, oldest first."""
+        with self._errors("list request records"):
+            return requests.list_sent(self.db, session_id)
 
     # Writer lease: one kernel writes a session, others read it (see `nbchat.store.lease`).
 

@@ -4,10 +4,11 @@ Owns how the file tools read: line by line from an open descriptor (a search: a 
 time, the pattern tried on the block and only the lines around a hit tried alone), each line
 cut at a byte bound (a 256 MiB file without a newline is not one 256 MiB line), a NUL byte
 anywhere in what is read meaning "binary" (a text head does not make a binary tail readable),
-and the tool's deadline and Stop checked between lines or blocks. Owns the search pattern too: compiled with the `regex`
-library, which releases the GIL while it matches (the kernel's other threads, Stop and the
-widget keep running) and gives up after a timeout, so a pattern that backtracks exponentially
-(`(a|aa)+$`) costs at most `PATTERN_SLICE` of one line before the model is told.
+and the tool's deadline and Stop checked between lines or blocks. Owns the search pattern too:
+compiled with the `regex` library, which releases the GIL while it matches (the kernel's other
+threads, Stop and the widget keep running) and gives up after a timeout, so a pattern that
+backtracks exponentially (`(a|aa)+$`) costs at most `PATTERN_SLICE` of one line before the
+model is told.
 
 Must not: open files (nbchat.tools.fileaccess does) or format results for the model.
 """

@@ -5,6 +5,7 @@ view.py       `EventView`: the conversation's events -> widget updates (one `mat
 cards.py      one widget per row; `ApprovalCard`, which pauses a turn until the user decides
 messages.py   the message list and the throttled streaming text
 render.py     untrusted text -> safe HTML (markdown, code, cards, notices)
+transcript.py the static HTML transcript shown beside the widget where no kernel runs
 mathspans.py  where the math is, in one linear pass (set aside for MathJax)
 visible.py    text shown exactly: invisible and bidi characters as escapes
 commands.py   slash commands: what exists and how they parse
@@ -13,6 +14,7 @@ attach.py     /attach: cells, outputs, errors and variables sent with a message
 input.py      `ChatInput`: the message box (Enter sends, Shift+Enter newline)
 failures.py   failed turns collected so `wait()` returns False and the cell prints them
 worker.py     the one worker thread every turn runs on
+inspector.py  the "request" link under each reply: the request exactly as it was sent
 """
 
 from __future__ import annotations

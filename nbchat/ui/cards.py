@@ -19,6 +19,7 @@ from nbchat.stopping import StopSignal
 from nbchat.ui.render import (
     render_approval,
     render_compacted,
+    render_label,
     render_markdown,
     render_notice,
     render_tool_call,
@@ -66,9 +67,9 @@ def tool_result_widget(name: str, content: str, *, ok: bool | None = None) -> wi
 def row_widget(row: Row, *, compaction: dict[str, object] | None = None) -> widgets.Widget:
     """The widget for one stored row (a loaded session, or a row saved just now)."""
     if row.role == "user":
-        return bubble(f"<b>You</b>{render_markdown(row.content)}", "user")
+        return bubble(render_label("user") + render_markdown(row.content), "user")
     if row.role == "assistant":
-        return bubble(render_markdown(row.content), "assistant")
+        return bubble(render_label("assistant") + render_markdown(row.content), "assistant")
     if row.role == "analysis":
         return Collapsible("Reasoning", bubble(render_markdown(row.content), "reasoning"))
     if row.role == "assistant_full":
@@ -95,7 +96,7 @@ def _tool_calls_widget(row: Row) -> widgets.Widget:
         calls = []
     parts: list[widgets.Widget] = []
     if row.content:
-        parts.append(bubble(render_markdown(row.content), "assistant"))
+        parts.append(bubble(render_label("assistant") + render_markdown(row.content), "assistant"))
     for call in calls if isinstance(calls, list) else []:
         function = call.get("function", {}) if isinstance(call, dict) else {}
         parts.append(

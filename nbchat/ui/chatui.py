@@ -12,7 +12,8 @@ user does and sees has a public name too (tests use only these): `press_send()`,
 `session_choices`, and for a tool waiting on the user `wait_for_approval()`, `approve()`,
 `deny()`. A failure also reaches the cell: `wait()` prints it on stderr and returns False
 (`nbchat.ui.failures`). A session database that cannot be opened gives one message in the widget
-and the cell, never a traceback, and the file is left as it is.
+and the cell, never a traceback, and the file is left as it is. Displayed, the chat also leaves
+a static transcript beside the widget for where no kernel runs (`nbchat.ui.transcript`).
 """
 
 from __future__ import annotations
@@ -41,8 +42,10 @@ from nbchat.ui.cards import ApprovalCard, row_widget
 from nbchat.ui.commands import Command, parse_command
 from nbchat.ui.failures import CellReport, database_message
 from nbchat.ui.input import ChatInput
+from nbchat.ui.inspector import RequestLink, latest_request_link, reply_links
 from nbchat.ui.messages import MessageList
 from nbchat.ui.render import STYLE, destination_badge, render_notice
+from nbchat.ui.transcript import TranscriptDisplay, transcript_entries
 from nbchat.ui.view import ContextMeter, EventView
 from nbchat.ui.worker import Worker
 
@@ -95,6 +98,7 @@ class ChatUI(widgets.VBox):
         self._approval_shown = threading.Event()
         self._pending_approval: ApprovalCard | None = None
         self.attachments: list[Attachment] = []
+        self.transcript = TranscriptDisplay(self.store, lambda: self.conversation.session_id)
         self._build_widgets(live_limit, max_rate)
         super().__init__(
             [
@@ -118,6 +122,10 @@ class ChatUI(widgets.VBox):
             self._worker.submit(self._connect_job(start=None))
         elif client is None:
             self._worker.submit(self._model_check_job)
+
+    def _ipython_display_(self, **_kwargs: Any) -> None:
+        """The live widget, then its static transcript for where no kernel runs."""
+        self.transcript.show(self._repr_mimebundle_())
 
     def __repr__(self) -> str:
         if self.unavailable:
@@ -200,6 +208,10 @@ class ChatUI(widgets.VBox):
         """The status line's text."""
         return self.view.status_text
 
+    def last_request_link(self) -> RequestLink | None:
+        """The "request" link under the newest reply: `press()` it to see what was sent."""
+        return self.view.last_request_link
+
     def wait_for_approval(self, timeout: float | None = None) -> ApprovalCard | None:
         """The approval card waiting for a decision, once there is one; None on timeout."""
         if not self._approval_shown.wait(timeout):
@@ -250,6 +262,9 @@ class ChatUI(widgets.VBox):
             self.messages, self._status_line, self._update_meter, max_rate=max_rate
         )
         self.view.restore_input = self._restore_input
+        self.view.request_link = lambda: latest_request_link(
+            self.store, self.conversation.session_id
+        )
         self.view.set_status("ready")
 
     # Clicks (kernel thread): enqueue work, never do it here
@@ -309,6 +324,7 @@ class ChatUI(widgets.VBox):
                 self._turn_queued.clear()
                 self._set_busy(False)
                 self.refresh_sessions()
+                self.transcript.update()
                 self.background.schedule()
 
         self._worker.submit(job)
@@ -414,6 +430,7 @@ class ChatUI(widgets.VBox):
         if self.conversation.read_only:
             self.notice(self.conversation.session.read_only_reason)
         self._update_meter()
+        self.transcript.update()
 
     def refresh_sessions(self) -> None:
         """Fill the session picker (titles, newest first) and select the current session."""
@@ -474,23 +491,14 @@ def ready_status(settings: Settings) -> str:
 
 
 def transcript_factories(store: Store, session_id: str) -> list[Callable[[], widgets.Widget]]:
-    """Widget factories for the full transcript: archived rows shown, pruned placeholders not.
-
-    Each `compacted` row is matched with its compaction record by order: summaries are made
-    one at a time and each inserts exactly one `compacted` row.
-    """
-    full = store.load_full(session_id, problems=[])
-    summaries = iter(
-        [c for c in store.list_compactions(session_id) if c["kind"] in ("summary", "chunked")]
-    )
-    archived_tool_ids = {s.row.tool_id for s in full if s.archived and s.row.role == "tool"}
+    """Widget factories for the full transcript (`transcript_entries`), each reply followed by
+    its request link."""
+    entries = transcript_entries(store, session_id)
+    links = reply_links(store, session_id, [stored for stored, _ in entries])
     factories: list[Callable[[], widgets.Widget]] = []
-    for stored in full:
-        row = stored.row
-        if row.role == "tool" and not stored.archived and row.tool_id in archived_tool_ids:
-            continue  # a pruned placeholder: its original is shown instead
-        info = next(summaries, None) if row.role == "compacted" else None
-        factories.append(_row_factory(row, info))
+    for stored, info in entries:
+        factories.append(_row_factory(stored.row, info))
+        factories.extend([links[stored.id]] if stored.id in links else [])
     return factories
 
 

@@ -53,8 +53,8 @@ export default { render };
 
 CSS = """
 .nbchat-input-area { width: 100%; box-sizing: border-box; resize: vertical; font: inherit;
-  color: var(--jp-ui-font-color1); background: var(--jp-layout-color1);
-  border: 1px solid var(--jp-border-color1); padding: 4px 6px; }
+  color: var(--jp-ui-font-color1, inherit); background: var(--jp-layout-color1, transparent);
+  border: 1px solid var(--jp-border-color1, rgba(127, 127, 127, 0.45)); padding: 4px 6px; }
 """
 
 

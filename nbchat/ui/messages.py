@@ -36,8 +36,10 @@ class _Block:
 class StreamingText:
     """A markdown text that grows: frozen blocks + a throttled live tail."""
 
-    def __init__(self, *, max_rate: float = 15.0) -> None:
+    def __init__(self, *, max_rate: float = 15.0, label: str = "") -> None:
         self.box = widgets.VBox(layout=widgets.Layout(width="100%"))
+        # Whose message it is, above the text (`render_label`): never re-sent while it streams.
+        self._head = (widgets.HTML(value=label),) if label else ()
         self._parts: list[str] = []  # joined at each flush: `+=` would copy the text per delta
         self.updates = 0  # widget updates sent, for the tests and the benchmark
         self._rendered_upto = 0  # characters of `text` that live in blocks
@@ -47,7 +49,7 @@ class StreamingText:
         self._layout = widgets.Layout()
         self._style = HTMLMathStyle()
         self._tail = self._html("")
-        self.box.children = (self._tail,)
+        self.box.children = (*self._head, self._tail)
         self._interval = 1.0 / max_rate
         self._last_flush = -1e9
 
@@ -84,7 +86,7 @@ class StreamingText:
         if rest:
             self._add_block(rest, provisional=False)
         self._show_tail("")
-        self.box.children = tuple(block.widget for block in self._blocks)
+        self.box.children = (*self._head, *[block.widget for block in self._blocks])
 
     def _take_provisional(self) -> str:
         """Remove the trailing provisional blocks and return their text (to render it whole)."""
@@ -99,7 +101,7 @@ class StreamingText:
         block = _Block(source, self._html(render_markdown(source)), provisional)
         self._blocks.append(block)
         self._rendered_upto += len(source)
-        self.box.children = (*[b.widget for b in self._blocks], self._tail)
+        self.box.children = (*self._head, *[b.widget for b in self._blocks], self._tail)
         self.updates += 1
 
     def _html(self, value: str) -> widgets.HTMLMath:

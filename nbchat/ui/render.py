@@ -8,7 +8,10 @@ typeset them. The only scripting in the output is the copy button nbchat itself 
 blocks, with a fixed handler that never contains model text (`COPY_BUTTON`).
 
 `split_stable_blocks` lets a streaming message render finished blocks once and re-render only
-the live tail. Colours come from JupyterLab's theme variables, so dark themes work.
+the live tail. Colours come from JupyterLab's theme variables, so dark themes work; each has a
+fallback that reads on light and dark backgrounds alike (translucent greys, `inherit`), for front
+ends without them. STYLE only relies on ipywidgets 8 and those variables, and hides the static
+transcript (`nbchat.ui.transcript`) in an output area where the live widget shows.
 
 Pure: no widgets, no I/O.
 """
@@ -35,6 +38,7 @@ __all__ = [
     "STYLE",
     "destination_badge",
     "render_approval",
+    "render_label",
     "render_compacted",
     "render_markdown",
     "render_notice",
@@ -52,32 +56,47 @@ COPY_HANDLER = (
 COPY_BUTTON = (
     f'<button class="nbchat-copy" title="Copy code" onclick="{COPY_HANDLER}">Copy</button>'
 )
+ROLE_LABELS = {"user": "You", "assistant": "Assistant"}
 MARK_OPEN, MARK_CLOSE = "\ue000", "\ue001"
 MARK_PATTERN = re.compile("\ue000([0-9]+)\ue001")
 FENCE_PATTERN = re.compile(r"^ {0,3}(`{3,}|~{3,})", re.MULTILINE)
 STYLE = """
 <style>
-.nbchat-msg { font-size: var(--jp-content-font-size1, 14px); color: var(--jp-content-font-color1);
-  line-height: 1.5; overflow-wrap: anywhere; }
-.nbchat-msg pre { position: relative; background: var(--jp-cell-editor-background, #f7f7f7);
-  border: 1px solid var(--jp-border-color2, #ddd); padding: 6px 8px; overflow-x: auto; }
+.nbchat-msg { font-size: var(--jp-content-font-size1, 14px);
+  color: var(--jp-content-font-color1, inherit); line-height: 1.5; overflow-wrap: anywhere; }
+.nbchat-msg > :first-child { margin-top: 0; }
+.nbchat-msg > :last-child { margin-bottom: 0; }
+.nbchat-msg pre { position: relative; overflow-x: auto; padding: 6px 8px;
+  background: var(--jp-cell-editor-background, rgba(127, 127, 127, 0.08));
+  border: 1px solid var(--jp-border-color2, rgba(127, 127, 127, 0.3)); }
 .nbchat-copy { position: absolute; top: 2px; right: 2px; font-size: 11px; opacity: 0.7;
-  background: var(--jp-layout-color2); color: var(--jp-ui-font-color1);
-  border: 1px solid var(--jp-border-color2); cursor: pointer; }
+  background: var(--jp-layout-color2, transparent); color: var(--jp-ui-font-color1, inherit);
+  border: 1px solid var(--jp-border-color2, rgba(127, 127, 127, 0.3)); cursor: pointer; }
 .nbchat-msg table { border-collapse: collapse; }
-.nbchat-msg th, .nbchat-msg td { border: 1px solid var(--jp-border-color2, #ccc);
-  padding: 2px 6px; }
+.nbchat-msg th, .nbchat-msg td { padding: 2px 6px;
+  border: 1px solid var(--jp-border-color2, rgba(127, 127, 127, 0.3)); }
+.nbchat-messages .widget-html, .nbchat-messages .widget-htmlmath { margin-top: 0;
+  margin-bottom: 0; min-height: 0; }
+.nbchat-messages .nbchat-user, .nbchat-messages .nbchat-assistant { box-sizing: border-box;
+  margin: 8px 0 2px 0; padding: 4px 10px;
+  border-left: 3px solid var(--jp-border-color1, rgba(127, 127, 127, 0.45)); }
+.nbchat-messages .nbchat-user { background: var(--jp-layout-color2, rgba(127, 127, 127, 0.1));
+  border-left-color: var(--jp-brand-color1, #1976d2); }
+.nbchat-label { font-size: var(--jp-ui-font-size0, 11px); font-weight: 600; line-height: 1.6;
+  color: var(--jp-ui-font-color2, inherit); }
 .nbchat-card { border-left: 3px solid var(--jp-brand-color1, #1976d2); padding: 2px 8px;
-  margin: 2px 0; background: var(--jp-layout-color1); }
+  margin: 2px 0; background: var(--jp-layout-color1, transparent); }
 .nbchat-card.nbchat-failed { border-left-color: var(--jp-error-color1, #d32f2f); }
 .nbchat-card.nbchat-compacted { border-left-color: var(--jp-warn-color1, #f57c00); }
 .nbchat-failed .nbchat-result { color: var(--jp-error-color1, #d32f2f); }
 .nbchat-exact { unicode-bidi: bidi-override; direction: ltr; text-align: left;
   white-space: pre-wrap; overflow-wrap: anywhere; max-height: 24em; overflow: auto;
-  background: var(--jp-cell-editor-background, #f7f7f7); padding: 4px 6px; margin: 4px 0; }
-.nbchat-notice { font-size: 12px; color: var(--jp-ui-font-color2); }
+  background: var(--jp-cell-editor-background, rgba(127, 127, 127, 0.08)); padding: 4px 6px;
+  margin: 4px 0; }
+.nbchat-notice { font-size: var(--jp-ui-font-size0, 12px); color: var(--jp-ui-font-color2, inherit);
+  margin: 2px 0 2px 13px; }
 .nbchat-notice.nbchat-error { color: var(--jp-error-color1, #d32f2f); }
-.nbchat-reasoning { color: var(--jp-ui-font-color2); font-size: 12px; }
+.nbchat-reasoning { color: var(--jp-ui-font-color2, inherit); font-size: 12px; }
 .nbchat-msg .k, .nbchat-msg .kn, .nbchat-msg .kd, .nbchat-msg .kc
   { color: var(--jp-mirror-editor-keyword-color, #008000); font-weight: bold; }
 .nbchat-msg .s, .nbchat-msg .s1, .nbchat-msg .s2, .nbchat-msg .sd
@@ -90,9 +109,13 @@ STYLE = """
 .nbchat-msg .nb, .nbchat-msg .bp { color: var(--jp-mirror-editor-builtin-color, #008000); }
 .nbchat-msg .o, .nbchat-msg .ow { color: var(--jp-mirror-editor-operator-color, #aa22ff); }
 .nbchat-badge { font-size: 11px; padding: 1px 7px; border-radius: 9px; align-self: center;
-  border: 1px solid var(--jp-border-color2, #ccc); color: var(--jp-ui-font-color2, #666); }
+  border: 1px solid var(--jp-border-color2, rgba(127, 127, 127, 0.3));
+  color: var(--jp-ui-font-color2, inherit); }
 .nbchat-badge.nbchat-local { border-color: var(--jp-success-color1, #388e3c);
   color: var(--jp-success-color1, #388e3c); }
+.jp-OutputArea:has(.nbchat) .nbchat-transcript,
+.jp-OutputArea:has(.nbchat) .jp-OutputArea-child:has(.nbchat-transcript),
+.output:has(.nbchat) .nbchat-transcript { display: none; }
 </style>
 """
 
@@ -297,6 +320,11 @@ def destination_badge(destination: str) -> str:
         f'<span class="nbchat-badge{kind}" title="{html.escape(title)}">'
         f"{html.escape(destination)}</span>"
     )
+
+
+def render_label(role: str) -> str:
+    """Whose message this is: "You" above the user's, "Assistant" above the model's."""
+    return f'<div class="nbchat-label">{ROLE_LABELS.get(role, html.escape(role))}</div>'
 
 
 def render_notice(text: str, *, error: bool = False, traceback: str = "") -> str:

@@ -32,8 +32,9 @@ from nbchat.conversation.events import (
 from nbchat.history import Row
 from nbchat.llm.stream import ReasoningDelta, TextDelta
 from nbchat.ui.cards import Collapsible, row_widget, tool_result_widget
+from nbchat.ui.inspector import RequestLink
 from nbchat.ui.messages import MessageList, StreamingText
-from nbchat.ui.render import render_notice
+from nbchat.ui.render import render_label, render_notice
 
 __all__ = ["ContextMeter", "EventView"]
 
@@ -56,10 +57,10 @@ class ContextMeter(widgets.HTML):
         self.value = (
             f'<div class="nbchat-meter" title="{tokens:,} of {threshold:,} tokens ({kind}); '
             f'compaction at {trigger:,}" style="position:relative;width:140px;height:8px;'
-            f'background:var(--jp-layout-color3,#ddd);display:inline-block">'
+            f'background:var(--jp-layout-color3,rgba(127,127,127,0.25));display:inline-block">'
             f'<div style="width:{share:.1f}%;height:100%;background:{colour}"></div>'
             f'<div style="position:absolute;left:{mark:.1f}%;top:-2px;width:2px;height:12px;'
-            f'background:var(--jp-ui-font-color1,#333)"></div></div>'
+            f'background:var(--jp-ui-font-color1,currentColor)"></div></div>'
             f'<span style="font-size:11px;margin-left:6px">{_short(tokens)} / {_short(threshold)}'
             f"{' · ' + html.escape(note) if note else ''}</span>"
         )
@@ -95,6 +96,9 @@ class EventView:
         self.update_meter = update_meter
         self.max_rate = max_rate
         self.restore_input: Callable[[str], None] = lambda _text: None
+        # The "request" link under each reply (`nbchat.ui.inspector`); ChatUI gives the maker.
+        self.request_link: Callable[[], RequestLink | None] = lambda: None
+        self.last_request_link: RequestLink | None = None
         self._live: _Live | None = None
         self._tool_widgets: dict[str, widgets.HTML] = {}
         self._last_status = 0.0
@@ -104,7 +108,7 @@ class EventView:
 
     def set_status(self, text: str, *, error: bool = False) -> None:
         self.status_text = text
-        colour = "var(--jp-error-color1,#d32f2f)" if error else "var(--jp-ui-font-color2,#666)"
+        colour = "var(--jp-error-color1,#d32f2f)" if error else "var(--jp-ui-font-color2,inherit)"
         self.status.value = (
             f'<span style="font-size:12px;color:{colour}">{html.escape(text)}</span>'
         )
@@ -160,7 +164,7 @@ class EventView:
         live = self._live or _Live()
         self._live = live
         if live.reply is None:
-            live.reply = StreamingText(max_rate=self.max_rate)
+            live.reply = StreamingText(max_rate=self.max_rate, label=render_label("assistant"))
             live.reply.box.add_class("nbchat-assistant")
             self.messages.add(live.reply.box)
         live.reply.append(event.text)
@@ -193,15 +197,14 @@ class EventView:
             self.messages.add(widget)
         else:
             self.messages.add(row_widget(row))
+        if row.role in ("assistant", "assistant_full"):
+            link = self.last_request_link = self.request_link()
+            if link is not None:
+                self.messages.add(link)
         self.update_meter()
 
     def _on_usage_reported(self, event: UsageReported) -> None:
-        self._usage = event
-        if event.completion_tokens and event.duration > 0:
-            rate = event.completion_tokens / event.duration
-            self.set_status(
-                f"{event.completion_tokens} tokens · {rate:.1f} tok/s · {event.duration:.1f} s"
-            )
+        self._usage = event  # shown once, under the reply (`_add_footer`), not in the status
         self.update_meter()
 
     def _add_footer(self) -> None:
@@ -262,7 +265,7 @@ class EventView:
         self._finish_live()
         if event.stopped:
             self.set_status("stopped")
-        elif "tok/s" not in self.status.value:
+        else:
             self.set_status("ready")
         self.update_meter()
 

@@ -1,0 +1,61 @@
+"""The chat in Notebook 7 (`jupyter notebook`), driven in Debian's chromium like the JupyterLab
+test (`browser.py`): a small generated notebook displays `ChatUI()` on the embedded SmolLM2; a
+message typed into the widget streams a reply while Stop is enabled, Stop ends it as stopped,
+and the input is usable again. Nothing in the widget is JupyterLab-only (ipywidgets 8 and
+anywidget, JupyterLab's CSS variables with fallbacks), so this also stands for other front ends
+built on them.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import nbformat
+import pytest
+from browser import (
+    ARTIFACTS,
+    CHROMIUM_ARGS,
+    find_chromium,
+    jupyter_server,
+    open_chat,
+    stream_then_stop,
+)
+from playwright.sync_api import sync_playwright
+
+KERNELSPEC = {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}
+SOURCE = "from nbchat import ChatUI\n\nui = ChatUI()\nui"
+
+
+def chat_notebook(path: Path) -> Path:
+    cells = [nbformat.v4.new_code_cell(SOURCE)]
+    notebook = nbformat.v4.new_notebook(cells=cells, metadata={"kernelspec": KERNELSPEC})
+    nbformat.write(notebook, path)
+    return path
+
+
+@pytest.mark.slow
+@pytest.mark.browser
+@pytest.mark.model
+@pytest.mark.timeout(600)
+def test_in_notebook_7_a_reply_streams_and_stop_ends_it_with_the_input_usable_again(
+    home: Path, tmp_path: Path
+) -> None:
+    chromium = find_chromium()
+    notebook = chat_notebook(tmp_path / "chat.ipynb")
+    scratch = tmp_path / "notebook7"
+    ARTIFACTS.mkdir(exist_ok=True)
+    with (
+        jupyter_server("notebook", notebook, home=home, scratch=scratch) as server,
+        sync_playwright() as playwright,
+    ):
+        browser = playwright.chromium.launch(executable_path=str(chromium), args=CHROMIUM_ARGS)
+        page = browser.new_page(viewport={"width": 1000, "height": 900})
+        try:
+            page.goto(f"{server.url}/notebooks/{notebook.name}?token={server.token}")
+            chat = open_chat(page)
+            stream_then_stop(page, chat, ARTIFACTS / "browser-notebook7-streaming.png")
+        except BaseException:
+            page.screenshot(path=str(ARTIFACTS / "browser-notebook7-failure.png"))
+            raise
+        finally:
+            browser.close()
