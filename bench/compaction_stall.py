@@ -19,6 +19,7 @@ Figures only, never an assertion. Slow: minutes per mode on two cores.
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import statistics
 import sys
@@ -185,6 +186,8 @@ if __name__ == "__main__":
     parser.add_argument("--pause", type=float, nargs="+", default=[PAUSE])
     parser.add_argument("--modes", nargs="+", default=list(MODES), choices=list(MODES))
     args = parser.parse_args()
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
+    logging.getLogger("httpx").setLevel(logging.WARNING)
     begun = time.monotonic()
     figures = main(args.turns, args.pause, args.modes)
     harness.print_figures("The stall a compaction makes, through ChatUI on Qwen", figures)

@@ -194,6 +194,8 @@ class CheckpointPreparer:
             result = None
         finally:
             self._running = False
+        if result is not None:
+            log.info("preparing the next compaction: %s (%.1f s)", result.reason, result.duration)
         if result is not None and result.changed and result.summary_row is not None:
             covered = tuple(history.rows[: result.rows_summarised])
             self._prepared = Prepared(now.session_id, now.key, covered, result)
