@@ -23,9 +23,14 @@ from nbchat.conversation.loop import Conversation
 from nbchat.stopping import StopSignal
 from nbchat.ui.worker import Worker
 
-__all__ = ["IdleWork"]
+__all__ = ["IDLE_GRACE", "IdleWork"]
 
 log = logging.getLogger(__name__)
+
+# Idle work starts this long after a turn ends: a reader takes longer to answer, and a script
+# that sends at once never starts a summary it would cancel (llama.cpp reads a prompt batch to
+# its end before it notices the request was closed).
+IDLE_GRACE = 2.0
 
 
 class IdleWork:
@@ -55,7 +60,7 @@ class IdleWork:
         def job() -> None:
             try:
                 result = None
-                if not cancel.is_set():
+                if not cancel.wait(IDLE_GRACE):
                     result = self._conversation.use_idle_moment(cancel, self._changed)
                 if result is not None:
                     self._applied(result)
