@@ -20,7 +20,8 @@ calls when one is (goal >= 70%), answers holding their key fact, median and p90 
 visible token and to the end of the turn, the first reply after the server started, replies that
 hit `max_tokens`, and replies that are fake tool-call JSON (goal: none).
 
-    python bench/default_model_eval.py [--limit N] [--model qwen|smollm|PATH] [--verbose]
+    python bench/default_model_eval.py [--limit N] [--only plain|tool] [--model qwen|smollm|PATH]
+                                       [--tool-rounds 1|2] [--verbose]
     python bench/default_model_eval.py --base-url http://127.0.0.1:PORT/v1   # a running server
 
 `main()` returns the table rows as dicts (for `bench/run_all.py`); figures only, no assertion.
@@ -250,6 +251,7 @@ def eval_settings(home: Path, base_url: str | None, tool_rounds: int) -> Setting
         local_model=MODEL,
         local_n_ctx=N_CTX,
         json_tool_fallback=True,
+        tools_on_request=True,  # as on the embedded model, also when --base-url names a server
     )
 
 
@@ -402,16 +404,23 @@ def parse(argv: Sequence[str]) -> argparse.Namespace:
     parser.add_argument(
         "--no-warm", dest="warm", action="store_false", help="skip the prompt-cache warm-up"
     )
+    parser.add_argument(
+        "--only", choices=("plain", "tool"), default=None, help="run only this kind of case"
+    )
     parser.add_argument("--verbose", action="store_true", help="print each case as it ends")
     return parser.parse_args(argv)
 
 
-def select(limit: int | None) -> list[Case]:
-    """The first `limit` cases, taking plain and tool cases alike (all when None)."""
-    if limit is None:
-        return list(CASES)
+def select(limit: int | None, only: str | None = None) -> list[Case]:
+    """The first `limit` cases, taking plain and tool cases alike (all when None); `only`:
+    "plain" or "tool" keeps that kind alone."""
     plain_cases = [c for c in CASES if not c.needs_tool]
     tool_cases = [c for c in CASES if c.needs_tool]
+    if only is not None:
+        chosen = plain_cases if only == "plain" else tool_cases
+        return chosen[:limit]
+    if limit is None:
+        return list(CASES)
     mixed = [c for pair in zip(plain_cases, tool_cases, strict=False) for c in pair]
     return mixed[:limit]
 
@@ -430,7 +439,7 @@ def main(argv: Sequence[str] = ()) -> list[dict[str, Any]]:
         try:
             settings = eval_settings(home, args.base_url, args.tool_rounds)
             warm = warm_up(settings) if args.warm else None
-            outcomes = list(run_cases(settings, select(args.limit), args.verbose))
+            outcomes = list(run_cases(settings, select(args.limit, args.only), args.verbose))
         finally:
             if server is not None:
                 server.stop()

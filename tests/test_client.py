@@ -3,9 +3,12 @@ driven by the real `openai` client, as nbchat builds it."""
 
 from __future__ import annotations
 
+import json
 import re
+import select
 import threading
 from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -520,36 +523,34 @@ FALLBACK_CALL = '{"name": "read_file", "arguments": {"path": "a.txt"}}'
         f"```\n{FALLBACK_CALL}\n```",
         f"<tool_call>\n{FALLBACK_CALL}\n</tool_call>",
         '{"name": "read_file", "parameters": {"path": "a.txt"}}',
+        f"{FALLBACK_CALL} Done.",
     ],
 )
-def test_the_json_fallback_turns_a_whole_json_reply_into_a_tool_call(
+def test_the_json_fallback_turns_a_json_call_into_a_tool_call_and_stops_there(
     fake: FakeServer, client: openai.OpenAI, text: str
 ) -> None:
-    fake.enqueue(Reply(text=text, chunk_size=5, usage=(1, 1)))
+    # chunk_size 1: the stream is closed at the call's last brace, before what follows it (a
+    # closing fence, a tag, junk) and before the finish and usage chunks.
+    fake.enqueue(Reply(text=text, chunk_size=1, usage=(1, 1)))
     events = collect(client, tools=[READ_FILE_TOOL], json_tool_fallback=True)
-    assert texts(events) == text  # shown as it streamed, never held back
-    *deltas, ready, usage, finish = events
+    assert texts(events) == text[: text.index("}}") + 2]  # shown as it streamed
+    *deltas, ready, finish = events
     assert all(isinstance(delta, TextDelta) for delta in deltas)
     assert isinstance(ready, ToolCallsReady)
     assert ready.from_content is True
     (call,) = ready.calls
     assert CALL_ID.match(call.id)
     assert (call.name, call.parsed_arguments()) == ("read_file", {"path": "a.txt"})
-    assert (usage, finish) == (Usage(1, 1), Finish("stop"))
+    assert finish == Finish("stop")
 
 
 @pytest.mark.parametrize(
     "text",
     [
-        '{"name": "delete_everything", "arguments": {"path": "a.txt"}}',
         f"Sure! {FALLBACK_CALL}",
-        f"{FALLBACK_CALL} Done.",
-        '{"name": "read_file", "arguments": {"path": 3}}',
-        '{"name": "read_file", "arguments": {"path": "a", "mode": "r"}}',
-        '{"name": "read_file", "arguments": {}}',
         '{"name": "read_file", "arguments": {"path": "a"}, "id": 1}',
-        '{"name": "read_file", "arguments": "a.txt"}',
         "{not json at all",
+        '{"path": "a.txt"}',
         "```python\nprint('hi')\n```",
     ],
 )
@@ -561,6 +562,58 @@ def test_the_json_fallback_delivers_anything_else_intact_as_text(
     assert texts(events) == text
     assert not [event for event in events if isinstance(event, ToolCallsReady)]
     assert events[-2:] == [Usage(1, 1), Finish("stop")]
+    assert len(fake.chat_requests()) == 1  # not call-shaped: no second chance
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        (
+            '{"name": "delete_everything", "arguments": {"target": "a.txt"}}',
+            "There is no tool named 'delete_everything'.",
+        ),
+        (
+            '{"name": "read_file", "arguments": {"path": 3}}',
+            "The arguments of 'read_file' did not fit its parameters (path).",
+        ),
+        (
+            '{"name": "read_file", "arguments": "a.txt"}',
+            "The arguments of 'read_file' did not fit its parameters (path).",
+        ),
+    ],
+)
+def test_a_call_that_does_not_validate_gets_one_forced_second_chance(
+    fake: FakeServer, client: openai.OpenAI, text: str, problem: str
+) -> None:
+    fake.enqueue(Reply(text=text, chunk_size=5), Reply(text=FALLBACK_CALL, chunk_size=5))
+    events = collect(client, tools=[READ_FILE_TOOL], json_tool_fallback=True)
+    assert texts(events) == text + FALLBACK_CALL  # both attempts streamed as they came
+    (ready,) = [event for event in events if isinstance(event, ToolCallsReady)]
+    assert ready.from_content is True  # the consumer drops the text and shows the call
+    assert [(c.name, c.parsed_arguments()) for c in ready.calls] == [
+        ("read_file", {"path": "a.txt"})
+    ]
+    assert [e for e in events if isinstance(e, Finish)] == [Finish("stop")]
+    first, second = fake.chat_requests()
+    assert "response_format" not in first
+    assert second["messages"][-2:] == [
+        {"role": "assistant", "content": text},
+        {
+            "role": "user",
+            "content": f"{problem} Call one of these tools instead:\n- read_file: Read a file.",
+        },
+    ]
+    schema = second["response_format"]["json_schema"]["schema"]
+    assert schema["properties"]["name"] == {"const": "read_file"}
+
+
+def test_a_second_chance_that_fails_too_is_text(fake: FakeServer, client: openai.OpenAI) -> None:
+    wrong = '{"name": "nope", "arguments": {}}'
+    fake.enqueue(Reply(text=wrong), Reply(text="I cannot do that."))
+    events = collect(client, tools=[READ_FILE_TOOL], json_tool_fallback=True)
+    assert texts(events) == wrong + "I cannot do that."
+    assert not [event for event in events if isinstance(event, ToolCallsReady)]
+    assert len(fake.chat_requests()) == 2  # one second chance, never a loop
 
 
 def test_text_that_does_not_open_like_a_call_streams_normally_with_the_fallback_on(
@@ -722,3 +775,83 @@ def test_a_tool_call_goes_on_the_wire_in_openai_shape() -> None:
         "function": {"name": "read_file", "arguments": '{"path": "a"}'},
     }
     assert ToolCall("c", "f", "").parsed_arguments() == {}
+
+
+class _CallThenJunk(BaseHTTPRequestHandler):
+    """Streams a whole call, then waits: it would send junk forever, but first checks for the
+    client hanging up. `hung_up` is set when the client closed the connection."""
+
+    protocol_version = "HTTP/1.1"
+    hung_up = threading.Event()
+
+    def log_message(self, format: str, *args: Any) -> None:
+        """Quiet: the test's output is its own."""
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        for piece in (FALLBACK_CALL[:20], FALLBACK_CALL[20:], " and then some junk"):
+            self._send(chunk({"content": piece}))
+        # The client must hang up now: wait for its EOF (a bounded wait, not a poll).
+        readable, _, _ = select.select([self.connection], [], [], 30)
+        if readable and not self.connection.recv(1):
+            type(self).hung_up.set()
+        self.close_connection = True
+
+    def _send(self, event: dict[str, Any]) -> None:
+        payload = f"data: {json.dumps(event)}\n\n".encode()
+        self.wfile.write(b"%x\r\n%s\r\n" % (len(payload), payload))
+        self.wfile.flush()
+
+
+def test_the_stream_is_closed_once_the_json_call_is_whole(tmp_path: Path) -> None:
+    # The server never ends this reply by itself: the call must end it.
+    _CallThenJunk.hung_up.clear()
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _CallThenJunk)
+    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.02})
+    thread.start()
+    try:
+        url = f"http://127.0.0.1:{httpd.server_address[1]}"
+        with client_for(url, tmp_path) as client:
+            events = collect(client, tools=[READ_FILE_TOOL], json_tool_fallback=True)
+        hung_up = _CallThenJunk.hung_up.wait(timeout=30)
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+        thread.join()
+    assert texts(events) == FALLBACK_CALL  # the junk after the call was never read
+    (ready,) = [event for event in events if isinstance(event, ToolCallsReady)]
+    assert [(c.name, c.parsed_arguments()) for c in ready.calls] == [
+        ("read_file", {"path": "a.txt"})
+    ]
+    assert events[-1] == Finish("stop")
+    assert hung_up  # the server saw the connection closed: the model is not left generating
+
+
+def test_a_missing_tool_whose_arguments_fit_one_offered_tool_is_told_so(
+    fake: FakeServer, client: openai.OpenAI
+) -> None:
+    # A 0.5B model writes `replace_text` with edit_file's very arguments.
+    edit = {
+        "type": "function",
+        "function": {
+            "name": "edit_file",
+            "description": "Change a file.",
+            "parameters": {
+                "type": "object",
+                "properties": {"path": {}, "old": {}, "new": {}},
+                "required": ["path", "old", "new"],
+            },
+        },
+    }
+    wrong = '{"name": "replace_text", "arguments": {"path": "a", "old": "x", "new": "y"}}'
+    fake.enqueue(Reply(text=wrong), Reply(text=FALLBACK_CALL))
+    collect(client, tools=[READ_FILE_TOOL, edit], json_tool_fallback=True)
+    note = fake.chat_requests()[1]["messages"][-1]["content"]
+    assert note.splitlines()[0] == (
+        "There is no tool named 'replace_text'. Its arguments fit 'edit_file'. "
+        "Call one of these tools instead:"
+    )

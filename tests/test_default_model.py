@@ -136,3 +136,23 @@ def test_the_widget_replaces_the_streamed_json_with_the_tool_card(
             view.handle(event)
     streamed = [box for box in messages.box.children if "nbchat-assistant" in box._dom_classes]
     assert [box.layout.display for box in streamed] == ["none", None]
+
+
+def test_a_call_to_a_missing_tool_ends_as_a_real_call_not_a_json_answer(
+    make_settings: Any, store: Store
+) -> None:
+    # The eval's "delete_file" kind of reply: asked again once, forced to a real tool.
+    wrong = '{"name": "delete_file", "arguments": {"target": "old.log"}}'
+    settings = make_settings(json_tool_fallback=True, tool_policy="deny")
+    with FakeServer() as server:
+        server.enqueue(Reply(text=wrong), Reply(text=CALL), Reply(text="It is on Thursday."))
+        chat = conversation_on(server, store, settings)
+        events = run(chat, "Read notes.txt")
+        second = server.chat_requests()[1]
+    saved = [e.row for e in events if isinstance(e, RowSaved)]
+    assert [row.role for row in saved] == ["user", "assistant_full", "tool", "assistant"]
+    assert saved[1].content == ""  # neither attempt's JSON is kept as text
+    assert json.loads(saved[1].tool_args)[0]["function"]["name"] == "read_file"
+    assert second["messages"][-1]["content"].startswith("There is no tool named 'delete_file'.")
+    assert "response_format" in second  # forced to one of the offered tools
+    assert saved[-1] == Row("assistant", "It is on Thursday.")

@@ -88,6 +88,11 @@ def executable_markup(ui: ChatUI) -> list[str]:
 def run_command(ui: ChatUI, text: str) -> None:
     ui.send(text)
     ui.wait(20)  # False after the scripted failures (a cut reply), which is expected here
+    if text == "/compact":  # it proposes a compaction first: accept it, as the user would
+        card = ui.preview_card()
+        assert card is not None
+        card.accept()
+        ui.wait(20)
     assert not ui.busy
 
 

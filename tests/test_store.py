@@ -82,6 +82,7 @@ def test_schema_snapshot(store: Store) -> None:
         "completion_tokens",
         "duration",
         "created",
+        "undone_at",
     }
     assert store.db.journal_mode == "wal"
     assert [m.name for m in MIGRATIONS.applied(store.db)] == [
@@ -90,6 +91,7 @@ def test_schema_snapshot(store: Store) -> None:
         "m003_requests",
         "m004_lease_process",
         "m005_drop_rows_tokens",
+        "m006_compaction_undone_at",
         "m007_request_records",
     ]
 

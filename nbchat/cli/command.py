@@ -5,6 +5,7 @@
     nbchat stop-model
     nbchat sessions [--json]
     nbchat export ID [--format md|json] [--output FILE] [--requests]
+    nbchat undo-compact ID [--force]
     nbchat doctor
 
 Everything reads `Settings.load()` (so NBCHAT_HOME, the other NBCHAT_* variables and
@@ -24,7 +25,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import closing, contextmanager
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from datetime import datetime
 from pathlib import Path
 from types import FrameType
@@ -33,10 +34,12 @@ from typing import TYPE_CHECKING, Any
 from nbchat.cli.doctor import clip, run_doctor
 from nbchat.config import Settings
 from nbchat.conversation.inspect import export_requests
+from nbchat.conversation.steer import undo_outcome
 from nbchat.embedded.modelfiles import model_key
 from nbchat.embedded.runtime import LOG_FILE, is_running
 from nbchat.embedded.server import LocalServer, ensure_server, find_running
 from nbchat.errors import ConfigError, NbchatError, ServerUnavailableError
+from nbchat.history import request_overhead_tokens
 from nbchat.store.export import requests_to_markdown
 from nbchat.store.store import Store
 
@@ -94,6 +97,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--requests", action="store_true", help="also every request exactly as it was sent"
     )
     export.set_defaults(command=export_session)
+    undo = commands.add_parser("undo-compact", help="undo a session's latest compaction")
+    undo.add_argument("session_id", metavar="ID")
+    undo.add_argument(
+        "--force", action="store_true", help="undo even if the history is then over the trigger"
+    )
+    undo.set_defaults(command=undo_compaction)
     doctor = commands.add_parser("doctor", help="check the setup and say what to fix")
     doctor.set_defaults(command=run_doctor)
     return parser
@@ -254,6 +263,22 @@ def export_session(args: argparse.Namespace) -> int:
             f"Cannot write {args.output}: {error.strerror or error}. Choose another --output."
         ) from error
     print(f"Wrote session {args.session_id} ({args.format}) to {args.output}.")
+    return 0
+
+
+def undo_compaction(args: argparse.Namespace) -> int:
+    """Undo the session's latest compaction; over the trigger afterwards only with --force."""
+    settings = Settings.load()
+    with _store(settings) as store:
+        undo = store.plan_undo(args.session_id)
+        overhead = request_overhead_tokens(settings.system_prompt, ())
+        check = undo_outcome(
+            undo, settings, overhead=overhead, threshold=settings.threshold_for(None)
+        )
+        if check.warning and not args.force:
+            raise NbchatError(f"{check.warning} Nothing was changed; pass --force to undo anyway.")
+        store.undo_compaction(args.session_id, undo.record_id)
+    print(replace(check, done=True).message)
     return 0
 
 

@@ -16,6 +16,8 @@ first needed).
   exceeds the summariser's window). Returns a `CompactionResult` with everything measurable.
 - `compact_prepared(history, prepared)`: what `compact` would do now, from a summary prepared
   earlier in the background (`nbchat.compaction.reuse`); only rows added since are summarised.
+- `preview(history, focus=...)`: the forced `compact` the Compact button proposes, to look at
+  (and edit) before anything is applied.
 - `apply_compaction(store, ...)`: writes a result in one store transaction (archive, never
   delete), through a small protocol so this module never imports `nbchat.store.store`.
 """
@@ -247,6 +249,20 @@ class CompactionEngine:
                     cancel=cancel,
                 )
         return replace(result, duration=time.monotonic() - started)
+
+    def preview(
+        self,
+        history: HistoryLike,
+        *,
+        focus: str | None = None,
+        cancel: threading.Event | None = None,
+    ) -> CompactionResult:
+        """The compaction the Compact button would make (forced, with `focus`), to look at first.
+
+        The engine never touches a store: nothing changes until the result is applied
+        (`apply_compaction`, or `Conversation.accept_compaction`). The summariser is called.
+        """
+        return self.compact(history, force=True, focus=focus, cancel=cancel)
 
     def _summarise_pruned(
         self,

@@ -45,6 +45,7 @@ from nbchat.conversation.events import (
 from nbchat.conversation.inspect import InspectedRequest, last_request
 from nbchat.conversation.prepare import CheckpointPreparer, Situation, situation_of
 from nbchat.conversation.session import Session
+from nbchat.conversation.steer import Steering, UndoOutcome
 from nbchat.conversation.turn import FailureGuard, Round, StreamedReply
 from nbchat.conversation.warmup import PromptWarmer
 from nbchat.errors import (
@@ -80,7 +81,8 @@ Steps = Generator[Event, None, None]
 
 
 class Conversation:
-    """One session's loop: `send`, `compact_now`, `retry`, `resume`, and what a UI inspects."""
+    """One session's loop: `send`, `compact_now` (or preview, accept and undo), `retry`,
+    `resume`, and what a UI inspects."""
 
     def __init__(
         self,
@@ -103,6 +105,7 @@ class Conversation:
         self._lock = threading.Lock()  # one turn at a time
         self._warmer = PromptWarmer()
         self.preparer = CheckpointPreparer(settings.prepare_mark)
+        self.steering = Steering(self.session, self.budget, self._lock)
         if session_id is not None:
             self.session.open(session_id)
 
@@ -238,6 +241,23 @@ class Conversation:
             yield Done(stopped=stop_event.is_set())
 
         yield from self._exclusive(run, stop)
+
+    def preview_compaction(
+        self, focus: str | None = None, stop: threading.Event | None = None
+    ) -> CompactionResult:
+        """The compaction `compact_now` would make, to look at first; nothing is written."""
+        return self.steering.preview(focus, stop)
+
+    def accept_compaction(
+        self, result: CompactionResult, text: str | None = None
+    ) -> CompactionResult:
+        """Apply the previewed `result`, with `text` as the summary's own words if given."""
+        return self.steering.accept(result, text)
+
+    def undo_compaction(self, *, force: bool = False, record_id: int | None = None) -> UndoOutcome:
+        """Undo the latest compaction (if that puts the history over the trigger, only with
+        `force`: the outcome says how big it would be). See `nbchat.conversation.steer`."""
+        return self.steering.undo(force=force, record_id=record_id)
 
     def take_back_last_message(self) -> str:
         """Archive the last user message and what followed; return its text to edit."""

@@ -6,8 +6,10 @@ usage and the finish reason at the end), Stop (checked at every chunk; a `StopSi
 releases a read blocked on a stalled server), the reply's bounds (a server that ignores
 `max_tokens` is cut at `reply_char_limit`; one that sends only keep-alive comments is given up
 after the read timeout, see `nbchat.llm.idle`), the plain-JSON tool-call fallback for small local
-models, asking a llama.cpp server for its context size, and translating every openai/httpx error
-into an `NbchatError` whose message says what to do. The API key never appears in a message.
+models (the stream closed once a call is whole, one second chance for a call that does not
+validate: `nbchat.llm.correction`), asking a llama.cpp server for its context size, and
+translating every openai/httpx error into an `NbchatError` whose message says what to do. The
+API key never appears in a message.
 
 Must not: know about rows, sessions, compaction or widgets.
 """
@@ -19,7 +21,7 @@ import json
 import logging
 import socket
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,10 +31,8 @@ from openai.types.chat import ChatCompletionChunk
 from nbchat.config import Settings
 from nbchat.errors import ServerError, ServerUnavailableError
 from nbchat.history import ToolCall
-from nbchat.llm.fallback import (
-    ArgumentCheck,
-    forced_call_format,
-)
+from nbchat.llm.correction import ChatRequest, has_whole_call, second_chance
+from nbchat.llm.fallback import ArgumentCheck, forced_call_format
 from nbchat.llm.idle import IdleWatch
 from nbchat.llm.reader import ReplyReader
 from nbchat.llm.servererrors import midstream_error, partial_note, public_url, translate_error
@@ -110,7 +110,12 @@ def stream_chat(
 
     `tool_choice` is "auto", "required", "none" or the name of one tool the model must call.
     With the JSON fallback on, a forced call is asked for as JSON content (`forced_call_format`)
-    instead, because llama.cpp's server ignores a named `tool_choice`.
+    instead, because llama.cpp's server ignores a named `tool_choice`. Also with the fallback
+    on: the stream is closed as soon as the text has become one complete call-shaped JSON object
+    (the model cannot append more; the reply is the call), and a call-shaped reply that does not
+    validate (a tool that does not exist, arguments its schema refuses) gets one second chance:
+    the same request plus that reply and a note saying what was wrong, with the call forced to
+    one of the offered tools. Its events follow the first attempt's text.
 
     Deltas are yielded as they arrive; then `ToolCallsReady` (if any), `Usage` (if the server
     reported it) and `Finish`. Stop ends the reply with `Finish("stopped")`, never an exception.
@@ -121,32 +126,75 @@ def stream_chat(
     `on_request` is given the request's JSON body (never the key: that is a header) just before
     it is sent, for the request records (`nbchat.conversation.inspect`).
     """
-    url = public_url(str(client.base_url))
+    request = ChatRequest(
+        model=model,
+        tools=tools,
+        max_tokens=max_tokens,
+        temperature=temperature,
+        extra_body=extra_body,
+        response_format=response_format,
+        fallback=json_tool_fallback,
+        check=check_arguments,
+        tool_choice=tool_choice,
+        on_request=on_request,
+    )
     if stop is not None and stop.is_set():
         yield Finish("stopped")
         return
+    reader = yield from _stream_once(client, messages, request, stop)
+    if reader is None:
+        return
+    ending = list(reader.finish())
+    retry = second_chance(messages, request, reader, ending)
+    if retry is None:
+        yield from ending
+        return
+    yield from (event for event in ending if not isinstance(event, Finish | Usage))
+    reader = yield from _stream_once(client, retry[0], retry[1], stop)
+    if reader is not None:
+        yield from reader.finish()
+
+
+def _create(
+    client: openai.OpenAI, messages: list[dict[str, Any]], request: ChatRequest
+) -> openai.Stream[ChatCompletionChunk]:
     forced = None
-    if json_tool_fallback and response_format is None:
-        forced = forced_call_format(tools, tool_choice)
+    if request.fallback and request.response_format is None:
+        forced = forced_call_format(request.tools, request.tool_choice)
     arguments = _create_arguments(
-        model=model,
+        model=request.model,
         messages=messages,
-        tools=tools,
-        tool_choice=None if forced else tool_choice,
-        max_tokens=max_tokens,
-        temperature=temperature,
-        response_format=forced or response_format,
+        tools=request.tools,
+        tool_choice=None if forced else request.tool_choice,
+        max_tokens=request.max_tokens,
+        temperature=request.temperature,
+        response_format=forced or request.response_format,
     )
-    if on_request is not None:
-        on_request({**arguments, **(extra_body or {})})  # the SDK merges extra_body so too
+    extra_body = request.extra_body
+    if request.on_request is not None:
+        request.on_request({**arguments, **(extra_body or {})})  # the SDK merges extra_body so
     try:
         stream: openai.Stream[ChatCompletionChunk] = client.chat.completions.create(
             **arguments, extra_body=extra_body
         )
     except openai.OpenAIError as exc:
-        raise translate_error(exc, base_url=url) from exc
-    limit = reply_char_limit(max_tokens)
-    reader = ReplyReader(tools if json_tool_fallback else (), check_arguments, char_limit=limit)
+        raise translate_error(exc, base_url=public_url(str(client.base_url))) from exc
+    return stream
+
+
+def _stream_once(
+    client: openai.OpenAI,
+    messages: list[dict[str, Any]],
+    request: ChatRequest,
+    stop: threading.Event | None,
+) -> Generator[StreamEvent, None, ReplyReader | None]:
+    """Stream one request's deltas; returns its reader, ready to `finish()`, or None when the
+    reply already ended (Stop)."""
+    url = public_url(str(client.base_url))
+    stream = _create(client, messages, request)
+    limit = reply_char_limit(request.max_tokens)
+    fallback_tools = request.tools if request.fallback else ()
+    reader = ReplyReader(fallback_tools, request.check, char_limit=limit)
     try:
         with _releasable(stream) as release, IdleWatch(_idle_seconds(client), release) as idle:
             remove = stop.add_callback(release) if isinstance(stop, StopSignal) else None
@@ -156,18 +204,18 @@ def stream_chat(
                 if remove is not None:
                     remove()
     finally:
-        stream.close()
+        stream.close()  # also how a server still writing after a whole call learns to stop
     if stop is not None and stop.is_set():
         yield from reader.flush_text()
         yield Finish("stopped")
-        return
+        return None
     if reader.finish_reason is None:
         yield from reader.flush_text()
         raise ServerError(
             f"The model server at {url} ended the stream before the reply was "
             f"complete. {partial_note(reader.received)}"
         )
-    yield from reader.finish()
+    return reader
 
 
 def reply_char_limit(max_tokens: int | None) -> int:
@@ -236,6 +284,9 @@ def _read(
             if watch.stopped:
                 return
             yield from reader.feed(chunk)
+            if has_whole_call(reader):
+                reader.finish_reason = reader.finish_reason or "stop"
+                return  # the reply is the call: closing the stream stops the model's junk
             if reader.cut:
                 yield from reader.flush_text()
                 raise _too_long(watch.url, watch.limit)

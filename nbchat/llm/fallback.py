@@ -1,12 +1,16 @@
 """Recognising a tool call that a small model wrote as plain text instead of `tool_calls`.
 
-Owns the rule: the whole reply (stripped; optionally inside a ```json fence or `<tool_call>`
-tags) is exactly `{"name": <an offered tool>, "arguments": {...}}` (or `"parameters"`), and the
-arguments pass the check the caller hands in (the tool registry's validation). Anything else is
-ordinary text. Also owns `looks_like_call_start`, which tells the reader when streamed text may
-become a call (it is shown as it streams all the same, and replaced by the call only once it
-validates), and `forced_call_format`, the `response_format` that makes a model write such a call:
-llama.cpp's server ignores a `tool_choice` that names a function (it accepts only strings), and with
+Owns the rule: the reply (stripped; optionally after a ```json fence or a `<tool_call>` tag)
+opens with one complete JSON object `{"name": <an offered tool>, "arguments": {...}}` (or
+`"parameters"`), and the arguments pass the check the caller hands in (the tool registry's
+validation). Anything else is ordinary text. What follows the object does not count: the client
+closes the stream as soon as the object is complete (`call_shape`), so the model cannot append
+more. A call-shaped object that does not validate (a tool that does not exist, arguments its
+schema refuses) is what `call_problem` explains to the model for its second chance. Also owns
+`looks_like_call_start`, which tells the reader when streamed text may become a call (it is shown
+as it streams all the same, and replaced by the call only once it validates), and
+`forced_call_format`, the `response_format` that makes a model write such a call: llama.cpp's
+server ignores a `tool_choice` that names a function (it accepts only strings), and with
 "required" it lets small models pad a call with whitespace up to `max_tokens`, but it does apply a
 JSON schema to the content, so a forced call is asked for that way and read back by this fallback.
 
@@ -24,14 +28,17 @@ __all__ = [
     "ArgumentCheck",
     "CALL_OPENINGS",
     "call_from_text",
+    "call_problem",
+    "call_shape",
     "forced_call_format",
     "looks_like_call_start",
     "schemas_by_name",
 ]
 
 CALL_OPENINGS = ("{", "```", "<tool_call>")
-FENCED = re.compile(r"^```(?:json)?\s*(.*?)\s*```$", re.DOTALL)
-TAGGED = re.compile(r"^<tool_call>\s*(.*?)\s*</tool_call>$", re.DOTALL)
+# What may come before the call's JSON object: a code fence or Qwen's <tool_call> tag.
+OPENING = re.compile(r"^(?:```(?:json)?|<tool_call>)\s*")
+DECODER = json.JSONDecoder()
 CALL_KEYS = ({"name", "arguments"}, {"name", "parameters"})
 
 # Whether `arguments` are valid for the tool `name`; the conversation passes the tool registry's
@@ -83,26 +90,66 @@ def looks_like_call_start(head: str) -> bool | None:
     return False
 
 
-def call_from_text(
-    text: str, schemas: Mapping[str, dict[str, Any]], check: ArgumentCheck | None = None
-) -> tuple[str, dict[str, Any]] | None:
-    """`(tool name, arguments)` when the whole `text` is a call of an offered tool whose
-    arguments pass `check` (without one, any JSON object passes)."""
-    body = text.strip()
-    for wrapper in (FENCED, TAGGED):
-        match = wrapper.match(body)
-        if match:
-            body = match.group(1)
-            break
+def call_shape(text: str) -> tuple[str, Any] | None:
+    """`(name, arguments)` when `text` opens with one complete call-shaped JSON object
+    (`{"name": ..., "arguments": ...}`, optionally after ```json or `<tool_call>`), whatever
+    follows it and whether or not the tool exists; None while it is incomplete or not one."""
+    body = OPENING.sub("", text.lstrip(), count=1)
+    if not body.startswith("{"):
+        return None
     try:
-        value = json.loads(body)
+        value, _end = DECODER.raw_decode(body)
     except ValueError:
         return None
     if not isinstance(value, dict) or set(value) not in CALL_KEYS:
         return None
-    name, arguments = value["name"], value.get("arguments", value.get("parameters"))
-    if not isinstance(name, str) or name not in schemas or not isinstance(arguments, dict):
+    name = value["name"]
+    if not isinstance(name, str):
+        return None
+    return name, value.get("arguments", value.get("parameters"))
+
+
+def call_from_text(
+    text: str, schemas: Mapping[str, dict[str, Any]], check: ArgumentCheck | None = None
+) -> tuple[str, dict[str, Any]] | None:
+    """`(tool name, arguments)` when `text` is a call of an offered tool whose arguments pass
+    `check` (without one, any JSON object passes). What follows the call is ignored: the reader
+    stops the stream once a call is complete (`call_shape`), so it is at most a stray token."""
+    found = call_shape(text)
+    if found is None:
+        return None
+    name, arguments = found
+    if name not in schemas or not isinstance(arguments, dict):
         return None
     if check is not None and not check(name, arguments):
         return None
     return name, arguments
+
+
+def call_problem(name: str, arguments: Any, tools: Sequence[Mapping[str, Any]]) -> str:
+    """What to tell a model whose call-shaped reply did not validate, so it can try again: what
+    was wrong, and each offered tool with the first line of its description."""
+    schemas = schemas_by_name(tools)
+    if name not in schemas:
+        problem = f"There is no tool named {name!r}."
+        fitting = [other for other in schemas if _fits(arguments, schemas[other])]
+        if len(fitting) == 1:
+            problem += f" Its arguments fit {fitting[0]!r}."
+    else:
+        wanted = ", ".join(schemas[name].get("properties") or {}) or "none"
+        problem = f"The arguments of {name!r} did not fit its parameters ({wanted})."
+    lines = [f"{problem} Call one of these tools instead:"]
+    for tool in tools:
+        function = tool.get("function") or {}
+        summary = " ".join(str(function.get("description") or "").split())
+        lines.append(f"- {function.get('name')}: {summary}")
+    return "\n".join(lines)
+
+
+def _fits(arguments: Any, schema: Mapping[str, Any]) -> bool:
+    """Whether `arguments` name exactly a tool's required parameters and no others it lacks."""
+    if not isinstance(arguments, dict) or not arguments:
+        return False
+    given = set(arguments)
+    known = set(schema.get("properties") or {})
+    return set(schema.get("required") or ()) <= given <= known

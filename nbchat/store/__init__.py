@@ -7,6 +7,8 @@
     migrations  the schema as named, ordered migrations (sqlite-utils `Migrations`)
     lease       the writer lease: one process writes a session, the others read
     heartbeat   the thread that renews a store's leases while it holds them
+    export      a session's transcript as Markdown
+    undo        undoing the latest compaction: its rows back exactly, its record stamped
     export      a session's transcript (and the requests it sent) as Markdown
     requests    request records: what each chat request sent, to rebuild it exactly
 

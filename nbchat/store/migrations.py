@@ -145,6 +145,13 @@ def m005_drop_rows_tokens(db: Database) -> None:
     db.table("rows").transform(drop={"tokens"})
 
 
+@migration("m006_compaction_undone_at")
+def m006_compaction_undone_at(db: Database) -> None:
+    # A compaction can be undone (`nbchat.store.undo`): its rows come back, its record stays,
+    # stamped with when it was undone, so nothing is deleted and the transcript says what happened.
+    db.table("compactions").add_column("undone_at", str)
+
+
 @migration("m007_request_records")
 def m007_request_records(db: Database) -> None:
     # The request inspector rebuilds each chat request exactly as sent, from the rows (never

@@ -66,6 +66,7 @@ class CompactionRecord:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     duration: float = 0.0
+    undone_at: str | None = None  # when the compaction was undone (`nbchat.store.undo`)
 
 
 def to_stored_row(record: Sequence[Any]) -> StoredRow:

@@ -12,7 +12,8 @@ is stored.
 
 Compaction never deletes: `replace_with_compacted` and `replace_rows` archive the replaced rows
 and link them to a compaction record. The active history (what the model sees) and the full
-transcript (everything, in order) are both one query away.
+transcript (everything, in order) are both one query away. `undo_compaction` takes the latest
+compaction back (`nbchat.store.undo`).
 
 Must not: hold UI state, call the model, or build prompts.
 """
@@ -33,7 +34,7 @@ from sqlite_utils import Database
 from nbchat.config import Settings
 from nbchat.errors import LeaseLostError, StoreError
 from nbchat.history import Row, to_row
-from nbchat.store import lease, requests, rowsql
+from nbchat.store import lease, requests, rowsql, undo
 from nbchat.store.export import to_markdown
 from nbchat.store.heartbeat import Heartbeat
 from nbchat.store.records import (
@@ -230,11 +231,13 @@ class Store:
         return loaded
 
     def find_tool_result(self, session_id: str, tool_id: str) -> StoredRow | None:
-        """The newest `tool` row answering `tool_id`, archived or not (original first)."""
+        """The original result of the newest call `tool_id` names, archived or not. A pruned
+        placeholder sits at its original's position with a higher id, whether it is active, or
+        archived by a later compaction or by an undo."""
         with self._errors("read an archived row"):
             record = self.db.execute(
                 f"SELECT {rowsql.ROW_COLUMNS} FROM rows WHERE session_id = ? AND tool_id = ? "
-                "AND role = 'tool' ORDER BY archived DESC, id DESC LIMIT 1",
+                "AND role = 'tool' ORDER BY position DESC, id ASC LIMIT 1",
                 [session_id, tool_id],
             ).fetchone()
         return to_stored_row(record) if record else None
@@ -310,6 +313,24 @@ class Store:
                     "session_id = ?", [session_id], order_by="id"
                 )
             )
+
+    def plan_undo(self, session_id: str, record_id: int | None = None) -> undo.UndoPlan:
+        """What undoing the latest compaction would do (`nbchat.store.undo`); writes nothing."""
+        self.get_session(session_id)
+        with self._errors("read the compactions"):
+            return undo.plan(self.db, session_id, record_id)
+
+    def undo_compaction(
+        self, session_id: str, record_id: int | None = None, *, expected_active: int | None = None
+    ) -> undo.UndoPlan:
+        """Undo the latest compaction in one transaction (`nbchat.store.undo`). Refused, naming
+        the holder, when another kernel writes the session."""
+        self.get_session(session_id)
+        with self._write(session_id, "undo the compaction") as db:
+            undo.refuse_if_held(db, session_id, ours=self._leases.get(session_id))
+            done = undo.plan(db, session_id, record_id)
+            undo.apply(db, done, expected_active=expected_active)
+        return done
 
     # Requests (usage)
 

@@ -92,7 +92,7 @@ def read_file(
 
 
 def write_file(ctx: ToolContext, path: str, content: str) -> str:
-    """Create or overwrite a text file in the workspace (parent folders are created).
+    """Create a text file, or overwrite one, with this content (folders are created).
 
     Args:
         path: File path, relative to the workspace.
@@ -104,11 +104,11 @@ def write_file(ctx: ToolContext, path: str, content: str) -> str:
 
 
 def edit_file(ctx: ToolContext, path: str, old: str, new: str) -> str:
-    """Replace one exact occurrence of `old` with `new` in a text file.
+    """Change a text file: replace the exact text `old`, which occurs once, with `new`.
 
     Args:
         path: File path, relative to the workspace.
-        old: The exact text to replace, including whitespace; it must occur exactly once.
+        old: The exact text to replace, including whitespace.
         new: The text to put in its place.
     """
     with _opened(ctx, path) as (handle, status):
@@ -137,7 +137,7 @@ def edit_file(ctx: ToolContext, path: str, old: str, new: str) -> str:
 
 
 def list_files(ctx: ToolContext, path: str = ".", pattern: str = "*") -> str:
-    """List files and folders (folders end in '/') under a workspace folder.
+    """List the files and folders in a folder (folders end in '/').
 
     Args:
         path: Folder, relative to the workspace.
@@ -160,8 +160,8 @@ def list_files(ctx: ToolContext, path: str = ".", pattern: str = "*") -> str:
 
 
 def search_files(ctx: ToolContext, pattern: str, path: str = ".", glob: str | None = None) -> str:
-    """Search the text files under a folder for a regular expression (or plain text, when the
-    pattern is not a valid regular expression); returns 'file:line: text' lines.
+    """Find the lines containing a text (or regular expression) in the files under a folder;
+    returns 'file:line: text' lines.
 
     Args:
         pattern: Regular expression or plain text to look for.
@@ -180,11 +180,12 @@ def search_files(ctx: ToolContext, pattern: str, path: str = ".", glob: str | No
 
 
 def run_shell(ctx: ToolContext, command: str, timeout: float | None = None) -> str:
-    """Run a shell command in the workspace folder; returns its exit code and output.
+    """Run a shell command in the workspace folder (also to delete, move or copy files, or to
+    run programs and tests); returns its exit code and output.
 
     Args:
-        command: The command line, run with /bin/sh.
-        timeout: Seconds before it is killed (at most the configured tool timeout).
+        command: The command line, such as `git status`.
+        timeout: Seconds before it is killed (at most the tool timeout).
     """
     limit = ctx.timeout if timeout is None or timeout <= 0 else min(timeout, ctx.timeout)
     result = run_command(

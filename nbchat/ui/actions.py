@@ -20,6 +20,7 @@ from nbchat.errors import NbchatError
 from nbchat.store.store import Store
 from nbchat.ui.attach import Attachment, Shell, attachment_from
 from nbchat.ui.commands import Command, help_text
+from nbchat.ui.compactflow import CompactionFlow
 from nbchat.ui.input import ChatInput
 
 __all__ = ["CommandTarget", "run_command"]
@@ -32,6 +33,7 @@ class CommandTarget(Protocol):
     conversation: Conversation
     attachments: list[Attachment]
     input: ChatInput
+    compaction: CompactionFlow
 
     @property
     def busy(self) -> bool: ...
@@ -99,8 +101,11 @@ def _rename(ui: CommandTarget, argument: str) -> None:
 
 
 def _compact(ui: CommandTarget, argument: str) -> None:
-    focus = argument or None
-    ui.run_turn(lambda stop: ui.conversation.compact_now(focus, stop))
+    ui.compaction.preview(argument or None)
+
+
+def _undo_compact(ui: CommandTarget, _argument: str) -> None:
+    ui.compaction.undo()
 
 
 def _model(ui: CommandTarget, argument: str) -> None:
@@ -182,6 +187,7 @@ ACTIONS: dict[str, Callable[[CommandTarget, str], None]] = {
     "resume": _resume,
     "rename": _rename,
     "compact": _compact,
+    "undo-compact": _undo_compact,
     "model": _model,
     "export": _export,
     "attach": _attach,

@@ -8,12 +8,13 @@ order. Every failure ends as a visible bubble and the input is usable again.
 
 Driving it from cells: `ui.send(text)`, `ui.wait()`, `ui.conversation`, `ui.close()`. What a
 user does and sees has a public name too (tests use only these): `press_send()`, `press_stop()`,
-`press_new()`, `press_compact()`, `choose_session(id)`, `can_send`, `can_stop`, `status`,
-`session_choices`, and for a tool waiting on the user `wait_for_approval()`, `approve()`,
-`deny()`. A failure also reaches the cell: `wait()` prints it on stderr and returns False
-(`nbchat.ui.failures`). A session database that cannot be opened gives one message in the widget
-and the cell, never a traceback, and the file is left as it is. Displayed, the chat also leaves
-a static transcript beside the widget for where no kernel runs (`nbchat.ui.transcript`).
+`press_new()`, `press_compact()` then `preview_card()`, `press_undo()`, `choose_session(id)`,
+`can_send`, `can_stop`, `status`, `session_choices`, and for a tool waiting on the user
+`wait_for_approval()`, `approve()`, `deny()`. A failure also reaches the cell: `wait()` prints
+it on stderr and returns False (`nbchat.ui.failures`). A session database that cannot be opened
+gives one message in the widget and the cell, never a traceback, and the file is left as it is.
+Displayed, the chat also leaves a static transcript beside the widget for where no kernel runs
+(`nbchat.ui.transcript`).
 """
 
 from __future__ import annotations
@@ -40,6 +41,8 @@ from nbchat.ui.attach import Attachment, with_attachments
 from nbchat.ui.background import IdleWork
 from nbchat.ui.cards import ApprovalCard, row_widget
 from nbchat.ui.commands import Command, parse_command
+from nbchat.ui.compactcard import PreviewCard
+from nbchat.ui.compactflow import CompactionFlow
 from nbchat.ui.failures import CellReport, database_message
 from nbchat.ui.input import ChatInput
 from nbchat.ui.inspector import RequestLink, latest_request_link, reply_links
@@ -52,6 +55,7 @@ from nbchat.ui.worker import Worker
 __all__ = ["ChatUI"]
 
 METER_NOTES = {"": "", "preparing": "preparing…", "ready": "checkpoint ready"}
+Card = Callable[[Row, dict[str, Any] | None], widgets.Widget]
 
 
 class ChatUI(widgets.VBox):
@@ -100,6 +104,8 @@ class ChatUI(widgets.VBox):
         self.attachments: list[Attachment] = []
         self.transcript = TranscriptDisplay(self.store, lambda: self.conversation.session_id)
         self._build_widgets(live_limit, max_rate)
+        self.compaction = CompactionFlow(self)  # preview, accept, undo (`ui/compactflow.py`)
+        self.view.compaction_widget = self.compaction.live_card
         super().__init__(
             [
                 widgets.HTML(value=STYLE),
@@ -181,8 +187,16 @@ class ChatUI(widgets.VBox):
         self._new_button.click()
 
     def press_compact(self) -> None:
-        """Click Compact: compact the history now."""
+        """Click Compact: propose a compaction (see `preview_card`)."""
         self._compact_button.click()
+
+    def preview_card(self) -> PreviewCard | None:
+        """The newest proposed compaction (`accept()`, `edit(text)`, `discard()`)."""
+        return self.compaction.preview_card
+
+    def press_undo(self) -> None:
+        """Click Undo on the latest compaction's card."""
+        self.compaction.press_undo()
 
     def choose_session(self, session_id: str) -> None:
         """Pick a session in the header's list."""
@@ -290,7 +304,7 @@ class ChatUI(widgets.VBox):
         self.switch_session(None)
 
     def _on_compact_click(self, _button: widgets.Button) -> None:
-        self.run_turn(lambda stop: self.conversation.compact_now(stop=stop))
+        self.compaction.preview()
 
     def _on_picker_change(self, change: dict[str, Any]) -> None:
         if not self._updating_picker and change["new"] != self.conversation.session_id:
@@ -424,7 +438,8 @@ class ChatUI(widgets.VBox):
         if session_id is None:
             self._update_meter()
             return
-        self.messages.extend(transcript_factories(self.store, session_id))
+        cards = self.compaction.stored_card
+        self.messages.extend(transcript_factories(self.store, session_id, card=cards))
         for problem in self.conversation.problems:
             self.notice(str(problem))
         if self.conversation.read_only:
@@ -490,17 +505,23 @@ def ready_status(settings: Settings) -> str:
     return f"ready (the embedded model server stops itself after {minutes} without a request)"
 
 
-def transcript_factories(store: Store, session_id: str) -> list[Callable[[], widgets.Widget]]:
+def transcript_factories(
+    store: Store, session_id: str, *, card: Card | None = None
+) -> list[Callable[[], widgets.Widget]]:
     """Widget factories for the full transcript (`transcript_entries`), each reply followed by
-    its request link."""
+    its request link; `card` makes the compaction cards (Undo, what was replaced)."""
     entries = transcript_entries(store, session_id)
     links = reply_links(store, session_id, [stored for stored, _ in entries])
     factories: list[Callable[[], widgets.Widget]] = []
     for stored, info in entries:
-        factories.append(_row_factory(stored.row, info))
+        factories.append(_row_factory(stored.row, info, card))
         factories.extend([links[stored.id]] if stored.id in links else [])
     return factories
 
 
-def _row_factory(row: Row, info: dict[str, Any] | None) -> Callable[[], widgets.Widget]:
+def _row_factory(
+    row: Row, info: dict[str, Any] | None, card: Card | None
+) -> Callable[[], widgets.Widget]:
+    if card is not None and row.role == "compacted":  # the card with Undo and what it replaced
+        return lambda: card(row, info)
     return lambda: row_widget(row, compaction=info)

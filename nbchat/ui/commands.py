@@ -14,7 +14,12 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "sessions": ("", "list the saved sessions"),
     "resume": ("<title or id>", "continue a saved session"),
     "rename": ("<title>", "rename this session"),
-    "compact": ("[focus]", "compact the history now, optionally telling the summary what to keep"),
+    "compact": (
+        "[focus]",
+        "propose a compaction (optionally telling the summary what to keep): accept, edit or "
+        "discard it",
+    ),
+    "undo-compact": ("", "undo the latest compaction: the rows it replaced come back"),
     "clear": ("", "start a new empty session (the old one is kept)"),
     "model": ("<name>", "switch the chat model"),
     "export": ("[md|json]", "save this session to a file in the workspace"),

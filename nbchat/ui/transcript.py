@@ -55,18 +55,23 @@ def transcript_entries(
     store: Store, session_id: str
 ) -> list[tuple[StoredRow, dict[str, Any] | None]]:
     """The full transcript's stored rows, archived ones included and pruned placeholders not,
-    each `compacted` row with its compaction record (matched by order: each summary inserts one)."""
+    each `compacted` row with its compaction record (matched by order of row id: each summary
+    inserts one)."""
     full = store.load_full(session_id, problems=[])
-    summaries = iter(
-        [c for c in store.list_compactions(session_id) if c["kind"] in ("summary", "chunked")]
-    )
-    archived_tool_ids = {s.row.tool_id for s in full if s.archived and s.row.role == "tool"}
+    records = [c for c in store.list_compactions(session_id) if c["kind"] in ("summary", "chunked")]
+    # By row id, the order they were made in (an undone one may sit after a later one).
+    made = sorted(s.id for s in full if s.row.role == "compacted")
+    info_of = dict(zip(made, records, strict=False))
+    # A call's first result row is the original; a later one is a pruned placeholder.
+    originals: dict[str, int] = {}
+    for s in sorted(full, key=lambda s: s.id):
+        if s.row.role == "tool":
+            originals.setdefault(s.row.tool_id, s.id)
     entries: list[tuple[StoredRow, dict[str, Any] | None]] = []
     for stored in full:
-        row = stored.row
-        if row.role == "tool" and not stored.archived and row.tool_id in archived_tool_ids:
-            continue  # a pruned placeholder: its original is shown instead
-        entries.append((stored, next(summaries, None) if row.role == "compacted" else None))
+        if stored.row.role == "tool" and originals[stored.row.tool_id] != stored.id:
+            continue  # a pruned placeholder (active, or archived by an undo): the original shows
+        entries.append((stored, info_of.get(stored.id)))
     return entries
 
 

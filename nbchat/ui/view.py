@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 import ipywidgets as widgets
 from typing_extensions import assert_never
 
+from nbchat.compaction.result import CompactionResult
 from nbchat.conversation.events import (
     CompactionFinished,
     CompactionStarted,
@@ -96,6 +97,8 @@ class EventView:
         self.update_meter = update_meter
         self.max_rate = max_rate
         self.restore_input: Callable[[str], None] = lambda _text: None
+        # The card for a compaction that happened (ChatUI's adds what it replaced and Undo).
+        self.compaction_widget: Callable[[CompactionResult], widgets.Widget] | None = None
         # The "request" link under each reply (`nbchat.ui.inspector`); ChatUI gives the maker.
         self.request_link: Callable[[], RequestLink | None] = lambda: None
         self.last_request_link: RequestLink | None = None
@@ -225,7 +228,9 @@ class EventView:
 
     def _on_compaction_finished(self, event: CompactionFinished) -> None:
         result = event.result
-        if result.changed and result.summary_row is not None:
+        if result.changed and self.compaction_widget is not None:
+            self.messages.add(self.compaction_widget(result))
+        elif result.changed and result.summary_row is not None:
             self.messages.add(
                 row_widget(
                     result.summary_row,
