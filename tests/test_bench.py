@@ -128,6 +128,15 @@ def test_checkpoint_stability_runs_on_smollm(monkeypatch: pytest.MonkeyPatch) ->
     assert len(rows) == 2
 
 
+@pytest.mark.slow
+@pytest.mark.model
+def test_compaction_stall_runs_on_smollm(monkeypatch: pytest.MonkeyPatch) -> None:
+    module = load("compaction_stall", monkeypatch, MODEL="smollm", MAX_TOKENS=32, TURNS=2)
+    rows = module.main(turns=2, pauses=(0.0,))
+    assert_table_rows(rows)
+    assert len(rows) == 3  # each mode's turns, then the slowest turns compared
+
+
 def test_default_model_eval_scores_a_scripted_server(monkeypatch: pytest.MonkeyPatch) -> None:
     # The eval's machinery on the fake server: a right call for the tool prompt, an answer for
     # the plain one. On the model it runs as `python bench/default_model_eval.py`.

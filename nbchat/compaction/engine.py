@@ -14,6 +14,8 @@ first needed).
 - `compact(history, ...)`: the layered path the conversation loop uses: prune old tool
   outputs; stop there if that lands under the trigger; else summarise (in chunks when the input
   exceeds the summariser's window). Returns a `CompactionResult` with everything measurable.
+- `compact_prepared(history, prepared)`: what `compact` would do now, from a summary prepared
+  earlier in the background (`nbchat.compaction.reuse`); only rows added since are summarised.
 - `preview(history, focus=...)`: the forced `compact` the Compact button proposes, to look at
   (and edit) before anything is applied.
 - `apply_compaction(store, ...)`: writes a result in one store transaction (archive, never
@@ -36,6 +38,12 @@ from nbchat.compaction.latest import latest_instruction, render_latest
 from nbchat.compaction.prompts import SummaryFormat, to_blocks
 from nbchat.compaction.prune import apply_replacements, find_prunable, protected_start
 from nbchat.compaction.result import CompactionResult, CompactionStore, Layer, apply_compaction
+from nbchat.compaction.reuse import (
+    model_text,
+    summary_row_for,
+    with_kept_placeholders,
+    with_prepared_cost,
+)
 from nbchat.compaction.split import Split, choose_split
 from nbchat.compaction.summariser import Summariser
 from nbchat.compaction.writer import Digest, SummaryWriter, joined
@@ -459,6 +467,74 @@ class CompactionEngine:
                 window=self._window,
             )
         return self._summary_writer
+
+    def compact_prepared(
+        self,
+        history: HistoryLike,
+        prepared: CompactionResult,
+        *,
+        force: bool = False,
+        cancel: threading.Event | None = None,
+    ) -> CompactionResult | None:
+        """`compact(history)` reusing `prepared`: a forced compaction, made earlier, of this
+        history's first `prepared.rows_summarised` rows (the caller checks they are unchanged).
+
+        When the summary would now replace exactly those rows, it is rebuilt at once, with no
+        model call; when it would replace more, only the rows added since are sent, to update
+        the prepared summary. None when `prepared` cannot serve (unforced: under the trigger,
+        or the prune layer is enough; or the cut now falls before what it covers): compact as
+        usual then.
+        """
+        started = time.monotonic()
+        rows, estimates = _rows_and_estimates(history)
+        before = self.context_tokens(history)
+        under = not force and before < self.trigger
+        if under or prepared.summary_row is None or self._is_settled(rows):
+            return None
+        pruned, pruned_estimates = self._prune(rows, estimates, before)
+        split = self._split(list(pruned.rows), pruned_estimates, over=True)
+        enough = not force and pruned.changed and pruned.tokens_after < self.trigger
+        if enough or split is None or split.start < prepared.rows_summarised:
+            return None
+        said = self._update_prepared(rows, prepared, split.start, cancel)
+        if said.cancelled:
+            return self._with_usage(CompactionResult.unchanged(rows, before, "cancelled"), said)
+        row = summary_row_for(said.text, rows, list(pruned.rows), split)
+        result = CompactionResult.summarised(
+            pruned.rows,
+            pruned_estimates,
+            row,
+            start=split.start,
+            rule=split.rule,
+            measured=pruned.tokens_after,
+        )
+        if not result.changed:
+            return None
+        result = with_kept_placeholders(
+            result, pruned, estimates=estimates, pruned_estimates=pruned_estimates
+        )
+        result = with_prepared_cost(self._with_usage(result, said), prepared)
+        return replace(result, duration=time.monotonic() - started)
+
+    def _update_prepared(
+        self,
+        rows: list[Row],
+        prepared: CompactionResult,
+        start: int,
+        cancel: threading.Event | None,
+    ) -> Digest:
+        """The prepared summary's text, updated with `rows[covered:start]` when there are any."""
+        said = Digest(text=model_text(prepared))
+        if start == prepared.rows_summarised:
+            return said
+        return self._writer().write(
+            to_blocks(rows[prepared.rows_summarised : start]),
+            previous=said.text,
+            max_tokens=self.summary_max_tokens,
+            fmt=self.summary_format,
+            instruction=self.summary_prompt,
+            cancel=cancel,
+        )
 
 
 def _pick(value: Any, settings: Settings | None, *, name: str, default: Any) -> Any:
