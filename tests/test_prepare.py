@@ -130,21 +130,24 @@ def test_a_prepared_compaction_is_applied_at_the_trigger_without_a_summary_reque
     server: FakeServer, script: Server, tmp_path: Path, settings: Settings
 ) -> None:
     chat = conversation(server, Store(tmp_path / "prepared.db"), settings)
-    turns = past_the_mark(chat)
+    past_the_mark(chat)
     prepare(chat)
+    prepared = chat.preparer._prepared
+    assert prepared is not None
+    covered = len(prepared.covered)
+    rows_then = list(chat.history.rows)
     text = trigger_message(chat)
     events: list[Any] = []
     assert summaries_during(script, lambda: events.extend(run(chat, text))) == []
     finished = [e.result for e in events if isinstance(e, CompactionFinished)]
     assert len(finished) == 1 and finished[0].changed
-    # The same session compacted in the foreground, as before, ends with the same rows.
-    today = conversation(server, Store(tmp_path / "today.db"), settings.replace(prepare_mark=0.0))
-    for number in range(turns):
-        run(today, question(number))
-    today.use_idle_moment(StopSignal())  # off: nothing is prepared
-    assert len(summaries_during(script, lambda: run(today, text))) == 1
-    assert chat.history.rows == today.history.rows
-    assert chat.history.rows[0].role == "compacted"
+    # The prepared summary replaces exactly the rows it covers; everything after them stays.
+    rows = chat.history.rows
+    assert rows[0].role == "compacted" and rows[0].content.startswith(
+        prepared.result.summary_row.content.split("\n\n# Recorded facts")[0]  # type: ignore[union-attr]
+    )
+    assert rows[1 : len(rows_then) - covered + 1] == rows_then[covered:]
+    assert finished[0].tokens_after < chat.engine.trigger
     assert len(chat.store.list_compactions(str(chat.session_id))) == 1
 
 
@@ -156,13 +159,14 @@ def test_rows_added_since_are_the_only_ones_sent_to_update_the_prepared_summary(
     prepare(chat)
     covered = chat.preparer._prepared.covered  # type: ignore[union-attr]
     run(chat, "short one")  # not idle afterwards: nothing is brought up to date
-    sent = summaries_during(script, lambda: run(chat, trigger_message(chat)))
+    # Forced (the button, or an idle moment), the deeper cut is worth a call with the new rows.
+    sent = summaries_during(script, lambda: list(chat.compact_now()))
     assert len(sent) == 1
     request = transcript(sent[0])
     assert "<previous-summary>" in request and "Learn Python" in request
     for row in covered:
         assert row.content not in request
-    assert question(turns - 2) in request  # was in the tail when prepared, now summarised
+    assert question(turns - 1) in request  # was in the tail when prepared, now summarised
     assert chat.history.rows[0].role == "compacted"
 
 

@@ -492,13 +492,40 @@ class CompactionEngine:
         if under or prepared.summary_row is None or self._is_settled(rows):
             return None
         pruned, pruned_estimates = self._prune(rows, estimates, before)
-        split = self._split(list(pruned.rows), pruned_estimates, over=True)
+        split = self._split(list(pruned.rows), pruned_estimates, original=rows, over=True)
         enough = not force and pruned.changed and pruned.tokens_after < self.trigger
         if enough or split is None or split.start < prepared.rows_summarised:
             return None
+        covered = prepared.rows_summarised
+        if split.start > covered and not force:
+            # At the trigger the user is waiting: the prepared cut, if it lands under the
+            # trigger, beats a deeper one that needs a model call now. (Forced, from an idle
+            # moment or the button, the deeper cut is worth the call.)
+            at_once = self._reused(
+                rows, estimates, pruned, pruned_estimates, Split(covered, split.rule), prepared
+            )
+            if at_once is not None and at_once.tokens_after < self.trigger:
+                return replace(at_once, duration=time.monotonic() - started)
         said = self._update_prepared(rows, prepared, split.start, cancel)
         if said.cancelled:
             return self._with_usage(CompactionResult.unchanged(rows, before, "cancelled"), said)
+        result = self._reused(rows, estimates, pruned, pruned_estimates, split, prepared, said=said)
+        return None if result is None else replace(result, duration=time.monotonic() - started)
+
+    def _reused(
+        self,
+        rows: list[Row],
+        estimates: list[int],
+        pruned: CompactionResult,
+        pruned_estimates: list[int],
+        split: Split,
+        prepared: CompactionResult,
+        *,
+        said: Digest | None = None,
+    ) -> CompactionResult | None:
+        """The compaction at `split` with the prepared summary (updated: `said`), or None when it
+        would not shrink the history."""
+        said = said or Digest(text=model_text(prepared))
         row = summary_row_for(said.text, rows, list(pruned.rows), split)
         result = CompactionResult.summarised(
             pruned.rows,
@@ -513,8 +540,7 @@ class CompactionEngine:
         result = with_kept_placeholders(
             result, pruned, estimates=estimates, pruned_estimates=pruned_estimates
         )
-        result = with_prepared_cost(self._with_usage(result, said), prepared)
-        return replace(result, duration=time.monotonic() - started)
+        return with_prepared_cost(self._with_usage(result, said), prepared)
 
     def _update_prepared(
         self,
