@@ -108,6 +108,7 @@ class Settings:
     tool_env_allow: tuple[str, ...] = ()
     json_tool_fallback: bool | None = None
     tools_on_request: bool | None = None
+    workspace_overview: bool = True  # name the top-level entries when tools are offered
     request_timeout: float = 600.0
     connect_timeout: float = 10.0
     autostart: bool = False

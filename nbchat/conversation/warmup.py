@@ -9,6 +9,7 @@ Must not: touch rows or the store; it only sends what it is handed.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 from nbchat.config import Settings
@@ -29,15 +30,17 @@ class PromptWarmer:
         self,
         base_url: str,
         settings: Settings,
-        messages: list[dict[str, Any]],
+        messages: Callable[[list[dict[str, Any]]], list[dict[str, Any]]],
         schemas: list[dict[str, Any]],
     ) -> None:
-        """Warm `messages` with the tools and, when tools are offered on request, without."""
+        """Warm the prompt with the tools and, when tools are offered on request, without;
+        `messages(tools)` is what a request offering `tools` sends (its system prompt may
+        depend on them)."""
         # The plain prompt last: a first message more often needs no tool, and the server keeps
         # the last prompt in its slot (the other one in its RAM cache).
         variants = [schemas, []] if settings.offers_tools_on_request() else [schemas]
         for tools in variants:
-            request = {"model": settings.model, "messages": messages}
+            request = {"model": settings.model, "messages": messages(tools)}
             request |= {"tools": tools} if tools else {}
             key = json.dumps(request, sort_keys=True)
             if key not in self._warmed:
