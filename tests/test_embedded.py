@@ -129,7 +129,10 @@ def test_after_warm_up_the_first_request_reads_its_prompt_from_the_cache(
         base_url = chat.budget.connect(start=True).base_url.rstrip("/")
         chat.warm_up()
         for tools in ([], chat.tools.schemas()):  # a plain first message, then a file request
-            messages = build_messages([user("Hi")], settings.system_prompt)
+            system_prompt = chat.overview.system_prompt(
+                settings.system_prompt, tools_offered=bool(tools)
+            )  # with tools it names the workspace's top level, as a real request's does
+            messages = build_messages([user("Hi")], system_prompt)
             body = {"model": settings.model, "messages": messages, "max_tokens": 1}
             body |= {"tools": tools} if tools else {}
             reply = httpx.post(base_url + "/chat/completions", json=body, timeout=120).json()
