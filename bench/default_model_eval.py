@@ -23,7 +23,7 @@ visible token and to the end of the turn, the first reply after the server start
 hit `max_tokens`, and replies that are fake tool-call JSON (goal: none).
 
     python bench/default_model_eval.py [--limit N] [--only plain|tool] [--model qwen|smollm|PATH]
-                                       [--tool-rounds 1|2] [--verbose]
+                                       [--tool-rounds 1|2] [--no-overview] [--verbose]
     python bench/default_model_eval.py --base-url http://127.0.0.1:PORT/v1   # a running server
 
 `main()` returns the table rows as dicts (for `bench/run_all.py`); figures only, no assertion.
@@ -68,6 +68,7 @@ MAX_TOKENS = 256
 # 2: the tool runs and the model answers from its result (key facts of tool cases are scored);
 # 1: the turn ends after the first call (faster; only the call is scored).
 TOOL_ROUNDS = 2
+OVERVIEW = True  # the workspace's top-level names in the system prompt (`workspace_overview`)
 LIMIT: int | None = None
 BASE_URL: str | None = None
 PLAIN_GOAL = 0.90
@@ -267,7 +268,9 @@ def make_workspace(root: Path) -> Path:
     return workspace
 
 
-def eval_settings(home: Path, base_url: str | None, tool_rounds: int) -> Settings:
+def eval_settings(
+    home: Path, base_url: str | None, tool_rounds: int, *, overview: bool = OVERVIEW
+) -> Settings:
     """The user's defaults except: temperature 0, tools denied, a short reply budget."""
     return Settings(
         base_url=base_url,
@@ -281,6 +284,7 @@ def eval_settings(home: Path, base_url: str | None, tool_rounds: int) -> Setting
         local_n_ctx=N_CTX,
         json_tool_fallback=True,
         tools_on_request=True,  # as on the embedded model, also when --base-url names a server
+        workspace_overview=overview,
     )
 
 
@@ -439,6 +443,12 @@ def parse(argv: Sequence[str]) -> argparse.Namespace:
         "--only", choices=("plain", "tool"), default=None, help="run only this kind of case"
     )
     parser.add_argument("--verbose", action="store_true", help="print each case as it ends")
+    parser.add_argument(
+        "--no-overview",
+        dest="overview",
+        action="store_false",
+        help="leave the workspace's top-level names out of the system prompt",
+    )
     return parser.parse_args(argv)
 
 
@@ -468,7 +478,7 @@ def main(argv: Sequence[str] = ()) -> list[dict[str, Any]]:
             server = ensure_server(MODEL, home=home, n_ctx=N_CTX, timeout=600)
         start = time.monotonic() - started
         try:
-            settings = eval_settings(home, args.base_url, args.tool_rounds)
+            settings = eval_settings(home, args.base_url, args.tool_rounds, overview=args.overview)
             warm = warm_up(settings) if args.warm else None
             outcomes = list(run_cases(settings, select(args.limit, args.only), args.verbose))
         finally:

@@ -85,6 +85,7 @@ def run_replay(threshold: int, workdir: Path) -> ReplayRun:
             tool_policy="allow",
             tool_output_limit=TOOL_OUTPUT_LIMIT,
             system_prompt=SYSTEM_PROMPT,
+            workspace_overview=False,  # the trace's requests were sent without one
         )
         store = Store(workdir / f"replay-{threshold}.db")
         client = openai.OpenAI(base_url=settings.base_url, api_key="replay", max_retries=0)

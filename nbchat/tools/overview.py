@@ -5,9 +5,9 @@ which files there are it invented some. Naming the top-level entries in the syst
 tools are offered) gives it real paths to use. Bounded and safe by construction: one listing of
 the workspace folder itself (`listing.walk` at depth 1, from a descriptor opened by
 `fileaccess.open_folder`), never entering a subfolder or following a link (links are left out,
-as are hidden names), at most `MAX_NAMES` names, each cut to `MAX_NAME_CHARS` and quoted as a
-JSON string when it holds anything but plain file-name characters, so a hostile name stays a
-name and never reads as an instruction on its own line.
+as are hidden names), at most `MAX_NAMES` names, each cut to `MAX_NAME_CHARS`, written `./name`
+and quoted as a JSON string, so a hostile name stays a name and never reads as an instruction on
+a line of its own.
 
 `WorkspaceOverview` keeps the text between turns: `refresh()` lists again at the start of a
 turn, and the text only changes when the listing does, so the prompt stays byte-identical for
@@ -19,7 +19,6 @@ Must not: read file contents, or list anything below the top level.
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 
 from nbchat.errors import NbchatError
@@ -32,7 +31,6 @@ __all__ = ["MAX_NAMES", "MAX_NAME_CHARS", "WorkspaceOverview", "overview_text", 
 MAX_NAMES = 30
 MAX_NAME_CHARS = 60
 LIST_TIMEOUT = 5.0  # one folder's listing; a hung network mount must not hold up a turn
-PLAIN_NAME = re.compile(r"[A-Za-z0-9._+@-]+/?")
 
 
 def overview_text(workspace: Path) -> str:
@@ -52,14 +50,17 @@ def overview_text(workspace: Path) -> str:
     shown = ", ".join(_quoted(name) for name in names[:MAX_NAMES])
     more = f" and {len(names) - MAX_NAMES} more" if len(names) > MAX_NAMES else ""
     return (
-        f"The workspace's top level (folders end in '/'; call list_files for more): {shown}{more}."
+        f"The workspace is the current folder '.'. Its top level (folders end in '/'): "
+        f"{shown}{more}. Paths given to tools are relative to '.'."
     )
 
 
 def _quoted(name: str) -> str:
+    """`"./name"`: a JSON string (newlines, quotes and control characters escaped), with the
+    `./` that made the model write workspace paths instead of `/src/app.py`."""
     if len(name) > MAX_NAME_CHARS:
         name = name[: MAX_NAME_CHARS - 1] + "…"
-    return name if PLAIN_NAME.fullmatch(name) else json.dumps(name)
+    return json.dumps("./" + name)
 
 
 def with_overview(system_prompt: str, overview: str) -> str:
