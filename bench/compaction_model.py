@@ -1,26 +1,32 @@
-"""Compaction on the embedded Qwen model: wall time, tokens a second, and what comes out.
+"""Compaction on the embedded Qwen model: the transcript form against the cache form.
 
 The real `CompactionEngine` (JSON checkpoint under a schema, code-computed facts, chunking)
-summarises three histories cut from a real agent run (`tests/data/traces/`, the matplotlib
-trace, its task message cut to its first 1,500 characters so the smallest history holds more
-than one turn) at about 2k, 8k and 32k estimated tokens, against Qwen2.5-Coder-0.5B served by
-`nbchat.embedded.server.ensure_server` (llama.cpp in its own process) with a 16,384-token window.
+summarises histories cut from a real agent run (`tests/data/traces/`, the matplotlib trace, its
+task message cut to its first 1,500 characters so the smallest history holds more than one
+turn) at about 2k and 8k estimated tokens (and 32k, chunked, with `--all`), against
+Qwen2.5-Coder-0.5B served by `nbchat.embedded.server.ensure_server` (llama.cpp in its own
+process) with a 16,384-token window, the default system prompt and the default tool schemas.
 Each compaction is the automatic one: the history is over the trigger because the threshold is a
-quarter of its size, so the engine keeps a small tail (~10%) and summarises the rest, which is
-what "compacting an N-token history" should time. The 32k history's transcript is bigger than
-the summariser's window, so it is summarised in chunks.
+quarter of its size.
 
-Reported per history: the layer used, summariser requests, prompt and completion tokens (the
-server's own counts), wall time, tokens processed a second, and the summary's size against the
-history's. Slow: several minutes on two cores. `main()` returns the table rows as dicts for
-`bench/run_all.py`. Figures only, never an assertion.
+Before each compaction the chat's own request for the history is sent (one generated token), so
+the server's cache holds what it holds in a real chat when a compaction starts. Then the same
+history is compacted twice: in the transcript form (the rows re-serialised into a new prompt,
+what nbchat did until now) and in the cache form (the chat's prefix plus one instruction,
+`nbchat.compaction.cacheform`). Reported per history and form, from the server's own counts
+(`timings.cache_n`): prompt tokens computed (not served from the cache) and served from it,
+completion tokens, wall time, and the summary's size; then the cache form's computed tokens as a
+share of the transcript form's (goal: at most 10%). Slow: many minutes on two busy cores; each
+history runs once. `main()` returns the table rows as dicts for `bench/run_all.py`. Figures
+only, never an assertion.
 
-    python bench/compaction_model.py
+    python bench/compaction_model.py [--all]
 """
 
 from __future__ import annotations
 
 import json
+import sys
 import time
 from typing import Any
 
@@ -28,15 +34,21 @@ import harness
 import openai
 from harness import Figure, temporary_directory
 
+from nbchat.compaction.cacheform import RequestShape
 from nbchat.compaction.engine import CompactionEngine
 from nbchat.compaction.result import CompactionResult
+from nbchat.config import DEFAULT_SYSTEM_PROMPT
 from nbchat.embedded.server import LocalServer, ensure_server
 from nbchat.errors import NbchatError
-from nbchat.history import History, Row, estimate_tokens
+from nbchat.history import History, Row, build_messages, estimate_tokens
+from nbchat.tools import default_registry
 
 TRACE = harness.REPO / "tests" / "data" / "traces" / "matplotlib__matplotlib-26208.json"
 TASK_CHARS = 1_500
-SIZES = (2_000, 8_000, 32_000)
+SIZES = (2_000, 8_000)
+ALL_SIZES = (2_000, 8_000, 32_000)
+FORMS = ("transcript", "cache")
+TARGET_SHARE = 0.10
 N_CTX = 16_384
 MODEL = "qwen"
 THRESHOLD_DIVISOR = 4  # the threshold is a quarter of the history: ~90% of it is summarised
@@ -60,26 +72,65 @@ def history_of(rows: list[Row], tokens: int) -> list[Row]:
     return rows
 
 
-def compact(server: LocalServer, rows: list[Row]) -> CompactionResult:
+def tools() -> tuple[dict[str, Any], ...]:
+    return tuple(default_registry().schemas())
+
+
+def send_chat_request(server: LocalServer, rows: list[Row]) -> None:
+    """The chat's own request for `rows` (one token generated): what the server's cache holds
+    when a compaction starts in a real chat."""
+    client = openai.OpenAI(base_url=server.base_url, api_key="local", max_retries=0)
+    client.chat.completions.create(
+        model=MODEL,
+        messages=build_messages(rows, DEFAULT_SYSTEM_PROMPT),  # type: ignore[arg-type]
+        tools=list(tools()),  # type: ignore[arg-type]
+        max_tokens=1,
+        temperature=0.0,
+    )
+
+
+def compact(server: LocalServer, rows: list[Row], form: str) -> CompactionResult:
     client = openai.OpenAI(base_url=server.base_url, api_key="local", max_retries=0)
     threshold = sum(estimate_tokens(row) for row in rows) // THRESHOLD_DIVISOR
-    engine = CompactionEngine(threshold, 4, None, MODEL, "", client)
+    engine = CompactionEngine(
+        threshold, 4, None, MODEL, DEFAULT_SYSTEM_PROMPT, client, tool_schemas=tools()
+    )
+    if form == "cache":
+        engine.request_shape = RequestShape(DEFAULT_SYSTEM_PROMPT, tools(), MODEL)
     return engine.compact(History(rows))
 
 
 def figure_for(tokens: int, rows: list[Row], result: CompactionResult) -> Figure:
     history_tokens = sum(estimate_tokens(row) for row in rows)
     summary_tokens = estimate_tokens(result.summary_row) if result.summary_row else 0
-    processed = result.prompt_tokens + result.completion_tokens
-    speed = processed / result.duration if result.duration else 0.0
+    computed = result.computed_tokens
+    cached = "?" if result.cached_tokens is None else f"{result.cached_tokens:,}"
     return Figure(
-        f"Qwen compaction, {tokens // 1000}k history ({len(rows)} rows, ~{history_tokens:,} tok)",
-        f"{result.duration:.1f} s, {outcome(result)}, {result.requests} request(s), "
-        f"{result.prompt_tokens:,} + {result.completion_tokens:,} tok, {speed:,.0f} tok/s; "
-        f"{result.rows_summarised} rows summarised, summary ~{summary_tokens:,} tok"
+        f"Qwen compaction, {tokens // 1000}k history ({len(rows)} rows, ~{history_tokens:,} tok), "
+        f"{result.summary_form or '-'} form",
+        f"{'?' if computed is None else f'{computed:,}'} prompt tok computed, {cached} from the "
+        f"cache; {result.completion_tokens:,} completion tok; {result.duration:.1f} s; "
+        f"{outcome(result)}, {result.requests} request(s); {result.rows_summarised} rows "
+        f"summarised, summary ~{summary_tokens:,} tok"
         + "".join(f"; warning: {short_warning(text)}" for text in result.warnings),
         f"~{result.tokens_before:,} tok before",
         f"{result.tokens_after / result.tokens_before:.3f} (~{result.tokens_after:,} after)",
+    )
+
+
+def share_figure(tokens: int, results: dict[str, CompactionResult]) -> Figure:
+    """The cache form's computed prompt tokens as a share of the transcript form's."""
+    transcript, cache = results["transcript"], results["cache"]
+    if transcript.computed_tokens is None or cache.computed_tokens is None:
+        return Figure(f"{tokens // 1000}k: cache form / transcript form, computed", "unknown")
+    share = cache.computed_tokens / max(1, transcript.computed_tokens)
+    return Figure(
+        f"{tokens // 1000}k: prompt tokens computed, cache form / transcript form",
+        f"{cache.computed_tokens:,} / {transcript.computed_tokens:,}",
+        f"{transcript.duration:.0f} s / {cache.duration:.0f} s wall",
+        f"{share:.3f}",
+        f"<= {TARGET_SHARE:.2f}",
+        share <= TARGET_SHARE,
     )
 
 
@@ -93,7 +144,7 @@ def short_warning(text: str) -> str:
     return text.split(";")[0].removeprefix("the summary ")
 
 
-def failure_for(tokens: int, error: NbchatError, seconds: float) -> Figure:
+def failure_for(tokens: int, error: Exception, seconds: float) -> Figure:
     return Figure(
         f"Qwen compaction, {tokens // 1000}k history",
         f"failed after {seconds:.1f} s: {error}",
@@ -101,18 +152,26 @@ def failure_for(tokens: int, error: NbchatError, seconds: float) -> Figure:
     )
 
 
-def measure(server: LocalServer, tokens: int) -> Figure:
+def measure(server: LocalServer, tokens: int) -> list[Figure]:
     rows = history_of(trace_rows(), tokens)
-    started = time.monotonic()
-    try:
-        result = compact(server, rows)
-    except NbchatError as error:
-        return failure_for(tokens, error, time.monotonic() - started)
-    return figure_for(tokens, rows, result)
+    figures: list[Figure] = []
+    results: dict[str, CompactionResult] = {}
+    for form in FORMS:
+        started = time.monotonic()
+        try:
+            send_chat_request(server, rows)
+            results[form] = compact(server, rows, form)
+        except (NbchatError, openai.OpenAIError) as error:
+            figures.append(failure_for(tokens, error, time.monotonic() - started))
+            continue
+        figures.append(figure_for(tokens, rows, results[form]))
+    if len(results) == len(FORMS):
+        figures.append(share_figure(tokens, results))
+    return figures
 
 
-def main() -> list[dict[str, Any]]:
-    """Start Qwen in a temporary home, compact the three histories, stop it."""
+def main(sizes: tuple[int, ...] = SIZES) -> list[dict[str, Any]]:
+    """Start Qwen in a temporary home, compact each history in both forms, stop it."""
     figures: list[Figure] = []
     with temporary_directory("nbchat-qwen-") as home:
         started = time.monotonic()
@@ -125,7 +184,8 @@ def main() -> list[dict[str, Any]]:
                     f"{startup:.1f} s, window {server.n_ctx:,} tokens",
                 )
             )
-            figures.extend(measure(server, tokens) for tokens in SIZES)
+            for tokens in sizes:
+                figures.extend(measure(server, tokens))
         finally:
             server.stop()
     return [figure.as_dict() for figure in figures]
@@ -133,6 +193,6 @@ def main() -> list[dict[str, Any]]:
 
 if __name__ == "__main__":
     begun = time.monotonic()
-    rows = main()
+    rows = main(ALL_SIZES if "--all" in sys.argv[1:] else SIZES)
     harness.print_figures("Compaction on the embedded Qwen model", rows)
     print(f"\n(took {time.monotonic() - begun:.0f} s)")

@@ -10,6 +10,12 @@ log: the summariser's requests are counted in the compacted run.
 Figures: total prompt tokens of each run and their ratio (target <= 0.30), the largest single
 request (target: none above the threshold), the compactions by layer, the summariser's share,
 and a check that the run without compaction reproduces the trace's first-request sizes.
+
+The prefix-cache column (`replay_prefix.py`): the prompt tokens a prefix-caching server (llama.cpp)
+would have to compute, each request's part beyond its longest common prefix with the request
+before it, summariser requests included. The compacted run is made twice for it: with the
+summary asked in the cache form (the default: the chat's prefix plus one instruction) and in the
+transcript form (forced by naming a separate summary model). Goal: the cache form at most half.
 `main()` returns the table rows as dicts for `bench/run_all.py`. Figures only, never an
 assertion.
 
@@ -28,6 +34,7 @@ import harness
 import openai
 from fakeserver_replies import count_prompt_tokens
 from harness import Figure, temporary_directory
+from replay_prefix import computed_tokens
 from replay_scenario import (
     SYSTEM_PROMPT,
     TARGET_FIRST_REQUESTS,
@@ -44,6 +51,8 @@ from nbchat.conversation.loop import Conversation
 from nbchat.store.store import Store
 
 THRESHOLD = 30_000
+TRANSCRIPT_MODEL = "replay-summary-model"  # a separate summary model: the transcript form
+TARGET_CACHE_SHARE = 0.5
 NO_COMPACTION = 10**9  # a threshold no request of the replay comes near
 TARGET_RATIO = 0.30
 
@@ -58,6 +67,8 @@ class ReplayRun:
     first_of_turn: list[int] = field(default_factory=list)
     layers: Counter[str] = field(default_factory=Counter)
     stored_compactions: int = 0
+    computed: int = 0  # tokens beyond each request's common prefix with the one before
+    summary_computed: int = 0  # the same, of the summariser's requests only
 
     @property
     def total(self) -> int:
@@ -72,7 +83,7 @@ class ReplayRun:
         return sum(self.layers.values())
 
 
-def run_replay(threshold: int, workdir: Path) -> ReplayRun:
+def run_replay(threshold: int, workdir: Path, *, summary_model: str = "") -> ReplayRun:
     """Send every turn through a fresh `Conversation`; raise if any turn fails."""
     run = ReplayRun(threshold)
     with start_replay_server() as server:
@@ -85,9 +96,10 @@ def run_replay(threshold: int, workdir: Path) -> ReplayRun:
             tool_policy="allow",
             tool_output_limit=TOOL_OUTPUT_LIMIT,
             system_prompt=SYSTEM_PROMPT,
+            summary_model=summary_model,
             workspace_overview=False,  # the trace's requests were sent without one
         )
-        store = Store(workdir / f"replay-{threshold}.db")
+        store = Store(workdir / f"replay-{threshold}-{summary_model or 'chat'}.db")
         client = openai.OpenAI(base_url=settings.base_url, api_key="replay", max_retries=0)
         conversation = Conversation(settings, store, client=client, tools=replay_tools())
         for text in user_texts():
@@ -104,6 +116,11 @@ def run_replay(threshold: int, workdir: Path) -> ReplayRun:
 
 
 def measure_requests(run: ReplayRun, bodies: Sequence[dict[str, Any]]) -> None:
+    counts = computed_tokens(bodies)
+    run.computed = sum(counts)
+    run.summary_computed = sum(
+        n for n, b in zip(counts, bodies, strict=True) if is_summary_request(b)
+    )
     for body in bodies:
         tokens = count_prompt_tokens(body)
         if is_summary_request(body):
@@ -173,17 +190,41 @@ def count_figures(plain: ReplayRun, compacted: ReplayRun) -> list[Figure]:
     ]
 
 
-def run_both() -> tuple[ReplayRun, ReplayRun]:
+def cache_figures(plain: ReplayRun, cached: ReplayRun, transcript: ReplayRun) -> list[Figure]:
+    """What a prefix-caching server computes: the cache form against the transcript form."""
+    share = cached.computed / max(1, transcript.computed)
+    summary_share = cached.summary_computed / max(1, transcript.summary_computed)
+    return [
+        Figure(
+            "replay: of which the summariser's requests",
+            f"{cached.summary_computed:,}",
+            f"{transcript.summary_computed:,} transcript form",
+            f"{summary_share:.3f}",
+        ),
+        Figure(
+            "replay: prompt tokens a prefix cache computes, cache form (summariser counted)",
+            f"{cached.computed:,}",
+            f"{transcript.computed:,} transcript form; {plain.computed:,} without compaction",
+            f"{share:.3f}",
+            f"<= {TARGET_CACHE_SHARE:.2f}",
+            share <= TARGET_CACHE_SHARE,
+        ),
+    ]
+
+
+def run_all() -> tuple[ReplayRun, ReplayRun, ReplayRun]:
     with temporary_directory("nbchat-replay-") as workdir:
         plain = run_replay(NO_COMPACTION, workdir)
         compacted = run_replay(THRESHOLD, workdir)
-    return plain, compacted
+        transcript = run_replay(THRESHOLD, workdir, summary_model=TRANSCRIPT_MODEL)
+    return plain, compacted, transcript
 
 
 def main() -> list[dict[str, Any]]:
-    """Both runs; the table rows as dicts."""
-    plain, compacted = run_both()
-    return [figure.as_dict() for figure in figures(plain, compacted)]
+    """The three runs; the table rows as dicts."""
+    plain, compacted, transcript = run_all()
+    rows = figures(plain, compacted) + cache_figures(plain, compacted, transcript)
+    return [figure.as_dict() for figure in rows]
 
 
 def print_turns(plain: ReplayRun, compacted: ReplayRun) -> None:
@@ -196,7 +237,9 @@ def print_turns(plain: ReplayRun, compacted: ReplayRun) -> None:
 
 
 if __name__ == "__main__":
-    plain_run, compacted_run = run_both()
-    rows = [figure.as_dict() for figure in figures(plain_run, compacted_run)]
+    plain_run, compacted_run, transcript_run = run_all()
+    table = figures(plain_run, compacted_run)
+    table += cache_figures(plain_run, compacted_run, transcript_run)
+    rows = [figure.as_dict() for figure in table]
     harness.print_figures("Replay savings (issue 3)", rows)
     print_turns(plain_run, compacted_run)

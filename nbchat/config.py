@@ -46,6 +46,7 @@ DEFAULT_THRESHOLD = 10_000
 # import them for callers that construct those without a `Settings`.
 DEFAULT_TRIGGER_FACTOR = 0.75
 DEFAULT_MAX_TOKENS = 1024
+DEFAULT_PREPARE_MARK = 0.6
 DEFAULT_SUMMARY_MAX_TOKENS = 1024
 # The embedded server's window (also the summariser's when none is known). Qwen2.5-Coder-0.5B's
 # KV cache costs ~12 KiB a token: 8k tokens is ~100 MB and still answers quickly on two cores;
@@ -93,6 +94,9 @@ class Settings:
     context_token_threshold: int | None = None
     tail_messages: int = 4
     trigger_factor: float = DEFAULT_TRIGGER_FACTOR
+    # Past this share of the trigger the widget prepares the next summary while the user
+    # reads (`nbchat.conversation.prepare`); 0 turns that off.
+    prepare_mark: float = DEFAULT_PREPARE_MARK
     max_tool_turns: int = 100
     max_tokens: int = DEFAULT_MAX_TOKENS
     summary_max_tokens: int = DEFAULT_SUMMARY_MAX_TOKENS
@@ -311,6 +315,8 @@ def _validate(settings: Settings) -> None:
         fail("summariser_context", "must be at least 256 tokens")
     if not 0 < settings.trigger_factor <= 1:
         fail("trigger_factor", "must be above 0 and at most 1")
+    if not 0 <= settings.prepare_mark < 1:
+        fail("prepare_mark", "must be 0 (off) or a share of the trigger below 1, such as 0.6")
     if settings.local_idle_timeout < 0:
         fail("local_idle_timeout", "must be 0 (keep the server running) or a number of seconds")
     for name in ("tool_timeout", "request_timeout", "connect_timeout"):

@@ -111,10 +111,31 @@ def test_tokenize_ratio_runs_on_smollm(monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.mark.slow
 @pytest.mark.model
 def test_compaction_model_runs_on_smollm(monkeypatch: pytest.MonkeyPatch) -> None:
-    module = load("compaction_model", monkeypatch, MODEL="smollm", SIZES=(2_000,), N_CTX=4_096)
+    module = load(
+        "compaction_model", monkeypatch, MODEL="smollm", SIZES=(2_000,), N_CTX=8_192, tools=tuple
+    )
     rows = module.main()
     assert_table_rows(rows)
-    assert len(rows) == 2  # the server start, then the one history
+    assert len(rows) == 4  # the server start, the history in both forms, the forms' ratio
+
+
+@pytest.mark.slow
+@pytest.mark.model
+def test_checkpoint_stability_runs_on_smollm(monkeypatch: pytest.MonkeyPatch) -> None:
+    load("compaction_model", monkeypatch, MODEL="smollm", N_CTX=4_096)
+    module = load("checkpoint_stability", monkeypatch, MODEL="smollm", N_CTX=4_096, RUNS=2)
+    rows = module.main()
+    assert_table_rows(rows)
+    assert len(rows) == 2
+
+
+@pytest.mark.slow
+@pytest.mark.model
+def test_compaction_stall_runs_on_smollm(monkeypatch: pytest.MonkeyPatch) -> None:
+    module = load("compaction_stall", monkeypatch, MODEL="smollm", MAX_TOKENS=32, TURNS=2)
+    rows = module.main(turns=2, pauses=(0.0,))
+    assert_table_rows(rows)
+    assert len(rows) == 3  # each mode's turns, then the slowest turns compared
 
 
 def test_default_model_eval_scores_a_scripted_server(monkeypatch: pytest.MonkeyPatch) -> None:

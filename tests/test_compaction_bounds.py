@@ -293,8 +293,8 @@ def test_a_compaction_that_leaves_the_request_over_budget_is_announced_before_it
     chat = conversation(server, store, settings.replace(context_token_threshold=3000))
     chat.resume(session)
     rows = chat.history.rows
-    huge = dict(json.loads(SUMMARY), critical_context=["y" * summary_chars])
-    script.summary = lambda body: Reply(text=json.dumps(huge))
+    # A markdown reply: a JSON checkpoint's sections are cut to their budgets (prompts.py).
+    script.summary = lambda body: Reply(text="## Goal\n" + "y" * summary_chars)
     script.chat.append(Reply(text="answered"))
     events = run(chat, "next question")
     assert events[-1] == Done()

@@ -401,8 +401,8 @@ from nbchat.store.store import Store
 
 path, session_id, url, home, workspace, step = sys.argv[1:7]
 store = Store(path)
-settings = Settings(
-    base_url=url + "/v1", home=home, workspace=workspace, context_token_threshold=8000,
+settings = Settings(  # a budget whose compaction keeps placeholders in its tail: both layers
+    base_url=url + "/v1", home=home, workspace=workspace, context_token_threshold=16000,
     tail_messages=4,
 )
 client = openai.OpenAI(base_url=url + "/v1", api_key="test", max_retries=0)
@@ -506,7 +506,7 @@ def kill_world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, A
             base_url=fake.url + "/v1",
             home=root / "home",
             workspace=root,
-            context_token_threshold=8000,
+            context_token_threshold=16000,  # as in KILL_CHILD
             tail_messages=4,
         )
         store = Store(reference)

@@ -11,6 +11,7 @@
     modelsummariser  `OpenAISummariser`: the one place compaction calls a model
     writer           `SummaryWriter`/`write_digest`: a transcript summarised chunk by chunk
     result           `CompactionResult` and `apply_compaction`, which stores it
+    reuse            a summary prepared earlier, rebuilt into the compaction the trigger asks for
 
 Must not: import the conversation loop or widgets. Pure except `modelsummariser` (HTTP) and
 `apply_compaction` (the store it is handed).

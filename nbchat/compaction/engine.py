@@ -14,6 +14,8 @@ first needed).
 - `compact(history, ...)`: the layered path the conversation loop uses: prune old tool
   outputs; stop there if that lands under the trigger; else summarise (in chunks when the input
   exceeds the summariser's window). Returns a `CompactionResult` with everything measurable.
+- `compact_prepared(history, prepared)`: what `compact` would do now, from a summary prepared
+  earlier in the background (`nbchat.compaction.reuse`); only rows added since are summarised.
 - `preview(history, focus=...)`: the forced `compact` the Compact button proposes, to look at
   (and edit) before anything is applied.
 - `apply_compaction(store, ...)`: writes a result in one store transaction (archive, never
@@ -30,14 +32,21 @@ from dataclasses import replace
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
+from nbchat.compaction.cacheform import RequestShape, build_cache_request, cache_prefix_end
 from nbchat.compaction.facts import facts_of, previous_summary, render_facts
 from nbchat.compaction.latest import latest_instruction, render_latest
 from nbchat.compaction.prompts import SummaryFormat, to_blocks
 from nbchat.compaction.prune import apply_replacements, find_prunable, protected_start
 from nbchat.compaction.result import CompactionResult, CompactionStore, Layer, apply_compaction
+from nbchat.compaction.reuse import (
+    model_text,
+    summary_row_for,
+    with_kept_placeholders,
+    with_prepared_cost,
+)
 from nbchat.compaction.split import Split, choose_split
 from nbchat.compaction.summariser import Summariser
-from nbchat.compaction.writer import Digest, SummaryWriter
+from nbchat.compaction.writer import Digest, SummaryWriter, joined
 from nbchat.config import DEFAULT_SUMMARY_MAX_TOKENS, DEFAULT_TRIGGER_FACTOR
 from nbchat.history import (
     History,
@@ -64,6 +73,8 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 DEFAULT_SUMMARY_FORMAT: SummaryFormat = "json"
+# A checkpoint's usual size under its section budgets (the code-computed facts come on top).
+CHECKPOINT_TOKENS = 400
 
 HistoryLike = History | Sequence[Sequence[str]]
 
@@ -123,6 +134,9 @@ class CompactionEngine:
         )
         _validate(self)
         self._overhead: tuple[str, tuple[Mapping[str, Any], ...], int] | None = None
+        # The chat's last request (set by the conversation): the summary is then asked as its
+        # continuation, inside the server's prompt cache (`nbchat.compaction.cacheform`).
+        self.request_shape: RequestShape | None = None
 
     @classmethod
     def from_settings(
@@ -295,9 +309,12 @@ class CompactionEngine:
         return 0 < len(rows) <= self.tail_messages + 1 and rows[0][0] == "compacted"
 
     def _keep_budget(self) -> int:
-        """How many tokens a tail may keep when over the trigger: room is left for the summary."""
-        allowance = min(2 * self.summary_max_tokens, self.trigger // 2)
-        return max(0, self.trigger - self.overhead_tokens - allowance)
+        """How many tokens a tail may keep when over the trigger: the request after a compaction
+        should stand at about half the trigger (so at most half the threshold), system prompt,
+        tool schemas and a checkpoint of the usual size included, so that the next compaction
+        is many turns away. (`_split` then takes the facts and the carried message off too.)"""
+        checkpoint = min(self.summary_max_tokens, CHECKPOINT_TOKENS)
+        return max(0, self.trigger // 2 - self.overhead_tokens - checkpoint)
 
     def _prune(
         self, rows: list[Row], estimates: list[int], before: int
@@ -339,7 +356,7 @@ class CompactionEngine:
         cancel: threading.Event | None = None,
     ) -> CompactionResult:
         """Summarise `rows[:split]` (facts read from `original`, the rows before pruning)."""
-        split = self._split(rows, estimates, over=over)
+        split = self._split(rows, estimates, original=original, over=over)
         if split is None:
             reason = "fewer than two rows before the kept tail"
             return CompactionResult.unchanged(rows, measured, reason)
@@ -350,15 +367,7 @@ class CompactionEngine:
         if kept + sum(estimates[split.start :]) >= sum(estimates):
             reason = "a summary would not shrink the history"
             return CompactionResult.unchanged(rows, measured, reason)
-        said = self._writer().write(
-            to_blocks(original[: split.start]),
-            previous=previous_summary(rows[: split.start]),
-            max_tokens=self.summary_max_tokens,
-            fmt=self.summary_format,
-            instruction=self.summary_prompt,
-            focus=focus,
-            cancel=cancel,
-        )
+        said = self._write(original, rows, start=split.start, focus=focus, cancel=cancel)
         if said.cancelled:
             return self._with_usage(CompactionResult.unchanged(rows, measured, "cancelled"), said)
         blocks = (said.text, facts, carried)
@@ -370,17 +379,65 @@ class CompactionEngine:
         layer: Layer = ("chunked" if said.chunks > 1 else "summary") if result.changed else "none"
         return self._with_usage(replace(result, layer=layer), said)
 
-    def _split(self, rows: list[Row], estimates: list[int], *, over: bool) -> Split | None:
-        """Where to cut. A cut that takes the user's latest message carries it whole in the
-        summary row, so the tail gets the budget that is left beside it."""
+    def _write(
+        self,
+        original: list[Row],
+        rows: list[Row],
+        *,
+        start: int,
+        focus: str | None,
+        cancel: threading.Event | None,
+    ) -> Digest:
+        """Ask for the summary of `original[:start]`: in the cache form when it applies (the
+        rows exactly as the chat sent them), else as a transcript (chunked when needed)."""
+        writer = self._writer()
+        end, reply = 0, self.summary_max_tokens
+        if self.summary_format == "json" and writer.sends_prefix:
+            # The chat's requests, up to the threshold, went to this server: its window is at
+            # least that big, whatever a server without /props lets the writer guess.
+            window = max(writer.window, self.threshold)
+            reply = min(self.summary_max_tokens, window // 4)
+            shape = self.request_shape
+            end = cache_prefix_end(
+                original[:start], shape, model=writer.model_name, window=window, reply_tokens=reply
+            )
+        said = Digest()
+        if end and self.request_shape is not None:
+            messages = build_cache_request(
+                original[:end], self.request_shape, instruction=self.summary_prompt, focus=focus
+            )
+            said = writer.write_cached(
+                messages, tools=self.request_shape.tools, max_tokens=reply, cancel=cancel
+            )
+            if end == start or said.cancelled:
+                return said
+        rest = writer.write(
+            to_blocks(original[end:start]),
+            previous=said.text or previous_summary(rows[:start]),
+            max_tokens=self.summary_max_tokens,
+            fmt=self.summary_format,
+            instruction=self.summary_prompt,
+            focus=focus,
+            cancel=cancel,
+        )
+        return joined(said, rest)
+
+    def _split(
+        self, rows: list[Row], estimates: list[int], *, original: list[Row], over: bool
+    ) -> Split | None:
+        """Where to cut. The summary row also carries the recorded facts and, when the cut
+        takes the user's latest message, that message whole, so the tail gets the budget that
+        is left beside them."""
         budget = self._keep_budget()
         split = choose_split(
             rows, estimates, tail_messages=self.tail_messages, budget=budget, over_trigger=over
         )
-        latest = latest_instruction(rows, split.start) if split is not None else ""
-        if not latest:
+        if split is None or not over:
             return split
-        budget = max(0, budget - estimate_tokens(render_latest(latest)))
+        latest = latest_instruction(rows, split.start)
+        carried = estimate_tokens(render_latest(latest)) if latest else 0
+        facts = estimate_tokens(render_facts(facts_of(original[: split.start])))
+        budget = max(0, budget - carried - facts)
         narrower = choose_split(
             rows, estimates, tail_messages=self.tail_messages, budget=budget, over_trigger=over
         )
@@ -395,6 +452,8 @@ class CompactionEngine:
             requests=said.requests,
             cancelled=said.cancelled,
             warnings=said.warnings,
+            cached_tokens=said.cached_tokens,
+            summary_form=said.form if said.requests else "",
         )
 
     def _writer(self) -> SummaryWriter:
@@ -408,6 +467,100 @@ class CompactionEngine:
                 window=self._window,
             )
         return self._summary_writer
+
+    def compact_prepared(
+        self,
+        history: HistoryLike,
+        prepared: CompactionResult,
+        *,
+        force: bool = False,
+        cancel: threading.Event | None = None,
+    ) -> CompactionResult | None:
+        """`compact(history)` reusing `prepared`: a forced compaction, made earlier, of this
+        history's first `prepared.rows_summarised` rows (the caller checks they are unchanged).
+
+        When the summary would now replace exactly those rows, it is rebuilt at once, with no
+        model call; when it would replace more, only the rows added since are sent, to update
+        the prepared summary. None when `prepared` cannot serve (unforced: under the trigger,
+        or the prune layer is enough; or the cut now falls before what it covers): compact as
+        usual then.
+        """
+        started = time.monotonic()
+        rows, estimates = _rows_and_estimates(history)
+        before = self.context_tokens(history)
+        under = not force and before < self.trigger
+        if under or prepared.summary_row is None or self._is_settled(rows):
+            return None
+        pruned, pruned_estimates = self._prune(rows, estimates, before)
+        split = self._split(list(pruned.rows), pruned_estimates, original=rows, over=True)
+        enough = not force and pruned.changed and pruned.tokens_after < self.trigger
+        if enough or split is None or split.start < prepared.rows_summarised:
+            return None
+        covered = prepared.rows_summarised
+        if split.start > covered and not force:
+            # At the trigger the user is waiting: the prepared cut, if it lands under the
+            # trigger, beats a deeper one that needs a model call now. (Forced, from an idle
+            # moment or the button, the deeper cut is worth the call.)
+            at_once = self._reused(
+                rows, estimates, pruned, pruned_estimates, Split(covered, split.rule), prepared
+            )
+            if at_once is not None and at_once.tokens_after < self.trigger:
+                return replace(at_once, duration=time.monotonic() - started)
+        said = self._update_prepared(rows, prepared, split.start, cancel)
+        if said.cancelled:
+            return self._with_usage(CompactionResult.unchanged(rows, before, "cancelled"), said)
+        result = self._reused(rows, estimates, pruned, pruned_estimates, split, prepared, said=said)
+        return None if result is None else replace(result, duration=time.monotonic() - started)
+
+    def _reused(
+        self,
+        rows: list[Row],
+        estimates: list[int],
+        pruned: CompactionResult,
+        pruned_estimates: list[int],
+        split: Split,
+        prepared: CompactionResult,
+        *,
+        said: Digest | None = None,
+    ) -> CompactionResult | None:
+        """The compaction at `split` with the prepared summary (updated: `said`), or None when it
+        would not shrink the history."""
+        said = said or Digest(text=model_text(prepared))
+        row = summary_row_for(said.text, rows, list(pruned.rows), split)
+        result = CompactionResult.summarised(
+            pruned.rows,
+            pruned_estimates,
+            row,
+            start=split.start,
+            rule=split.rule,
+            measured=pruned.tokens_after,
+        )
+        if not result.changed:
+            return None
+        result = with_kept_placeholders(
+            result, pruned, estimates=estimates, pruned_estimates=pruned_estimates
+        )
+        return with_prepared_cost(self._with_usage(result, said), prepared)
+
+    def _update_prepared(
+        self,
+        rows: list[Row],
+        prepared: CompactionResult,
+        start: int,
+        cancel: threading.Event | None,
+    ) -> Digest:
+        """The prepared summary's text, updated with `rows[covered:start]` when there are any."""
+        said = Digest(text=model_text(prepared))
+        if start == prepared.rows_summarised:
+            return said
+        return self._writer().write(
+            to_blocks(rows[prepared.rows_summarised : start]),
+            previous=said.text,
+            max_tokens=self.summary_max_tokens,
+            fmt=self.summary_format,
+            instruction=self.summary_prompt,
+            cancel=cancel,
+        )
 
 
 def _pick(value: Any, settings: Settings | None, *, name: str, default: Any) -> Any:

@@ -6,7 +6,14 @@ says what happened and what to do, with the cause kept. When the server rejects
 `response_format` (no JSON-schema support) the request is sent again without it, and later
 requests skip it. The client is built from `Settings.load()` at the first call when none was
 given, never at construction; with no base URL that is the embedded server, found like a
-conversation finds it.
+conversation finds it. `summarise_prefix` sends the chat's tool schemas too (the cache form).
+
+Stable summaries with the prompt cache on: at temperature 0 llama.cpp answers a prompt it finds
+whole in its cache (it evaluates only the last token again) differently from one whose end it
+had to compute in a batch, so the same history compacted twice gave two checkpoints. On the
+embedded model each summary request is therefore *primed*: sent first with `max_tokens=1`, so
+the server holds the whole prompt, then again for the answer, which always starts from a full
+cache hit. The priming costs one token; the prompt is read once either way.
 
 Must not: know about rows, the store or the engine's decisions.
 """
@@ -16,7 +23,8 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Mapping, Sequence
-from typing import Any
+from dataclasses import replace
+from typing import Any, NamedTuple
 
 import openai
 
@@ -41,6 +49,15 @@ log = logging.getLogger(__name__)
 UNCHANGED = "The history was left as it was"
 
 
+class _Request(NamedTuple):
+    """One summary request: what is sent, the reply's cap, and the Stop signal."""
+
+    messages: Sequence[Message]
+    tools: tuple[Mapping[str, Any], ...]
+    max_tokens: int
+    stop: threading.Event | None
+
+
 class OpenAISummariser:
     """Summary requests to an OpenAI-compatible server (the chat server unless told otherwise)."""
 
@@ -57,6 +74,7 @@ class OpenAISummariser:
         self._settings = settings
         self._extra_body = dict(extra_body) if extra_body else None
         self._json_schema_supported = True
+        self._has_prompt_cache: bool | None = None  # asked once, at the first summary
 
     def __repr__(self) -> str:
         return f"OpenAISummariser(model={self._model!r})"
@@ -85,39 +103,65 @@ class OpenAISummariser:
         stop: threading.Event | None,
     ) -> SummaryReply:
         """One summary; raises `CompactionError` (cause kept) when the request fails."""
+        request = _Request(messages, (), max_tokens, stop)
+        return self._ask(request, response_format)
+
+    def summarise_prefix(
+        self,
+        messages: Sequence[Message],
+        *,
+        tools: Sequence[Mapping[str, Any]],
+        max_tokens: int,
+        response_format: Mapping[str, Any] | None,
+        stop: threading.Event | None,
+    ) -> SummaryReply:
+        """One summary asked with the chat's own tool schemas (the cache form)."""
+        request = _Request(messages, tuple(tools), max_tokens, stop)
+        return self._ask(request, response_format)
+
+    def _ask(self, request: _Request, response_format: Mapping[str, Any] | None) -> SummaryReply:
         schema = response_format if self._json_schema_supported else None
         try:
             try:
-                return self._request(messages, max_tokens=max_tokens, schema=schema, stop=stop)
+                return self._primed(request, schema)
             except ServerError as exc:
                 if schema is None or exc.status != 400:
                     raise
                 log.warning("the server rejected response_format (%s); asking without it", exc)
                 self._json_schema_supported = False
-                return self._request(messages, max_tokens=max_tokens, schema=None, stop=stop)
+                return self._primed(request, None)
         except NbchatError as exc:
             raise to_compaction_error(exc) from exc
 
-    def _request(
-        self,
-        messages: Sequence[Message],
-        *,
-        max_tokens: int,
-        schema: Mapping[str, Any] | None,
-        stop: threading.Event | None,
-    ) -> SummaryReply:
+    def _primed(self, request: _Request, schema: Mapping[str, Any] | None) -> SummaryReply:
+        """The answer; first the priming request when the answer must be stable (see above)."""
+        if not self._primes():
+            return self._request(request, schema)
+        prime = self._request(request._replace(max_tokens=1), schema)
+        if prime.finish_reason == "stopped":
+            return prime
+        reply = self._request(request, schema)
+        return replace(
+            reply,
+            prompt_tokens=reply.prompt_tokens + prime.prompt_tokens,
+            completion_tokens=reply.completion_tokens + prime.completion_tokens,
+            cached_tokens=_sum_known(reply.cached_tokens, prime.cached_tokens),
+        )
+
+    def _request(self, request: _Request, schema: Mapping[str, Any] | None) -> SummaryReply:
         parts: list[str] = []
         usage = Usage(None, None)
         reason = "stop"
         for event in stream_chat(
             self._get_client(),
-            list(messages),
+            list(request.messages),
             model=self.model,
-            max_tokens=max_tokens,
+            tools=[dict(tool) for tool in request.tools],
+            max_tokens=request.max_tokens,
             temperature=self._temperature(),
-            extra_body=self._body(),
+            extra_body=self._extra_body,
             response_format=dict(schema) if schema is not None else None,
-            stop=stop,
+            stop=request.stop,
         ):
             if isinstance(event, TextDelta):
                 parts.append(event.text)
@@ -130,6 +174,7 @@ class OpenAISummariser:
             prompt_tokens=usage.prompt_tokens or 0,
             completion_tokens=usage.completion_tokens or 0,
             finish_reason=reason,
+            cached_tokens=usage.cached_tokens,
         )
 
     def _temperature(self) -> float | None:
@@ -139,12 +184,18 @@ class OpenAISummariser:
             return settings.temperature
         return 0.0 if settings.is_embedded else None
 
-    def _body(self) -> dict[str, Any] | None:
-        # llama.cpp answers the same prompt differently at temperature 0 unless its prompt cache
-        # is off for the request; summaries gain nothing from that cache anyway.
-        if self._extra_body is None and self._get_settings().is_embedded:
-            return {"cache_prompt": False}
-        return self._extra_body
+    def _primes(self) -> bool:
+        """Prime each request: on the embedded llama.cpp server (it answers `/props`) at
+        temperature 0, unless the caller's extra body says how to use the cache."""
+        if self._has_prompt_cache is None:
+            settings = self._get_settings()
+            self._has_prompt_cache = (
+                settings.is_embedded
+                and self._temperature() == 0.0
+                and self._extra_body is None
+                and self.context_size() is not None
+            )
+        return self._has_prompt_cache
 
     def _get_settings(self) -> Settings:
         if self._settings is None:
@@ -185,3 +236,9 @@ def to_compaction_error(exc: NbchatError) -> CompactionError:
         f"The summariser failed: {exc} {UNCHANGED}; compact again, or set another "
         "summary_model if it keeps failing."
     )
+
+
+def _sum_known(*counts: int | None) -> int | None:
+    """The sum of the counts the server reported; None when it reported none."""
+    known = [count for count in counts if count is not None]
+    return sum(known) if known else None

@@ -33,6 +33,7 @@ __all__ = [
     "SummaryFormat",
     "build_request",
     "chunk_blocks",
+    "json_format",
     "parse_reply",
     "request_overhead",
     "to_blocks",
@@ -71,10 +72,12 @@ MARKDOWN_FORMAT = (
 )
 JSON_FORMAT = (
     "Reply with ONE JSON object and nothing else, with these keys: "
-    '"goal" (a string: what the user wants), and "constraints", "done", "in_progress", '
-    '"blocked", "decisions", "next_steps", "critical_context" (each a list of short strings; '
-    '[] when empty). "done" lists what was achieved: files read or changed, commands run and '
-    "what they showed. At most 6 items per list, each under 25 words: the reply has a token limit."
+    '"goal" (a string: what the user wants) in one sentence, and "constraints", "done", '
+    '"in_progress", "blocked", "decisions", "next_steps", "critical_context" (each a list of '
+    'short strings; [] when empty). "done" lists what was achieved: files read or changed, '
+    "commands run and what they showed. Be brief: at most {items} items per list, each under "
+    "{words} words. File paths, errors and the user's own words are recorded separately: do "
+    "not copy them at length."
 )
 FOCUS_PROMPT = "Pay particular attention to: {focus}"
 
@@ -105,6 +108,22 @@ JSON_KEY_SECTION = {
     "next_steps": "Next steps",
     "critical_context": "Critical context",
 }
+# Each model-written section's budget (items, characters an item): the schema enforces it on
+# servers that honour it (llama.cpp turns it into a grammar), `parse_reply` cuts what exceeds
+# it elsewhere. Worst case about 850 tokens, so a checkpoint never reaches the 1,024-token cap.
+GOAL_CHARS = 240
+ITEM_CHARS = 140
+SECTION_ITEMS = {
+    "constraints": 3,
+    "done": 4,
+    "in_progress": 2,
+    "blocked": 2,
+    "decisions": 3,
+    "next_steps": 3,
+    "critical_context": 3,
+}
+PROMPT_ITEMS = 4
+PROMPT_WORDS = 15
 RESPONSE_FORMAT: Mapping[str, Any] = {
     "type": "json_schema",
     "json_schema": {
@@ -113,9 +132,13 @@ RESPONSE_FORMAT: Mapping[str, Any] = {
         "schema": {
             "type": "object",
             "properties": {
-                "goal": {"type": "string"},
+                "goal": {"type": "string", "maxLength": GOAL_CHARS},
                 **{
-                    key: {"type": "array", "items": {"type": "string"}}
+                    key: {
+                        "type": "array",
+                        "items": {"type": "string", "maxLength": ITEM_CHARS},
+                        "maxItems": SECTION_ITEMS[key],
+                    }
                     for key, _, _ in JSON_SECTIONS[1:]
                 },
             },
@@ -139,6 +162,7 @@ class Checkpoint:
     text: str
     missing: tuple[str, ...]
     was_json: bool
+    over_budget: tuple[str, ...] = ()  # sections cut to their budget (a server ignored it)
 
 
 def trim_middle(text: str, limit: int) -> str:
@@ -228,7 +252,7 @@ def build_request(
         parts.append(UPDATE_PROMPT)
     else:
         parts.append(instruction or SUMMARY_PROMPT)
-    parts.append(JSON_FORMAT if fmt == "json" else MARKDOWN_FORMAT)
+    parts.append(json_format() if fmt == "json" else MARKDOWN_FORMAT)
     if focus:
         parts.append(FOCUS_PROMPT.format(focus=focus))
     return [
@@ -240,7 +264,7 @@ def build_request(
 def request_overhead(*, previous_tokens: int, instruction: str | None, focus: str | None) -> int:
     """Tokens a request spends besides its transcript: prompts, format, tags, previous summary."""
     prompt = max(estimate_tokens(instruction or SUMMARY_PROMPT), estimate_tokens(UPDATE_PROMPT))
-    fmt = max(estimate_tokens(JSON_FORMAT), estimate_tokens(MARKDOWN_FORMAT))
+    fmt = max(estimate_tokens(json_format()), estimate_tokens(MARKDOWN_FORMAT))
     extra = estimate_tokens(FOCUS_PROMPT.format(focus=focus)) if focus else 0
     tags = 20  # the <conversation> and <previous-summary> tags and the blank lines between
     return estimate_tokens(SUMMARY_SYSTEM_PROMPT) + prompt + fmt + extra + tags + previous_tokens
@@ -297,17 +321,43 @@ def _salvage_json(text: str) -> Any:
     return None
 
 
+def json_format() -> str:
+    """The JSON reply's instructions, with the sections' budgets."""
+    return JSON_FORMAT.format(items=PROMPT_ITEMS, words=PROMPT_WORDS)
+
+
 def _from_json(data: Mapping[str, Any]) -> Checkpoint:
     sections: list[str] = []
+    over: list[str] = []
     has_content = False
     for key, heading, bullet in JSON_SECTIONS:
-        value = data.get(key)
-        items = [value] if isinstance(value, str) else value if isinstance(value, list) else []
-        lines = [f"{bullet}{str(item).strip()}" for item in items if str(item).strip()]
+        items, cut = _within_budget(key, data.get(key))
+        if cut:
+            over.append(key)
+        lines = [_bulleted(bullet, number, item) for number, item in enumerate(items, start=1)]
         has_content = has_content or bool(lines)
         sections.append(heading + "\n" + ("\n".join(lines) if lines else "(none)"))
     missing = tuple(dict.fromkeys(JSON_KEY_SECTION[k] for k in JSON_KEY_SECTION if k not in data))
-    return Checkpoint("\n\n".join(sections) if has_content else "", missing, was_json=True)
+    text = "\n\n".join(sections) if has_content else ""
+    return Checkpoint(text, missing, was_json=True, over_budget=tuple(over))
+
+
+def _within_budget(key: str, value: Any) -> tuple[list[str], bool]:
+    """A section's non-empty items cut to its budget, and whether anything was cut."""
+    raw = [value] if isinstance(value, str) else value if isinstance(value, list) else []
+    items = [str(item).strip() for item in raw if str(item).strip()]
+    limit = GOAL_CHARS if key == "goal" else ITEM_CHARS
+    kept = [_cut(item, limit) for item in items[: SECTION_ITEMS.get(key, 1)]]
+    return kept, len(kept) < len(items) or any(a != b for a, b in zip(kept, items, strict=False))
+
+
+def _cut(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+
+
+def _bulleted(bullet: str, number: int, item: str) -> str:
+    """One list line; a numbered list counts up instead of repeating "1."."""
+    return f"{number}. {item}" if bullet == "1. " else f"{bullet}{item}"
 
 
 def _missing_headings(text: str) -> tuple[str, ...]:

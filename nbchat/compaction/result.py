@@ -2,8 +2,9 @@
 
 A result is a value: the new active rows plus every figure worth showing or plotting (tokens
 before and after, rows summarised and pruned, duration, summariser usage, which layer did the
-work) and exactly what the store needs to apply it: `replacements` (index → placeholder, the
-prune layer) and `summary_row` + `keep_tail` (the summary layer).
+work, the prompt tokens the server served from its cache) and exactly what the store needs to
+apply it: `replacements` (index → placeholder, the prune layer) and `summary_row` + `keep_tail`
+(the summary layer).
 
 `apply_compaction` writes a result in one store transaction: the pruned originals are archived
 and their placeholders put at the same positions (`Store.replace_rows`, kind "prune"), then the
@@ -59,10 +60,23 @@ class CompactionResult:
     summary_row: Row | None = None
     cancelled: bool = False
     warnings: tuple[str, ...] = ()
+    # Of `prompt_tokens`, how many the server served from its prompt cache (None: it did not
+    # say), and how the summary was asked: "cache" (continuing the chat's request) or
+    # "transcript" ("" when no summary was asked).
+    cached_tokens: int | None = None
+    summary_form: str = ""
 
     @property
     def rows_pruned(self) -> int:
         return len(self.replacements)
+
+    @property
+    def computed_tokens(self) -> int | None:
+        """Prompt tokens the summariser's server had to compute (not served from its cache);
+        None when it did not report its cache."""
+        if self.cached_tokens is None:
+            return None
+        return max(0, self.prompt_tokens - self.cached_tokens)
 
     @classmethod
     def summarised(

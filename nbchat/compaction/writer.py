@@ -6,6 +6,7 @@ transcript into chunks that fit the summariser's window next to the prompts and 
 asks for each chunk in turn, every request after the first *updating* the summary so far (the first
 updates the previous compaction's summary, when there is one). A cancel is honoured between chunks
 and passed on as the request's `stop`, so the HTTP stream is closed; an empty reply is a failure.
+`SummaryWriter.write_cached` sends one cache-form request instead (`nbchat.compaction.cacheform`).
 
 Pure apart from the summariser it is handed: no I/O of its own.
 """
@@ -26,10 +27,15 @@ from nbchat.compaction.prompts import (
     parse_reply,
     request_overhead,
 )
-from nbchat.compaction.summariser import SizedSummariser, Summariser, SummaryReply
+from nbchat.compaction.summariser import (
+    PrefixSummariser,
+    SizedSummariser,
+    Summariser,
+    SummaryReply,
+)
 from nbchat.config import DEFAULT_N_CTX
 from nbchat.errors import CompactionError, ContextOverflowError, NbchatError
-from nbchat.history import estimate_tokens
+from nbchat.history import Message, estimate_tokens
 
 if TYPE_CHECKING:
     import openai
@@ -39,6 +45,7 @@ if TYPE_CHECKING:
 __all__ = [
     "Digest",
     "SummaryWriter",
+    "joined",
     "write_digest",
 ]
 
@@ -46,6 +53,9 @@ log = logging.getLogger(__name__)
 
 DEFAULT_SUMMARISER_CONTEXT = DEFAULT_N_CTX  # the embedded server's window, when none is known
 MIN_CHUNK_TOKENS = 256
+# A model that ignored the schema's budgets: noted in the result, logged below WARNING (a
+# notebook shows WARNING records as stderr output).
+OVER_BUDGET = "the summary's section(s)"
 NOTHING_SAID = "(The earlier rows held only the assistant's reasoning.)"
 
 
@@ -60,6 +70,8 @@ class Digest:
     chunks: int = 0
     cancelled: bool = False
     warnings: tuple[str, ...] = ()
+    cached_tokens: int | None = None  # of prompt_tokens, served from the server's cache
+    form: str = "transcript"  # or "cache": asked as a continuation of the chat's request
 
 
 class SummaryWriter:
@@ -143,9 +155,44 @@ class SummaryWriter:
                 f"The summariser failed with {type(exc).__name__}: {exc}. The history was left "
                 "as it was; compact again, or set another summary_model if it keeps failing."
             ) from exc
-        for warning in digest.warnings:
-            log.warning("compaction: %s", warning)
+        _log_warnings(digest)
         return digest
+
+    def write_cached(
+        self,
+        messages: Sequence[Message],
+        *,
+        tools: Sequence[Mapping[str, Any]],
+        max_tokens: int,
+        cancel: threading.Event | None = None,
+    ) -> Digest:
+        """One cache-form request (`nbchat.compaction.cacheform`): the chat's prefix plus the
+        instruction, with the chat's tools and the checkpoint's schema."""
+        summariser = self.summariser
+        if not isinstance(summariser, PrefixSummariser):
+            raise CompactionError("This summariser cannot send tool schemas; use the transcript.")
+        try:
+            reply = summariser.summarise_prefix(
+                messages,
+                tools=tools,
+                max_tokens=min(max_tokens, self.window // 4),
+                response_format=RESPONSE_FORMAT,
+                stop=cancel,
+            )
+            digest = _read_reply(
+                Digest(form="cache", chunks=1),
+                reply,
+                cancelled=cancel is not None and cancel.is_set(),
+            )
+        except NbchatError as exc:
+            raise self._learn_from(exc) from exc
+        _log_warnings(digest)
+        return digest
+
+    @property
+    def sends_prefix(self) -> bool:
+        """Can this summariser ask in the cache form (send the chat's tool schemas)?"""
+        return isinstance(self.summariser, PrefixSummariser)
 
     def _learn_from(self, exc: NbchatError) -> CompactionError:
         """The error to raise; an overflow also says the window, so the next attempt fits it."""
@@ -217,11 +264,15 @@ def _chunk_budget(
 
 def _read_reply(digest: Digest, reply: SummaryReply, *, cancelled: bool) -> Digest:
     """`digest` after one reply: usage counted, its text the new summary so far."""
+    cached = digest.cached_tokens
+    if reply.cached_tokens is not None:
+        cached = (cached or 0) + reply.cached_tokens
     counted = replace(
         digest,
         prompt_tokens=digest.prompt_tokens + reply.prompt_tokens,
         completion_tokens=digest.completion_tokens + reply.completion_tokens,
         requests=digest.requests + 1,
+        cached_tokens=cached,
     )
     if cancelled or reply.finish_reason == "stopped":
         return replace(counted, cancelled=True)
@@ -235,6 +286,33 @@ def _read_reply(digest: Digest, reply: SummaryReply, *, cancelled: bool) -> Dige
     if checkpoint.missing:
         missing = ", ".join(checkpoint.missing)
         warnings.append(f"the summary lacks section(s) {missing}; the recorded facts stand in")
+    if checkpoint.over_budget:
+        over = ", ".join(checkpoint.over_budget)
+        warnings.append(f"{OVER_BUDGET} {over} were over their budget and were cut")
     if reply.finish_reason == "length":
         warnings.append("the summary was cut at its max_tokens")
     return replace(counted, text=checkpoint.text, warnings=tuple(dict.fromkeys(warnings)))
+
+
+def joined(first: Digest, then: Digest) -> Digest:
+    """`then` (which updated `first`'s text) with both digests' usage and warnings; its form
+    says "cache+transcript" when the first was asked in the cache form."""
+    if not first.requests:
+        return then
+    cached = [d.cached_tokens for d in (first, then) if d.cached_tokens is not None]
+    return replace(
+        then,
+        prompt_tokens=first.prompt_tokens + then.prompt_tokens,
+        completion_tokens=first.completion_tokens + then.completion_tokens,
+        requests=first.requests + then.requests,
+        chunks=first.chunks + then.chunks,
+        cached_tokens=sum(cached) if cached else None,
+        warnings=tuple(dict.fromkeys(first.warnings + then.warnings)),
+        form=f"{first.form}+{then.form}",
+    )
+
+
+def _log_warnings(digest: Digest) -> None:
+    for warning in digest.warnings:
+        level = logging.INFO if warning.startswith(OVER_BUDGET) else logging.WARNING
+        log.log(level, "compaction: %s", warning)

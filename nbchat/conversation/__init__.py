@@ -7,6 +7,7 @@
     turn         one turn's small state: the round, the streamed reply, the failure guard
     archivetool  the tool that reads a pruned tool output back from the store
     warmup       the prompts the embedded server was asked to cache, each sent once
+    prepare      the next compaction prepared while the user reads, used at the trigger
     steer        compaction the user steers: preview, accept (or edit), undo the latest
     inspect      a recorded request rebuilt exactly as sent, in parts with token counts
 

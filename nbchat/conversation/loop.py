@@ -23,6 +23,7 @@ from typing import Any
 
 import openai
 
+from nbchat.compaction.cacheform import RequestShape
 from nbchat.compaction.engine import CompactionEngine
 from nbchat.compaction.result import CompactionResult
 from nbchat.compaction.summariser import Summariser
@@ -43,6 +44,7 @@ from nbchat.conversation.events import (
     UsageReported,
 )
 from nbchat.conversation.inspect import InspectedRequest, last_request
+from nbchat.conversation.prepare import CheckpointPreparer, Situation, situation_of
 from nbchat.conversation.session import Session
 from nbchat.conversation.steer import Steering, UndoOutcome
 from nbchat.conversation.turn import FailureGuard, Round, StreamedReply
@@ -56,7 +58,7 @@ from nbchat.errors import (
 )
 from nbchat.history import History, Row, ToolCall, build_messages, context_tokens
 from nbchat.llm.client import stream_chat
-from nbchat.llm.endpoint import Connection
+from nbchat.llm.endpoint import LOCAL, Connection, destination_of
 from nbchat.llm.stream import ReasoningDelta, TextDelta
 from nbchat.store.store import Store
 from nbchat.tools import ApprovalRequest, ToolExecutor, ToolRegistry, default_registry
@@ -105,6 +107,7 @@ class Conversation:
         self._lock = threading.Lock()  # one turn at a time
         self._warmer = PromptWarmer()
         self.overview = WorkspaceOverview(settings.workspace, enabled=settings.workspace_overview)
+        self.preparer = CheckpointPreparer(settings.prepare_mark)
         self.steering = Steering(self.session, self.budget, self._lock)
         if session_id is not None:
             self.session.open(session_id)
@@ -162,19 +165,48 @@ class Conversation:
             threading.Thread(target=self.warm_up, name="nbchat-warm-up", daemon=True).start()
         return connection
 
-    def warm_up(self) -> None:
+    def warm_up(self, cancel: threading.Event | None = None) -> None:
         """Have the embedded server read this conversation's prompt (system prompt, tools,
         history) into its prompt cache, for each set of tools a request may offer. Each prompt
-        is read once per conversation; other servers are left alone."""
+        is read once per conversation; other servers are left alone (with `cancel`, closing the
+        request, any server on this machine: the new prefix after a compaction)."""
         connection = self.budget.connect()
-        if not connection.embedded:
+        if not (connection.embedded or cancel and destination_of(connection.base_url) == LOCAL):
             return
 
         def messages(tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
             sent = build_messages(self.history.rows, self._system_prompt(tools))
             return [*sent, {"role": "user", "content": "Hi"}]  # the next turn's opening
 
-        self._warmer.warm(connection.base_url, self.settings, messages, self.tools.schemas())
+        client, url = connection.client if cancel else None, connection.base_url
+        self._warmer.warm(
+            url, self.settings, messages, self.tools.schemas(), client=client, cancel=cancel
+        )
+
+    def use_idle_moment(
+        self, cancel: threading.Event, notify: Callable[[], None] = lambda: None
+    ) -> CompactionResult | None:
+        """While the user reads (`CheckpointPreparer.use_idle_moment`); `cancel` ends it at once,
+        a running turn makes it a no-op. Returns the compaction applied, if any."""
+        if not self._lock.acquire(blocking=False):
+            return None
+        try:
+            return self.preparer.use_idle_moment(
+                self.history,
+                self.engine,
+                self._situation,
+                cancel=cancel,
+                notify=notify,
+                apply=self.session.apply,
+                warm=lambda: self.warm_up(cancel),
+            )
+        finally:
+            self._lock.release()
+
+    def _situation(self) -> Situation:
+        return situation_of(
+            self.session, self.settings, self.tools.schemas(), self.context_tokens()
+        )
 
     @property
     def engine(self) -> CompactionEngine:
@@ -388,6 +420,9 @@ class Conversation:
         tools = self._offered_tools(tool_choice)
         system_prompt = self._system_prompt(tools)
         messages = build_messages(self.history.rows, system_prompt)
+        # A summary is then asked as this request's continuation, in the server's cache.
+        shape = RequestShape(system_prompt, tuple(tools), self.settings.model, tuple(messages))
+        self.engine.request_shape = shape
         try:
             for event in stream_chat(
                 self.budget.connect().client,
@@ -538,7 +573,9 @@ class Conversation:
         self, reason: str, stop: threading.Event, *, focus: str | None = None, force: bool = False
     ) -> Generator[Event, None, CompactionResult]:
         yield CompactionStarted(reason)
-        result = self.engine.compact(self.history, force=force, focus=focus, cancel=stop)
+        result = self.preparer.compact(
+            self.history, self.engine, self._situation(), force=force, focus=focus, cancel=stop
+        )
         if result.changed:
             self.session.apply(result)
         yield CompactionFinished(result)

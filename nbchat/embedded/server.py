@@ -353,3 +353,10 @@ def warm_prompt_cache(base_url: str, request: Mapping[str, Any], *, timeout: flo
 def _report(progress: Progress | None, message: str) -> None:
     if progress is not None:
         progress(message)
+
+
+if __name__ == "__main__":
+    # The child's entry point moved to `nbchat.embedded.child`; the old command keeps working.
+    from nbchat.embedded.child import main
+
+    sys.exit(main())

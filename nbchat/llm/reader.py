@@ -8,6 +8,7 @@ call written as JSON. That text is never held back: it streams as `TextDelta`s l
 so every reply shows its first token as soon as it arrives. When the whole reply turns out to be
 a valid call, `finish` hands it over as `ToolCallsReady(from_content=True)`, which tells the
 consumer to drop the text it showed and show the call instead; otherwise it stays plain text.
+The usage carries how many prompt tokens the server served from its prompt cache, when it says.
 
 Pure: no I/O; the HTTP stream is read by `nbchat.llm.client`.
 """
@@ -30,7 +31,7 @@ from nbchat.llm.fallback import (
 )
 from nbchat.llm.stream import Finish, ReasoningDelta, StreamEvent, TextDelta, ToolCallsReady, Usage
 
-__all__ = ["ReplyReader"]
+__all__ = ["ReplyReader", "cached_tokens_of"]
 
 
 @dataclass
@@ -38,6 +39,20 @@ class ToolCallParts:
     id: str = ""
     name: str = ""
     arguments: list[str] = field(default_factory=list)
+
+
+def cached_tokens_of(chunk: ChatCompletionChunk) -> int | None:
+    """Prompt tokens the server took from its cache, as it reported them in the usage chunk:
+    llama.cpp's `timings.cache_n` (its own count, beside `prompt_n` computed), else OpenAI's
+    `usage.prompt_tokens_details.cached_tokens`; None when the server does not say."""
+    timings = (chunk.model_extra or {}).get("timings")
+    if isinstance(timings, dict):
+        cache_n = timings.get("cache_n")
+        if isinstance(cache_n, int) and not isinstance(cache_n, bool):
+            return cache_n
+    details = chunk.usage.prompt_tokens_details if chunk.usage is not None else None
+    cached = details.cached_tokens if details is not None else None
+    return cached if isinstance(cached, int) else None
 
 
 class ReplyReader:
@@ -67,7 +82,8 @@ class ReplyReader:
     def feed(self, chunk: ChatCompletionChunk) -> Iterator[StreamEvent]:
         if chunk.usage is not None:
             usage = chunk.usage
-            self.usage = Usage(usage.prompt_tokens, usage.completion_tokens)
+            cached = cached_tokens_of(chunk)
+            self.usage = Usage(usage.prompt_tokens, usage.completion_tokens, cached)
         for choice in chunk.choices[:1]:  # n=1: one choice
             delta = choice.delta
             # Reasoning is an extra field; reading it from the extras dict avoids pydantic's

@@ -41,8 +41,13 @@ class ToolCallsReady:
 
 @dataclass(frozen=True)
 class Usage:
+    """The server's counts; `cached_tokens`: prompt tokens it served from its prompt cache
+    (llama.cpp's `timings.cache_n`, OpenAI's `prompt_tokens_details.cached_tokens`), None when
+    it did not say."""
+
     prompt_tokens: int | None
     completion_tokens: int | None
+    cached_tokens: int | None = None
 
 
 @dataclass(frozen=True)

@@ -421,6 +421,13 @@ class Store:
         with self._errors("read the session lease"):
             return lease.holder(self.db, session_id)
 
+    def holds_lease(self, session_id: str) -> bool:
+        """Whether this store still holds `session_id`'s writer lease, as recorded now."""
+        with self._leases_lock:
+            owner = self._leases.get(session_id)
+        current = self.lease_holder(session_id) if owner else None
+        return current is not None and current.owner == owner
+
     def renew_leases(self) -> None:
         """Push the expiry of every lease we hold forward (the heartbeat's beat)."""
         with self._leases_lock:

@@ -14,6 +14,7 @@ attach.py     /attach: cells, outputs, errors and variables sent with a message
 input.py      `ChatInput`: the message box (Enter sends, Shift+Enter newline)
 failures.py   failed turns collected so `wait()` returns False and the cell prints them
 worker.py     the one worker thread every turn runs on
+background.py the idle work after a turn (preparing a compaction), cancelled by any user action
 compactflow.py  compaction you steer: preview → accept/edit/discard, undo (with a confirmation)
 compactcard.py  its cards: the preview card, the compaction card (what it replaced, Undo)
 inspector.py  the "request" link under each reply: the request exactly as it was sent

@@ -27,7 +27,7 @@ import ipywidgets as widgets
 import openai
 
 from nbchat.config import Settings
-from nbchat.conversation.events import Event, Failed
+from nbchat.conversation.events import CompactionFinished, Event, Failed
 from nbchat.conversation.loop import Conversation
 from nbchat.errors import NbchatError, ServerUnavailableError, StoreError
 from nbchat.history import Row
@@ -38,6 +38,7 @@ from nbchat.tools import ApprovalRequest, ToolRegistry
 from nbchat.tools.notebook import current_shell, notebook_tools
 from nbchat.ui.actions import run_command
 from nbchat.ui.attach import Attachment, with_attachments
+from nbchat.ui.background import IdleWork
 from nbchat.ui.cards import ApprovalCard, row_widget
 from nbchat.ui.commands import Command, parse_command
 from nbchat.ui.compactcard import PreviewCard
@@ -53,6 +54,7 @@ from nbchat.ui.worker import Worker
 
 __all__ = ["ChatUI"]
 
+METER_NOTES = {"": "", "preparing": "preparing…", "ready": "checkpoint ready"}
 Card = Callable[[Row, dict[str, Any] | None], widgets.Widget]
 
 
@@ -88,6 +90,12 @@ class ChatUI(widgets.VBox):
             str(client.base_url) if client is not None else settings.base_url
         )
         self._worker = Worker()
+        self.background = IdleWork(
+            self._worker,
+            self.conversation,
+            changed=self._update_meter,
+            applied=lambda result: self.view.handle(CompactionFinished(result)),
+        )
         self._stop = StopSignal()
         self._picker_lock = threading.Lock()
         self._turn_queued = threading.Event()
@@ -149,8 +157,9 @@ class ChatUI(widgets.VBox):
         return self._report.report() and finished
 
     def stop(self) -> None:
-        """Stop the running turn (the Stop button)."""
+        """Stop the running turn (the Stop button) and any idle work."""
         self._stop.set()
+        self.background.cancel()
 
     @property
     def busy(self) -> bool:
@@ -310,6 +319,7 @@ class ChatUI(widgets.VBox):
             self.notice("A reply is still running; press Stop or wait for it.")
             return
         self._turn_queued.set()
+        self.background.cancel()  # the user comes first
         stop = self._stop = StopSignal()
 
         def job() -> None:
@@ -329,6 +339,7 @@ class ChatUI(widgets.VBox):
                 self._set_busy(False)
                 self.refresh_sessions()
                 self.transcript.update()
+                self.background.schedule()
 
         self._worker.submit(job)
 
@@ -459,7 +470,11 @@ class ChatUI(widgets.VBox):
         trigger = int(threshold * conversation.settings.trigger_factor)
         tokens = conversation.context_tokens()
         self._meter.show(
-            tokens, threshold, trigger, reported=conversation.history.reported_tokens is not None
+            tokens,
+            threshold,
+            trigger,
+            reported=conversation.history.reported_tokens is not None,
+            note=METER_NOTES[conversation.preparer.state(conversation.session_id)],
         )
 
     def _set_busy(self, busy: bool) -> None:

@@ -43,7 +43,10 @@ __all__ = ["ContextMeter", "EventView"]
 class ContextMeter(widgets.HTML):
     """Tokens against the budget, with a mark where compaction triggers."""
 
-    def show(self, tokens: int, threshold: int, trigger: int, *, reported: bool) -> None:
+    def show(
+        self, tokens: int, threshold: int, trigger: int, *, reported: bool, note: str = ""
+    ) -> None:
+        """`note`: the background preparation's state ("preparing…", "checkpoint ready")."""
         share = min(100.0, 100.0 * tokens / max(1, threshold))
         mark = 100.0 * trigger / max(1, threshold)
         colour = (
@@ -60,7 +63,7 @@ class ContextMeter(widgets.HTML):
             f'<div style="position:absolute;left:{mark:.1f}%;top:-2px;width:2px;height:12px;'
             f'background:var(--jp-ui-font-color1,currentColor)"></div></div>'
             f'<span style="font-size:11px;margin-left:6px">{_short(tokens)} / {_short(threshold)}'
-            "</span>"
+            f"{' · ' + html.escape(note) if note else ''}</span>"
         )
 
 

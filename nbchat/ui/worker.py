@@ -23,7 +23,7 @@ class Worker:
 
     def __init__(self, name: str = "nbchat-worker") -> None:
         self._name = name
-        self._jobs: queue.Queue[Job | None] = queue.Queue()
+        self._jobs: queue.Queue[tuple[Job, bool] | None] = queue.Queue()
         self._thread: threading.Thread | None = None
         self._pending = 0
         self._lock = threading.Lock()
@@ -35,17 +35,19 @@ class Worker:
     def busy(self) -> bool:
         return not self._idle.is_set()
 
-    def submit(self, job: Job) -> None:
-        """Run `job` on the worker thread after the jobs already queued."""
+    def submit(self, job: Job, *, background: bool = False) -> None:
+        """Run `job` on the worker thread after the jobs already queued. A `background` job
+        (idle work, `nbchat.ui.background`) does not make the worker busy."""
         with self._lock:
             if self._closed:
                 raise RuntimeError("this chat was closed; create a new ChatUI")
-            self._pending += 1
-            self._idle.clear()
+            if not background:
+                self._pending += 1
+                self._idle.clear()
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name=self._name, daemon=True)
                 self._thread.start()
-        self._jobs.put(job)
+        self._jobs.put((job, background))
 
     def wait(self, timeout: float | None = None) -> bool:
         """Block until every submitted job has finished; False if `timeout` passed first."""
@@ -64,15 +66,16 @@ class Worker:
 
     def _run(self) -> None:
         while True:
-            job = self._jobs.get()
-            if job is None:
+            queued = self._jobs.get()
+            if queued is None:
                 return
+            job, background = queued
             try:
                 job()
             except Exception:  # a job must show its own errors; this is the last resort
                 log.exception("an nbchat worker job failed")
             finally:
                 with self._lock:
-                    self._pending -= 1
+                    self._pending -= 0 if background else 1
                     if self._pending == 0:
                         self._idle.set()

@@ -1,0 +1,194 @@
+"""The stall a user feels when a chat compacts: each turn's wall time through `ChatUI`.
+
+A multi-turn chat is driven through the real widget, headless (`ui.send`, `ui.wait`), on the
+embedded Qwen2.5-Coder-0.5B (llama.cpp in its own process, `ensure_server`), with a budget small
+enough that it compacts every few turns, and a pause between turns as a reader would take
+(`--pause`, 20 s by default; 0 for none). Each turn's wall time is from `send` to `wait`
+returning: the reply, plus any compaction the turn ran, plus re-reading a new prefix.
+
+Two modes in the same process, each in a new session (its own database): "today" with
+`prepare_mark=0` (no background preparation: a compacting turn summarises in the foreground)
+and "after" with the default mark (the widget prepares the next compaction while the user
+reads, applies it at once at the trigger, and warms the new prefix). The figure is the slowest
+turn over the median turn, per mode; the goal (issue 13) is at most 1.5 with pauses.
+Figures only, never an assertion. Slow: minutes per mode on two cores.
+
+    python bench/compaction_stall.py [--turns 8] [--pause 20] [--modes today after]
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import statistics
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import harness
+from harness import Figure, temporary_directory
+
+from nbchat.config import DEFAULT_PREPARE_MARK, Settings
+from nbchat.embedded.server import ensure_server
+from nbchat.tools import ToolRegistry
+from nbchat.ui import ChatUI
+
+MODEL = "qwen"
+N_CTX = 4_096
+# Trigger 1,200: with ~250-token replies the chat compacts every few turns, and the kept tail
+# (4 rows) still fits beside a 150-token summary. No tools: their ~1,100 tokens of schemas would
+# leave a window this small nothing to keep (the default tools are not offered for questions
+# like these on the embedded model anyway).
+THRESHOLD = 1_600
+MAX_TOKENS = 256
+SUMMARY_MAX_TOKENS = 150
+TURNS = 10
+PAUSE = 20.0
+GOAL = 1.5
+MODES = {"today": 0.0, "after": DEFAULT_PREPARE_MARK}
+QUESTIONS = tuple(
+    f"Explain {topic} in one short paragraph with a small example."
+    for topic in (
+        "Python list comprehensions",
+        "how a dict differs from a list",
+        "the `with` statement",
+        "generators",
+        "virtual environments",
+        "decorators",
+        "`*args` and `**kwargs`",
+        "dataclasses",
+        "f-string number formatting",
+        "the GIL",
+        "`pathlib` against `os.path`",
+        "context variables",
+    )
+)
+
+
+@dataclass(frozen=True)
+class Turn:
+    seconds: float
+    compacted: bool  # during the turn
+    before: bool = False  # in the pause before it (the widget's idle work)
+
+
+def settings_for(home: Path, mode: str, pause: float) -> Settings:
+    return Settings(
+        home=home,
+        workspace=home,
+        db_path=home / f"{mode}-{pause:g}.db",  # a new session, nothing shared but the server
+        local_model=MODEL,
+        local_n_ctx=N_CTX,
+        context_token_threshold=THRESHOLD,
+        max_tokens=MAX_TOKENS,
+        summary_max_tokens=SUMMARY_MAX_TOKENS,
+        prepare_mark=MODES[mode],
+        notebook_tools=False,
+        tool_policy="deny",
+    )
+
+
+def chat(home: Path, mode: str, *, turns: int, pause: float) -> list[Turn]:
+    """One session of `turns` questions; each turn's wall time and whether it compacted."""
+    ui = ChatUI(settings_for(home, mode, pause), tools=ToolRegistry())
+    measured: list[Turn] = []
+    try:
+        ui.send("Hi")  # not measured: the first reply reads the system prompt and tools
+        ui.wait()
+        ui.background.wait()
+        done = compactions(ui)
+        for number in range(turns):
+            before = compactions(ui)
+            started = time.monotonic()
+            ui.send(QUESTIONS[number % len(QUESTIONS)])
+            ui.wait()
+            done, idle = compactions(ui), before > done
+            measured.append(Turn(time.monotonic() - started, done > before, idle))
+            print(f"{mode}, {pause:g} s pauses, turn {number + 1}: {measured[-1]}", file=sys.stderr)
+            if pause:
+                time.sleep(pause)  # the reader; the widget's idle work runs meanwhile
+    finally:
+        ui.close()
+    return measured
+
+
+def compactions(ui: ChatUI) -> int:
+    session_id = ui.conversation.session_id
+    if session_id is None:
+        return 0
+    records = ui.store.list_compactions(session_id)
+    return sum(1 for record in records if record["kind"] in ("summary", "chunked"))
+
+
+def stall_of(turns: Sequence[Turn]) -> float:
+    return max(t.seconds for t in turns) / statistics.median(t.seconds for t in turns)
+
+
+def figure_for(mode: str, pause: float, turns: Sequence[Turn]) -> Figure:
+    times = ", ".join(
+        f"{'+' if t.before else ''}{t.seconds:.0f}{'*' if t.compacted else ''}" for t in turns
+    )
+    ratio = stall_of(turns)
+    return Figure(
+        f"Qwen chat, {len(turns)} turns, {pause:g} s pauses, {mode} (prepare_mark "
+        f"{MODES[mode]:g}): turn seconds (* compacted in the turn, + in the pause before it)",
+        f"{times}; slowest {max(t.seconds for t in turns):.0f} s",
+        f"median {statistics.median(t.seconds for t in turns):.0f} s",
+        f"{ratio:.2f}",
+        f"<= {GOAL}" if pause and mode == "after" else "",
+        ratio <= GOAL if pause and mode == "after" else None,
+    )
+
+
+def main(
+    turns: int = TURNS, pauses: Sequence[float] = (PAUSE,), modes: Sequence[str] = tuple(MODES)
+) -> list[dict[str, Any]]:
+    """Start Qwen in a temporary home, chat in each mode at each pause, stop it."""
+    figures: list[Figure] = []
+    with temporary_directory("nbchat-stall-") as home:
+        server = ensure_server(MODEL, home=home, n_ctx=N_CTX, timeout=600)
+        try:
+            results: dict[tuple[str, float], list[Turn]] = {}
+            for pause in pauses:
+                for mode in modes:
+                    results[mode, pause] = chat(home, mode, turns=turns, pause=pause)
+                    figures.append(figure_for(mode, pause, results[mode, pause]))
+                figures.extend(comparison(results, pause))
+        finally:
+            server.stop()
+    return [figure.as_dict() for figure in figures]
+
+
+def comparison(results: dict[tuple[str, float], list[Turn]], pause: float) -> list[Figure]:
+    """The slowest turn after against today's, at one pause."""
+    today, after = results.get(("today", pause)), results.get(("after", pause))
+    if not today or not after:
+        return []
+    slowest_today = max(t.seconds for t in today)
+    slowest_after = max(t.seconds for t in after)
+    return [
+        Figure(
+            f"Qwen chat, {pause:g} s pauses: slowest turn after / today",
+            f"{slowest_after:.0f} s",
+            f"{slowest_today:.0f} s",
+            f"{slowest_after / slowest_today:.2f}",
+        )
+    ]
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--turns", type=int, default=TURNS)
+    parser.add_argument("--pause", type=float, nargs="+", default=[PAUSE])
+    parser.add_argument("--modes", nargs="+", default=list(MODES), choices=list(MODES))
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
+    logging.getLogger("httpx").setLevel(logging.WARNING)
+    begun = time.monotonic()
+    figures = main(args.turns, args.pause, args.modes)
+    harness.print_figures("The stall a compaction makes, through ChatUI on Qwen", figures)
+    print(f"\n(took {time.monotonic() - begun:.0f} s; load {os.getloadavg()})")

@@ -1,0 +1,132 @@
+"""The cache form: a summary asked as a continuation of the chat's own last request.
+
+The transcript form (`nbchat.compaction.prompts`) re-serialises the rows into a new prompt, so a
+server with a prompt cache reads them all again: on the embedded model that was ~90% of a
+compaction's cost. The cache form sends instead exactly what the chat sent for the rows being
+replaced, byte for byte: the same system message (`build_messages` with the same system prompt,
+earlier summaries folded in), the same messages, the same tool schemas. Those rows are the start
+of the chat's last request, so a prefix-caching server (llama.cpp) finds them in its cache and
+computes only the one user message added at the end, which asks for the checkpoint under the
+JSON schema, so even a 0.5B model writes the checkpoint instead of continuing the chat.
+
+`RequestShape` is what the conversation hands the engine about its last request (the system
+prompt, the tools it offered, the model); the engine uses this form only when the summary model
+is that model; the transcript form otherwise (a separate summary model). Rows too many for the
+window are cut where a tail could start: the longest prefix that fits goes in the cache form,
+the rest is added in the transcript form as an update of that checkpoint.
+
+Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from itertools import accumulate
+from typing import Any
+
+from nbchat.compaction.prompts import FOCUS_PROMPT, PROMPT_ITEMS, PROMPT_WORDS
+from nbchat.compaction.split import is_cut_point
+from nbchat.history import Message, Row, build_messages, estimate_tokens, request_overhead_tokens
+
+__all__ = [
+    "CACHE_INSTRUCTION",
+    "RequestShape",
+    "build_cache_request",
+    "cache_prefix_end",
+    "cache_request_tokens",
+]
+
+CACHE_INSTRUCTION = (
+    "STOP. Do not answer or call tools: this message is not the user's. Write a checkpoint of "
+    "the conversation above (with the summary in the system message, if any) for an assistant "
+    "who will continue it: the user's goal, from their messages; what was done and decided; "
+    "what comes next."
+)
+# Shorter than the transcript form's JSON_FORMAT: the schema itself holds the keys and budgets,
+# and every token here is one the server computes (the rest comes from its cache).
+CACHE_FORMAT = (
+    'Reply with the JSON object only: "goal" (one sentence), then short lists "constraints", '
+    '"done", "in_progress", "blocked", "decisions", "next_steps", "critical_context" ([] when '
+    f"empty), at most {PROMPT_ITEMS} items each, under {PROMPT_WORDS} words each."
+)
+MARGIN = 20  # 1/MARGIN of the window: len//3 is a guess
+
+
+@dataclass(frozen=True)
+class RequestShape:
+    """What the chat's last request carried besides its rows: the system prompt it was built
+    with, the tool schemas it offered (maybe none) and the model it asked."""
+
+    system_prompt: str
+    tools: tuple[Mapping[str, Any], ...] = ()
+    model: str = ""
+    messages: tuple[Message, ...] = field(default=(), compare=False)  # as sent; () unknown
+
+
+def build_cache_request(
+    rows: Sequence[Row],
+    shape: RequestShape,
+    *,
+    instruction: str | None = None,
+    focus: str | None = None,
+) -> list[Message]:
+    """The chat's messages for `rows` (its request's start, unchanged) plus the instruction."""
+    messages = build_messages(rows, shape.system_prompt)
+    parts = [instruction or CACHE_INSTRUCTION, CACHE_FORMAT]
+    if focus:
+        parts.append(FOCUS_PROMPT.format(focus=focus))
+    messages.append({"role": "user", "content": "\n\n".join(parts)})
+    return messages
+
+
+def cache_request_tokens(rows_tokens: int, shape: RequestShape, *, reply_tokens: int) -> int:
+    """The estimated window a cache-form request needs: prompt, instruction and reply."""
+    overhead = request_overhead_tokens(shape.system_prompt, shape.tools)
+    instruction = estimate_tokens(CACHE_INSTRUCTION) + estimate_tokens(CACHE_FORMAT)
+    return overhead + rows_tokens + instruction + reply_tokens
+
+
+def fits_window(tokens: int, window: int) -> bool:
+    """Whether a request of `tokens` (estimated) fits `window` with the estimate's margin."""
+    return tokens <= window - window // MARGIN
+
+
+def cache_prefix_end(
+    rows: Sequence[Row],
+    shape: RequestShape | None,
+    *,
+    model: str,
+    window: int,
+    reply_tokens: int,
+) -> int:
+    """How many of `rows` to summarise in the cache form: all of them when the request fits the
+    window, else the longest prefix that fits and ends where a tail could start (never between
+    a call and its results); the rest then goes to the transcript form as an update. 0: no
+    cache form (no shape known, another summary model, or not even two rows fit)."""
+    if shape is None or (shape.model and model and shape.model != model):
+        return 0
+    fixed = cache_request_tokens(0, shape, reply_tokens=reply_tokens)
+    prefix = list(accumulate((estimate_tokens(row) for row in rows), initial=0))
+    for end in range(len(rows), 1, -1):
+        safe = end == len(rows) or is_cut_point(rows, end)
+        if safe and fits_window(fixed + prefix[end], window):
+            return end if is_mostly_cached(rows[:end], shape) else 0
+    return 0
+
+
+def is_mostly_cached(rows: Sequence[Row], shape: RequestShape) -> bool:
+    """Whether at least half of the chat's messages for `rows` open the request it last sent
+    (so the server's cache holds them). A history changed since (old tool outputs archived
+    behind placeholders) is cheaper to summarise as a transcript, which trims long outputs."""
+    if not shape.messages:
+        return True  # not known: the conversation sends before it compacts
+    built = build_messages(rows, shape.system_prompt)
+    sizes = [len(json.dumps(message)) for message in built]
+    shared = 0
+    for mine, sent in zip(built, shape.messages, strict=False):
+        if mine != sent:
+            break
+        shared += 1
+    return 2 * sum(sizes[:shared]) >= sum(sizes)

@@ -1,0 +1,270 @@
+"""`CheckpointPreparer`: a session's next compaction, summarised while the user reads.
+
+At an idle moment (a widget calls `Conversation.use_idle_moment` when a turn has ended), once
+the next request is past a soft mark below the trigger (`Settings.prepare_mark` of it),
+`prepare` runs the compaction the trigger would run, with the same `CompactionEngine`, forced,
+and keeps the `CompactionResult` in memory with the rows it covers and a key of the model, the
+system prompt and the tool schemas. Nothing is written. A later idle moment brings it up to
+date (only the rows added since are summarised). When the budget check reaches the trigger,
+`compact` hands it to `CompactionEngine.compact_prepared`: when the compaction would replace
+exactly the covered rows it is rebuilt at once, with no model call; when it would replace more,
+only those are summarised. A change of key, of a covered row or of session drops it. When one
+more turn like the last would reach the trigger, the idle moment applies it at once instead and
+has the server read the new prefix (`Conversation.warm_up`), so no reply waits for either.
+
+A preparation that fails (server down, overflow, a bad reply) leaves a log line and is tried
+again at the next idle moment, at most `MAX_FAILURES` times between two compactions, so it
+never loops; the foreground compaction then runs as before. Never on a read-only session or one
+whose lease another kernel took. One at a time: the caller holds the conversation's lock.
+
+Must not: write to the store, start threads, or know about widgets.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from nbchat.compaction.engine import CompactionEngine
+from nbchat.compaction.result import CompactionResult
+from nbchat.config import Settings
+from nbchat.conversation.session import Session
+from nbchat.errors import CompactionError, NbchatError
+from nbchat.history import History, Row
+
+__all__ = [
+    "MAX_FAILURES",
+    "CheckpointPreparer",
+    "Prepared",
+    "Situation",
+    "next_turn_reaches",
+    "situation_of",
+]
+
+log = logging.getLogger(__name__)
+
+MAX_FAILURES = 3  # failed preparations between two compactions before it waits for the trigger
+State = Literal["", "preparing", "ready"]
+
+
+@dataclass(frozen=True)
+class Situation:
+    """What a preparation depends on, read from the conversation at one moment."""
+
+    session_id: str | None
+    writable: bool
+    key: str
+    tokens: int
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """A compaction computed ahead of time and not written: the rows it covers, as they were."""
+
+    session_id: str
+    key: str
+    covered: tuple[Row, ...]
+    result: CompactionResult
+
+
+def situation_of(
+    session: Session, settings: Settings, schemas: Sequence[Mapping[str, Any]], tokens: int
+) -> Situation:
+    """The conversation's situation now; writable only while this store holds the lease."""
+    session_id = session.id
+    writable = (
+        session_id is not None and not session.read_only and session.store.holds_lease(session_id)
+    )
+    text = json.dumps(
+        [settings.model, settings.summary_model, settings.system_prompt, list(schemas)],
+        sort_keys=True,
+        default=str,
+    )
+    key = hashlib.sha256(text.encode()).hexdigest()
+    return Situation(session_id, writable, key, tokens)
+
+
+def next_turn_reaches(history: History, tokens: int, trigger: int) -> bool:
+    """Whether one more turn as big as the last (its user row and all after) would reach the
+    trigger: the compaction is then only a reply away, and better made while the user reads."""
+    rows = len(history)
+    last = next((i for i in range(rows - 1, -1, -1) if history[i].role == "user"), None)
+    if last is None:
+        return False
+    return tokens + sum(history.estimate_of(i) for i in range(last, rows)) >= trigger
+
+
+class CheckpointPreparer:
+    """Holds at most one prepared compaction (see the module docstring)."""
+
+    def __init__(self, mark: float) -> None:
+        self.mark = mark
+        self.warm_due = False  # a compaction was applied: the new prefix is worth warming
+        self._prepared: Prepared | None = None
+        self._failures: dict[tuple[str, Row | None], int] = {}
+        self._running = False
+
+    def state(self, session_id: str | None) -> State:
+        """What the meter shows: "preparing", "ready" (one for this session is prepared), or ""."""
+        if self._running:
+            return "preparing"
+        prepared = self._prepared
+        return "ready" if prepared is not None and prepared.session_id == session_id else ""
+
+    def drop(self) -> None:
+        self._prepared = None
+
+    def take_warm(self, cancel: threading.Event) -> bool:
+        """Whether a compaction was applied since the last idle moment (asked once)."""
+        due, self.warm_due = self.warm_due and not cancel.is_set(), False
+        return due
+
+    def use_idle_moment(
+        self,
+        history: History,
+        engine: CompactionEngine,
+        situation: Callable[[], Situation],
+        *,
+        cancel: threading.Event,
+        notify: Callable[[], None],
+        apply: Callable[[CompactionResult], None],
+        warm: Callable[[], None],
+    ) -> CompactionResult | None:
+        """One idle moment: warm the prefix a compaction made; prepare the next compaction; and
+        when one more turn like the last would reach the trigger, apply it now (`apply` writes
+        it) and warm its prefix, so the next reply starts like any other. Returns what was
+        applied. Never right after a compaction: there is a turn between two, so no loop. With
+        the mark at 0 it does nothing at all (compaction as before: at the trigger)."""
+        if self.mark <= 0:
+            return None
+        just_compacted = self.take_warm(cancel)
+        if just_compacted:
+            warm()
+        if not self.prepare(history, engine, situation, cancel=cancel, notify=notify):
+            return None
+        now = situation()
+        if (
+            just_compacted
+            or cancel.is_set()
+            or not next_turn_reaches(history, now.tokens, engine.trigger)
+        ):
+            return None
+        result = self.compact(history, engine, now, force=True, focus=None, cancel=cancel)
+        if not result.changed:
+            return None
+        try:
+            apply(result)  # a quick write: a send waits for it on the worker
+        except NbchatError as exc:
+            log.warning("the prepared compaction was not applied: %s", exc)
+            return None
+        if self.take_warm(cancel):
+            warm()
+        return result
+
+    def prepare(
+        self,
+        history: History,
+        engine: CompactionEngine,
+        situation: Callable[[], Situation],
+        *,
+        cancel: threading.Event,
+        notify: Callable[[], None] = lambda: None,
+    ) -> bool:
+        """Prepare (or bring up to date) the next compaction when it is due; True when one is
+        ready. A failure is logged and counted, never raised. `situation` is read before and
+        after: a lease another kernel took meanwhile drops the result."""
+        now = situation()
+        prepared = self._valid(history, now)
+        if not self._is_due(history, engine, now) or cancel.is_set():
+            return prepared is not None
+        assert now.session_id is not None
+        epoch = (now.session_id, history[0] if len(history) else None)
+        self._running = True
+        notify()
+        try:
+            result = self._run(history, engine, prepared, cancel)
+        except CompactionError as exc:
+            self._failures[epoch] = self._failures.get(epoch, 0) + 1
+            log.warning("preparing the next compaction failed (will retry when idle): %s", exc)
+            result = None
+        finally:
+            self._running = False
+        if result is not None:
+            log.info("preparing the next compaction: %s (%.1f s)", result.reason, result.duration)
+        if result is not None and result.changed and result.summary_row is not None:
+            covered = tuple(history.rows[: result.rows_summarised])
+            self._prepared = Prepared(now.session_id, now.key, covered, result)
+            self._failures.pop(epoch, None)
+        ready = self._valid(history, situation()) is not None
+        notify()
+        return ready
+
+    def compact(
+        self,
+        history: History,
+        engine: CompactionEngine,
+        now: Situation,
+        *,
+        force: bool,
+        focus: str | None,
+        cancel: threading.Event,
+    ) -> CompactionResult:
+        """The compaction the loop asked for: from the prepared one when one still fits (and
+        no focus was given), else `engine.compact` as usual. A prepared one is used once,
+        unless cancelled."""
+        prepared = self._valid(history, now)
+        self._prepared = None
+        result = None
+        if prepared is not None and focus is None:
+            result = engine.compact_prepared(history, prepared.result, force=force, cancel=cancel)
+            if result is not None and result.cancelled:
+                self._prepared = prepared  # still good for the next attempt
+        if result is None:
+            result = engine.compact(history, force=force, focus=focus, cancel=cancel)
+        if result.changed:
+            self.warm_due = True
+        return result
+
+    def _is_due(self, history: History, engine: CompactionEngine, now: Situation) -> bool:
+        if self.mark <= 0 or not now.writable or now.session_id is None or not len(history):
+            return False
+        if self._failures.get((now.session_id, history[0]), 0) >= MAX_FAILURES:
+            return False
+        return now.tokens >= self.mark * engine.trigger
+
+    def _run(
+        self,
+        history: History,
+        engine: CompactionEngine,
+        prepared: Prepared | None,
+        cancel: threading.Event,
+    ) -> CompactionResult | None:
+        if prepared is not None:
+            updated = engine.compact_prepared(history, prepared.result, force=True, cancel=cancel)
+            if updated is not None:
+                return updated
+        return engine.compact(history, force=True, cancel=cancel)
+
+    def _valid(self, history: History, now: Situation) -> Prepared | None:
+        """The prepared compaction if it still fits `history` and `now`, else None (dropped)."""
+        prepared = self._prepared
+        if prepared is None:
+            return None
+        covered = len(prepared.covered)
+        if (
+            prepared.session_id != now.session_id
+            or prepared.key != now.key
+            or not now.writable
+            or tuple(history.rows[:covered]) != prepared.covered
+        ):
+            log.info(
+                "a prepared compaction was dropped: the session, model, prompt or rows changed"
+            )
+            self._prepared = None
+            return None
+        return prepared
