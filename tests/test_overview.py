@@ -110,6 +110,7 @@ def test_a_request_offering_tools_carries_the_overview_and_a_plain_one_does_not(
         run(chat, "List the files again.")
         plain, files, again, changed = server.chat_requests()
         inspected = chat.last_request()
+        shape = chat.engine.request_shape  # a summary is asked as this request's continuation
     assert system_message(plain) == PROMPT
     assert system_message(files) == f"{PROMPT}\n\n{overview}"
     assert '"./data.csv", "./notes.txt", "./src/".' in system_message(files)
@@ -117,6 +118,7 @@ def test_a_request_offering_tools_carries_the_overview_and_a_plain_one_does_not(
     assert '"./added.md", "./data.csv"' in system_message(changed)  # listed again at a turn's start
     assert inspected is not None
     assert inspected.parts[0].text == system_message(changed)  # the inspector's record agrees
+    assert shape is not None and shape.system_prompt == system_message(changed)
 
 
 @pytest.mark.parametrize("source", ["argument", "environment"])
