@@ -98,7 +98,7 @@ def system_message(body: dict[str, Any]) -> str:
 def test_a_request_offering_tools_carries_the_overview_and_a_plain_one_does_not(
     make_settings: Any, store: Store
 ) -> None:
-    settings = make_settings(tools_on_request=True, system_prompt=PROMPT)
+    settings = make_settings(tools_on_request=True, system_prompt=PROMPT, workspace_overview=True)
     make_tree(settings.workspace)
     overview = overview_text(settings.workspace)
     with FakeServer(default_reply=Reply(text="ok")) as server:
@@ -128,6 +128,7 @@ def test_the_overview_is_off_with_the_setting(
     if source == "environment":
         monkeypatch.setenv("NBCHAT_WORKSPACE_OVERVIEW", "0")
         loaded = Settings.load(tools_on_request=True, system_prompt=PROMPT)
+        assert loaded.workspace_overview is False
         settings = make_settings(tools_on_request=True, system_prompt=PROMPT).replace(
             workspace_overview=loaded.workspace_overview
         )
@@ -135,7 +136,8 @@ def test_the_overview_is_off_with_the_setting(
         settings = make_settings(tools_on_request=True, system_prompt=PROMPT)
         settings = settings.replace(workspace_overview=False)
     make_tree(settings.workspace)
-    assert Settings().workspace_overview  # on by default
+    assert Settings(base_url=None).shows_workspace_overview()  # on for the embedded model
+    assert not Settings(base_url="http://127.0.0.1:9/v1").shows_workspace_overview()
     with FakeServer(default_reply=Reply(text="ok")) as server:
         chat = conversation_on(server, store, settings)
         run(chat, "Read notes.txt please.")

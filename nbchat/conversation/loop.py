@@ -106,7 +106,8 @@ class Conversation:
         self.tools.register(archived_output_tool(self.session))
         self._lock = threading.Lock()  # one turn at a time
         self._warmer = PromptWarmer()
-        self.overview = WorkspaceOverview(settings.workspace, enabled=settings.workspace_overview)
+        shown = settings.shows_workspace_overview()
+        self.overview = WorkspaceOverview(settings.workspace, enabled=shown)
         self.preparer = CheckpointPreparer(settings.prepare_mark)
         self.steering = Steering(self.session, self.budget, self._lock)
         if session_id is not None:
