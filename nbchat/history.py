@@ -123,6 +123,32 @@ def request_overhead_tokens(system_prompt: str, tool_schemas: Sequence[Mapping[s
     return sum(estimate_tokens(text) for text in (system_prompt, schemas) if text)
 
 
+def stored_calls(row: Row) -> Iterator[tuple[str, str, dict[str, Any] | None]]:
+    """(id, name, arguments) of each call an `assistant_full` row holds, read leniently for
+    code that only looks (the compaction facts): a malformed call is skipped, the id is "" when
+    missing, and the arguments None when they are not a JSON object."""
+    if row.role != "assistant_full":
+        return
+    try:
+        calls = json.loads(row.tool_args)
+    except ValueError:
+        return
+    for call in calls if isinstance(calls, list) else []:
+        function = call.get("function") if isinstance(call, dict) else None
+        if not isinstance(function, dict) or not isinstance(function.get("name"), str):
+            continue
+        try:
+            arguments = json.loads(function.get("arguments") or "{}")
+        except (TypeError, ValueError):
+            arguments = None
+        call_id = call.get("id")
+        yield (
+            call_id if isinstance(call_id, str) else "",
+            function["name"],
+            arguments if isinstance(arguments, dict) else None,
+        )
+
+
 def parse_tool_calls(tool_args: str) -> list[dict[str, Any]]:
     """The stored `tool_calls` list of an `assistant_full` row; ValueError when malformed."""
     try:

@@ -432,5 +432,21 @@ def test_every_user_action_cancels_a_preparation_closing_its_request_and_writing
     ui.close()
 
 
+def test_a_slash_command_cancels_a_preparation_so_edit_does_not_wait_for_it(
+    server: FakeServer,
+    script: Server,
+    store: Store,
+    settings: Settings,
+    widgets_recorded: None,
+    closed: threading.Event,
+) -> None:
+    ui, session_id = preparing(server, script, store, settings)
+    ui.send("/edit")  # takes the last message back under the conversation's lock
+    assert closed.wait(1.0)
+    assert ui.input.value == "one more"
+    assert [c["kind"] for c in store.list_compactions(session_id)] == ["edit"]  # no summary
+    ui.close()
+
+
 def answer_text(text: str) -> str:
     return answer({"messages": [{"content": text}]}).text

@@ -16,7 +16,6 @@ Pure: no I/O, no model calls.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -33,7 +32,7 @@ from nbchat.compaction.notebookfacts import (
     render_cells,
     render_variables,
 )
-from nbchat.history import CHARS_PER_TOKEN, Row, estimate_tokens
+from nbchat.history import CHARS_PER_TOKEN, Row, estimate_tokens, stored_calls
 
 __all__ = [
     "FACTS_HEADING",
@@ -174,22 +173,9 @@ def file_operations(row: Row) -> tuple[list[str], list[str]]:
 
 
 def _tool_calls(row: Row) -> Iterator[tuple[str, dict[str, Any]]]:
-    if row.role != "assistant_full":
-        return
-    try:
-        calls = json.loads(row.tool_args)
-    except ValueError:
-        return
-    for call in calls if isinstance(calls, list) else []:
-        function = call.get("function") if isinstance(call, dict) else None
-        if not isinstance(function, dict) or not isinstance(function.get("name"), str):
-            continue
-        try:
-            arguments = json.loads(function.get("arguments") or "{}")
-        except (TypeError, ValueError):
-            continue
-        if isinstance(arguments, dict):
-            yield function["name"], arguments
+    for _, name, arguments in stored_calls(row):
+        if arguments is not None:
+            yield name, arguments
 
 
 def _paths_in(arguments: dict[str, Any]) -> Iterator[str]:

@@ -19,11 +19,10 @@ so they carry through every compaction. Pure: no I/O.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterator, Sequence
 
-from nbchat.history import Row
+from nbchat.history import Row, stored_calls
 
 __all__ = [
     "CELLS_HEADING",
@@ -85,23 +84,11 @@ def notebook_references(rows: Sequence[Row]) -> tuple[Notes, Notes]:
 
 
 def _notebook_calls(row: Row) -> Iterator[tuple[str, tuple[str, str]]]:
-    try:
-        calls = json.loads(row.tool_args)
-    except ValueError:
-        return
-    for call in calls if isinstance(calls, list) else []:
-        function = call.get("function") if isinstance(call, dict) else None
-        if not isinstance(function, dict) or not isinstance(call.get("id"), str):
+    for call_id, name, arguments in stored_calls(row):
+        if not call_id or name not in NOTEBOOK_TOOLS:
             continue
-        name = function.get("name")
-        if name not in NOTEBOOK_TOOLS:
-            continue
-        try:
-            arguments = json.loads(function.get("arguments") or "{}")
-        except (TypeError, ValueError):
-            arguments = {}
-        argument = arguments.get("name" if name == DESCRIBE_TOOL else "number")
-        yield call["id"], (name, "" if argument is None else str(argument).strip())
+        argument = (arguments or {}).get("name" if name == DESCRIBE_TOOL else "number")
+        yield call_id, (name, "" if argument is None else str(argument).strip())
 
 
 def _read_result(tool: str, argument: str, result: str, variables: Notes, cells: Notes) -> None:

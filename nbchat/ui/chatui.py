@@ -493,6 +493,7 @@ class ChatUI(widgets.VBox):
     _updating_picker = False
 
     def _run_command(self, command: Command) -> None:
+        self.background.cancel()  # a command is the user acting: /edit must not wait on it
         run_command(self, command)
 
 
