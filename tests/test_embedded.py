@@ -36,6 +36,9 @@ def settings(tmp_path: Path) -> Iterator[Settings]:
         max_tokens=48,
         temperature=0.0,
         tool_policy="deny",
+        # SmolLM2's template drops the tools, so both warmed prompts are one prompt, kept in the
+        # server's slot; with the overview they differ and the slot keeps only the last one.
+        workspace_overview=False,
     )
     running = local.find_running(home=home)
     if running is not None:
@@ -137,7 +140,7 @@ def test_after_warm_up_the_first_request_reads_its_prompt_from_the_cache(
             body |= {"tools": tools} if tools else {}
             reply = httpx.post(base_url + "/chat/completions", json=body, timeout=120).json()
             timings = reply["timings"]
-            assert timings["cache_n"] > 10 * timings["prompt_n"], timings
+            assert timings["cache_n"] > 10 * timings["prompt_n"], (bool(tools), timings)
     finally:
         chat.close()
         store.close()
