@@ -12,7 +12,9 @@ Each case is one of:
   is counted separately;
 - tool (read, list or search files, run a command, write a file): right when the first call
   names an expected tool with arguments that validate against its schema and hold the expected
-  value (e.g. `path` is `notes.txt`).
+  value: `path` must name the expected workspace entry (`notes.txt`, `./notes.txt` or its
+  absolute path in the workspace; `/path/to/notes.txt` does not), and a list or search call
+  naming no folder must search the workspace itself; other arguments must contain the text.
 
 A follow-up carries the earlier messages of its session (`before`), sent first and not scored.
 Reported: share answered directly when no tool is needed (goal >= 90%), share of correct tool
@@ -21,7 +23,7 @@ visible token and to the end of the turn, the first reply after the server start
 hit `max_tokens`, and replies that are fake tool-call JSON (goal: none).
 
     python bench/default_model_eval.py [--limit N] [--only plain|tool] [--model qwen|smollm|PATH]
-                                       [--tool-rounds 1|2] [--verbose]
+                                       [--tool-rounds 1|2] [--no-overview] [--verbose]
     python bench/default_model_eval.py --base-url http://127.0.0.1:PORT/v1   # a running server
 
 `main()` returns the table rows as dicts (for `bench/run_all.py`); figures only, no assertion.
@@ -31,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import statistics
 import sys
@@ -65,6 +68,7 @@ MAX_TOKENS = 256
 # 2: the tool runs and the model answers from its result (key facts of tool cases are scored);
 # 1: the turn ends after the first call (faster; only the call is scored).
 TOOL_ROUNDS = 2
+OVERVIEW = True  # the workspace's top-level names in the system prompt (`workspace_overview`)
 LIMIT: int | None = None
 BASE_URL: str | None = None
 PLAIN_GOAL = 0.90
@@ -81,8 +85,9 @@ FILES = {
 
 @dataclass(frozen=True)
 class Case:
-    """One prompt. `calls`: for a tool case, each acceptable tool with the substring each named
-    argument must contain; `fact`: any of these (case-insensitive) in the final answer."""
+    """One prompt. `calls`: for a tool case, each acceptable tool with the value each named
+    argument must hold (`path`: the entry it names; others: a substring); `fact`: any of these
+    (case-insensitive) in the final answer."""
 
     prompt: str
     calls: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
@@ -184,6 +189,8 @@ CASES: tuple[Case, ...] = (
     tool("Delete the file old.log using the shell.", {SHELL: {"command": "old.log"}}),
 )
 
+# Tools whose `path` is a folder: when a case names none, the call must name the workspace.
+FOLDER_TOOLS = frozenset({"list_files", "search_files"})
 FAKE_CALL = re.compile(r'"name"\s*:\s*"[^"]*"\s*,\s*"(arguments|parameters)"\s*:|<tool_call>')
 
 
@@ -211,7 +218,7 @@ class Outcome:
         answer = self.answer.lower()
         return not self.case.fact or any(fact.lower() in answer for fact in self.case.fact)
 
-    def is_right_call(self, schemas: Mapping[str, dict[str, Any]]) -> bool:
+    def is_right_call(self, schemas: Mapping[str, dict[str, Any]], workspace: Path) -> bool:
         if not self.calls:
             return False
         name, arguments = self.calls[0]
@@ -224,9 +231,32 @@ class Outcome:
             return False
         if not isinstance(values, dict) or not default_registry().accepts(name, values):
             return False
+        wanted = dict(expected)
+        if name in FOLDER_TOOLS:
+            wanted.setdefault("path", ".")  # no folder named: the workspace itself
         return all(
-            want.lower() in str(values.get(key, "")).lower() for key, want in expected.items()
+            names_entry(values.get(key, "."), want, workspace)
+            if key == "path"
+            else want.lower() in str(values.get(key, "")).lower()
+            for key, want in wanted.items()
         )
+
+
+def names_entry(value: object, expected: str, workspace: Path) -> bool:
+    """True when `value` names the workspace entry `expected` (a path relative to it): relative
+    (`src/app.py`, `./src/app.py`) or absolute inside the workspace. `/path/to/src/app.py`
+    names nothing here, so it does not count, though it holds the expected text."""
+    if not isinstance(value, str) or not value.strip():
+        return False
+    text = os.path.normpath(value.strip())
+    if os.path.isabs(text):
+        for root in {os.path.normpath(workspace), os.path.realpath(workspace)}:
+            if text == root or text.startswith(root.rstrip(os.sep) + os.sep):
+                text = os.path.relpath(text, root)
+                break
+        else:
+            return False
+    return text == os.path.normpath(expected)
 
 
 def make_workspace(root: Path) -> Path:
@@ -238,7 +268,9 @@ def make_workspace(root: Path) -> Path:
     return workspace
 
 
-def eval_settings(home: Path, base_url: str | None, tool_rounds: int) -> Settings:
+def eval_settings(
+    home: Path, base_url: str | None, tool_rounds: int, *, overview: bool = OVERVIEW
+) -> Settings:
     """The user's defaults except: temperature 0, tools denied, a short reply budget."""
     return Settings(
         base_url=base_url,
@@ -252,6 +284,7 @@ def eval_settings(home: Path, base_url: str | None, tool_rounds: int) -> Setting
         local_n_ctx=N_CTX,
         json_tool_fallback=True,
         tools_on_request=True,  # as on the embedded model, also when --base-url names a server
+        workspace_overview=overview,
     )
 
 
@@ -334,11 +367,13 @@ def percentile(values: Sequence[float], share: float) -> float:
     return ordered[index]
 
 
-def figures(outcomes: list[Outcome], schemas: Mapping[str, dict[str, Any]]) -> list[Figure]:
+def figures(
+    outcomes: list[Outcome], schemas: Mapping[str, dict[str, Any]], workspace: Path
+) -> list[Figure]:
     plain_cases = [o for o in outcomes if not o.case.needs_tool]
     tool_cases = [o for o in outcomes if o.case.needs_tool]
     direct = sum(o.is_direct() for o in plain_cases)
-    right = sum(o.is_right_call(schemas) for o in tool_cases)
+    right = sum(o.is_right_call(schemas, workspace) for o in tool_cases)
     facts = [o for o in plain_cases if o.case.fact]
     with_fact = sum(o.has_fact() for o in facts)
     rows = [
@@ -408,6 +443,12 @@ def parse(argv: Sequence[str]) -> argparse.Namespace:
         "--only", choices=("plain", "tool"), default=None, help="run only this kind of case"
     )
     parser.add_argument("--verbose", action="store_true", help="print each case as it ends")
+    parser.add_argument(
+        "--no-overview",
+        dest="overview",
+        action="store_false",
+        help="leave the workspace's top-level names out of the system prompt",
+    )
     return parser.parse_args(argv)
 
 
@@ -437,7 +478,7 @@ def main(argv: Sequence[str] = ()) -> list[dict[str, Any]]:
             server = ensure_server(MODEL, home=home, n_ctx=N_CTX, timeout=600)
         start = time.monotonic() - started
         try:
-            settings = eval_settings(home, args.base_url, args.tool_rounds)
+            settings = eval_settings(home, args.base_url, args.tool_rounds, overview=args.overview)
             warm = warm_up(settings) if args.warm else None
             outcomes = list(run_cases(settings, select(args.limit, args.only), args.verbose))
         finally:
@@ -450,7 +491,7 @@ def main(argv: Sequence[str] = ()) -> list[dict[str, Any]]:
     rows = [Figure(f"{MODEL} server start, {len(outcomes)} cases", f"{start:.1f} s")]
     if warm is not None:
         rows.append(Figure("prompt cache warm-up (system prompt and tools)", f"{warm:.1f} s"))
-    rows += figures(outcomes, schemas)
+    rows += figures(outcomes, schemas, settings.workspace)
     return [row.as_dict() for row in rows]
 
 

@@ -97,6 +97,7 @@ def run_replay(threshold: int, workdir: Path, *, summary_model: str = "") -> Rep
             tool_output_limit=TOOL_OUTPUT_LIMIT,
             system_prompt=SYSTEM_PROMPT,
             summary_model=summary_model,
+            workspace_overview=False,  # the trace's requests were sent without one
         )
         store = Store(workdir / f"replay-{threshold}-{summary_model or 'chat'}.db")
         client = openai.OpenAI(base_url=settings.base_url, api_key="replay", max_retries=0)

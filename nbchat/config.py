@@ -112,6 +112,7 @@ class Settings:
     tool_env_allow: tuple[str, ...] = ()
     json_tool_fallback: bool | None = None
     tools_on_request: bool | None = None
+    workspace_overview: bool | None = None  # None: on for the embedded model only
     request_timeout: float = 600.0
     connect_timeout: float = 10.0
     autostart: bool = False
@@ -183,6 +184,12 @@ class Settings:
     def uses_json_tool_fallback(self) -> bool:
         """Read a plain-JSON reply as a tool call? By default only on the embedded model."""
         return self.is_embedded if self.json_tool_fallback is None else self.json_tool_fallback
+
+    def shows_workspace_overview(self) -> bool:
+        """Whether a request offering tools names the workspace's top-level entries: by default
+        only on the embedded model (it helps a small one name real paths, and file names are not
+        sent to a remote server unless asked)."""
+        return self.is_embedded if self.workspace_overview is None else self.workspace_overview
 
     def offers_tools_on_request(self) -> bool:
         """Offer the tools only when the user's message asks for workspace work? By default only

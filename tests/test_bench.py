@@ -8,6 +8,7 @@ are marked `model` and `slow` and use SmolLM2 with the smallest inputs.
 from __future__ import annotations
 
 import importlib
+import json
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -155,6 +156,34 @@ def test_default_model_eval_scores_a_scripted_server(monkeypatch: pytest.MonkeyP
     assert values["plain prompts answered without a tool call"] == "1 / 1 (100%)"
     assert values["tool prompts with a correct first call"] == "1 / 1 (100%)"
     assert values["replies that are fake tool-call JSON"] == "0"
+
+
+def test_default_model_eval_counts_a_path_only_when_it_names_the_workspace_entry(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # Scored by substring, read_file("/path/to/src/app.py") and a search of
+    # "/path/to/workspace/folder" counted as right calls though they name nothing here.
+    module = load("default_model_eval", monkeypatch)
+    schemas = {"read_file": {}, "list_files": {}, "search_files": {}, "run_shell": {}}
+    read = module.tool("Show me src/app.py.", {"read_file": {"path": "src/app.py"}})
+    listing = module.tool("What files are here?", {"list_files": {}})
+    search = module.tool("Search for TODO.", {"search_files": {"pattern": "TODO"}})
+
+    def right(case: Any, name: str, arguments: dict[str, Any]) -> bool:
+        outcome = module.Outcome(case, calls=[(name, json.dumps(arguments))])
+        return bool(outcome.is_right_call(schemas, tmp_path))
+
+    for good in ("src/app.py", "./src/app.py", "src/../src/app.py", str(tmp_path / "src/app.py")):
+        assert right(read, "read_file", {"path": good}), good
+    for bad in ("/path/to/src/app.py", "app.py", "../src/app.py", "/src/app.py", "src/app.pyc"):
+        assert not right(read, "read_file", {"path": bad}), bad
+    assert right(listing, "list_files", {})
+    assert right(listing, "list_files", {"path": "."})
+    assert right(listing, "list_files", {"path": str(tmp_path)})
+    assert not right(listing, "list_files", {"path": "/path/to/workspace/folder"})
+    assert right(search, "search_files", {"pattern": "TODO"})
+    assert not right(search, "search_files", {"pattern": "TODO", "path": "/path/to/workspace"})
+    assert not right(search, "search_files", {"pattern": "FIXME"})
 
 
 def test_notebook_tools_runs(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -63,6 +63,7 @@ from nbchat.llm.stream import ReasoningDelta, TextDelta
 from nbchat.store.store import Store
 from nbchat.tools import ApprovalRequest, ToolExecutor, ToolRegistry, default_registry
 from nbchat.tools.offer import offered_tools
+from nbchat.tools.overview import WorkspaceOverview
 
 __all__ = ["Conversation"]
 
@@ -105,6 +106,8 @@ class Conversation:
         self.tools.register(archived_output_tool(self.session))
         self._lock = threading.Lock()  # one turn at a time
         self._warmer = PromptWarmer()
+        shown = settings.shows_workspace_overview()
+        self.overview = WorkspaceOverview(settings.workspace, enabled=shown)
         self.preparer = CheckpointPreparer(settings.prepare_mark)
         self.steering = Steering(self.session, self.budget, self._lock)
         if session_id is not None:
@@ -171,8 +174,11 @@ class Conversation:
         connection = self.budget.connect()
         if not (connection.embedded or cancel and destination_of(connection.base_url) == LOCAL):
             return
-        messages = build_messages(self.history.rows, self.settings.system_prompt)
-        messages.append({"role": "user", "content": "Hi"})  # the next turn's opening
+
+        def messages(tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
+            sent = build_messages(self.history.rows, self._system_prompt(tools))
+            return [*sent, {"role": "user", "content": "Hi"}]  # the next turn's opening
+
         client, url = connection.client if cancel else None, connection.base_url
         self._warmer.warm(
             url, self.settings, messages, self.tools.schemas(), client=client, cancel=cancel
@@ -341,6 +347,7 @@ class Conversation:
 
     def _rounds(self, stop: threading.Event, tool_choice: str | None = None) -> Steps:
         guard = FailureGuard()
+        self.overview.refresh()  # once a turn: the prompt changes only when the listing did
         for number in range(1, self.settings.max_tool_turns + 1):
             state = Round(number, tool_choice=tool_choice if number == 1 else None)
             yield from self._compact_if_needed(state, stop)
@@ -411,11 +418,12 @@ class Conversation:
     ) -> Generator[Event, None, StreamedReply]:
         """Stream one reply; a failure keeps what arrived (as complete rows), then raises."""
         reply = StreamedReply(request_rows=len(self.history))
-        messages = build_messages(self.history.rows, self.settings.system_prompt)
         tools = self._offered_tools(tool_choice)
+        system_prompt = self._system_prompt(tools)
+        messages = build_messages(self.history.rows, system_prompt)
         # A summary is then asked as this request's continuation, in the server's cache.
-        system, model = self.settings.system_prompt, self.settings.model
-        self.engine.request_shape = RequestShape(system, tuple(tools), model, tuple(messages))
+        shape = RequestShape(system_prompt, tuple(tools), self.settings.model, tuple(messages))
+        self.engine.request_shape = shape
         try:
             for event in stream_chat(
                 self.budget.connect().client,
@@ -428,7 +436,7 @@ class Conversation:
                 json_tool_fallback=self.settings.uses_json_tool_fallback(),
                 check_arguments=self.tools.accepts,
                 tool_choice=tool_choice,
-                on_request=lambda body: self._record_sent(reply, body),
+                on_request=lambda body: self._record_sent(reply, body, system_prompt),
             ):
                 reply.take(event)
                 if isinstance(event, ReasoningDelta | TextDelta):
@@ -446,9 +454,8 @@ class Conversation:
             raise  # the client's message already says the partial reply was kept
         return reply
 
-    def _record_sent(self, reply: StreamedReply, body: dict[str, Any]) -> None:
+    def _record_sent(self, reply: StreamedReply, body: dict[str, Any], system_prompt: str) -> None:
         session_id = self.session.ensure_writable()  # the user's row was written: it is
-        system_prompt = self.settings.system_prompt
         reply.request_id = self.store.record_sent(session_id, body, system_prompt=system_prompt)
 
     def last_request(self) -> InspectedRequest | None:
@@ -465,6 +472,10 @@ class Conversation:
             on_request=self.settings.offers_tools_on_request(),
             tool_choice=tool_choice,
         )
+
+    def _system_prompt(self, tools: list[dict[str, Any]]) -> str:
+        """The settings' prompt, naming the workspace's top level when tools are offered."""
+        return self.overview.system_prompt(self.settings.system_prompt, tools_offered=bool(tools))
 
     def _save_reply(self, reply: StreamedReply) -> Steps:
         duration = time.monotonic() - reply.started

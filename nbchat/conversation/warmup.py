@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
+from collections.abc import Callable
 from typing import Any
 
 import openai
@@ -41,20 +42,22 @@ class PromptWarmer:
         self,
         base_url: str,
         settings: Settings,
-        messages: list[dict[str, Any]],
+        messages: Callable[[list[dict[str, Any]]], list[dict[str, Any]]],
         schemas: list[dict[str, Any]],
         *,
         client: openai.OpenAI | None = None,
         cancel: threading.Event | None = None,
     ) -> None:
-        """Warm `messages` with the tools and, when tools are offered on request, without."""
+        """Warm the prompt with the tools and, when tools are offered on request, without;
+        `messages(tools)` is what a request offering `tools` sends (its system prompt may
+        depend on them)."""
         # The plain prompt last: a first message more often needs no tool, and the server keeps
         # the last prompt in its slot (the other one in its RAM cache).
         variants = [schemas, []] if settings.offers_tools_on_request() else [schemas]
         for tools in variants:
             if cancel is not None and cancel.is_set():
                 return
-            request = {"model": settings.model, "messages": messages}
+            request = {"model": settings.model, "messages": messages(tools)}
             request |= {"tools": tools} if tools else {}
             key = json.dumps(request, sort_keys=True)
             if key in self._warmed:

@@ -1,0 +1,94 @@
+"""The workspace overview: the workspace's top-level names, for the system prompt.
+
+A 0.5B model asked "Show me src/app.py" called `read_file("/path/to/src/app.py")`, and asked
+which files there are it invented some. Naming the top-level entries in the system prompt (when
+tools are offered) gives it real paths to use. Bounded and safe by construction: one listing of
+the workspace folder itself (`listing.walk` at depth 1, from a descriptor opened by
+`fileaccess.open_folder`), never entering a subfolder or following a link (links are left out,
+as are hidden names), at most `MAX_NAMES` names, each cut to `MAX_NAME_CHARS`, written `./name`
+and quoted as a JSON string, so a hostile name stays a name and never reads as an instruction on
+a line of its own.
+
+`WorkspaceOverview` keeps the text between turns: `refresh()` lists again at the start of a
+turn, and the text only changes when the listing does, so the prompt stays byte-identical for
+the server's prompt cache.
+
+Must not: read file contents, or list anything below the top level.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from nbchat.errors import NbchatError
+from nbchat.tools.context import ToolContext
+from nbchat.tools.fileaccess import open_folder
+from nbchat.tools.listing import walk
+
+__all__ = ["MAX_NAMES", "MAX_NAME_CHARS", "WorkspaceOverview", "overview_text", "with_overview"]
+
+MAX_NAMES = 30
+MAX_NAME_CHARS = 60
+LIST_TIMEOUT = 5.0  # one folder's listing; a hung network mount must not hold up a turn
+
+
+def overview_text(workspace: Path) -> str:
+    """One paragraph naming the workspace's top-level files and folders ("" when unreadable)."""
+    ctx = ToolContext(workspace, timeout=LIST_TIMEOUT)
+    names: list[str] = []
+    try:
+        with open_folder(ctx.workspace, ".") as folder:
+            for entry in walk(folder, ctx, depth=1):
+                if entry.name.startswith(".") or entry.kind not in ("file", "folder"):
+                    continue
+                names.append(entry.name + ("/" if entry.kind == "folder" else ""))
+    except (OSError, NbchatError):
+        return ""  # no overview is better than a failed turn
+    if not names:
+        return "The workspace is empty."
+    shown = ", ".join(_quoted(name) for name in names[:MAX_NAMES])
+    more = f" and {len(names) - MAX_NAMES} more" if len(names) > MAX_NAMES else ""
+    return (
+        f"The workspace is the current folder '.'. Its top level (folders end in '/'): "
+        f"{shown}{more}. Paths given to tools are relative to '.'."
+    )
+
+
+def _quoted(name: str) -> str:
+    """`"./name"`: a JSON string (newlines, quotes and control characters escaped), with the
+    `./` that made the model write workspace paths instead of `/src/app.py`."""
+    if len(name) > MAX_NAME_CHARS:
+        name = name[: MAX_NAME_CHARS - 1] + "…"
+    return json.dumps("./" + name)
+
+
+def with_overview(system_prompt: str, overview: str) -> str:
+    """The system prompt followed by the overview (the prompt alone when there is none)."""
+    if not overview:
+        return system_prompt
+    return f"{system_prompt}\n\n{overview}" if system_prompt else overview
+
+
+class WorkspaceOverview:
+    """The overview of one conversation's workspace, listed again only by `refresh()`."""
+
+    def __init__(self, workspace: Path, *, enabled: bool = True) -> None:
+        self.workspace = workspace
+        self.enabled = enabled
+        self._text: str | None = None
+
+    def refresh(self) -> None:
+        """List the workspace again (at a turn's start); the text changes only if it did."""
+        self._text = overview_text(self.workspace) if self.enabled else ""
+
+    def text(self) -> str:
+        if self._text is None:
+            self.refresh()
+        return self._text or ""
+
+    def system_prompt(self, system_prompt: str, *, tools_offered: bool) -> str:
+        """What a request sends as its system prompt: with the overview when it offers tools."""
+        if not tools_offered or not self.enabled:
+            return system_prompt
+        return with_overview(system_prompt, self.text())
