@@ -113,6 +113,9 @@ STYLE = """
   color: var(--jp-ui-font-color2, inherit); }
 .nbchat-badge.nbchat-local { border-color: var(--jp-success-color1, #388e3c);
   color: var(--jp-success-color1, #388e3c); }
+.nbchat-request-link { align-self: flex-start; height: auto; line-height: 1.4; padding: 0 6px;
+  margin: 0 0 4px 8px; font-size: var(--jp-ui-font-size0, 11px); background: transparent;
+  border: none; box-shadow: none; color: var(--jp-content-link-color, #1976d2); }
 .jp-OutputArea:has(.nbchat) .nbchat-transcript,
 .jp-OutputArea:has(.nbchat) .jp-OutputArea-child:has(.nbchat-transcript),
 .output:has(.nbchat) .nbchat-transcript { display: none; }
