@@ -170,8 +170,9 @@ def measure(server: LocalServer, tokens: int) -> list[Figure]:
     return figures
 
 
-def main(sizes: tuple[int, ...] = SIZES) -> list[dict[str, Any]]:
+def main(sizes: tuple[int, ...] | None = None) -> list[dict[str, Any]]:
     """Start Qwen in a temporary home, compact each history in both forms, stop it."""
+    sizes = SIZES if sizes is None else sizes  # read at call time: a test narrows SIZES
     figures: list[Figure] = []
     with temporary_directory("nbchat-qwen-") as home:
         started = time.monotonic()
