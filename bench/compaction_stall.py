@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import shutil
 import statistics
 import sys
 import time
@@ -145,9 +146,14 @@ def figure_for(mode: str, pause: float, turns: Sequence[Turn]) -> Figure:
 
 
 def main(
-    turns: int = TURNS, pauses: Sequence[float] = (PAUSE,), modes: Sequence[str] = tuple(MODES)
+    turns: int = TURNS,
+    pauses: Sequence[float] = (PAUSE,),
+    modes: Sequence[str] = tuple(MODES),
+    *,
+    server_log: Path | None = None,
 ) -> list[dict[str, Any]]:
-    """Start Qwen in a temporary home, chat in each mode at each pause, stop it."""
+    """Start Qwen in a temporary home, chat in each mode at each pause, stop it; `server_log`
+    keeps a copy of llama.cpp's log (its per-request timings: prompt, cached, generated)."""
     figures: list[Figure] = []
     with temporary_directory("nbchat-stall-") as home:
         server = ensure_server(MODEL, home=home, n_ctx=N_CTX, timeout=600)
@@ -160,6 +166,8 @@ def main(
                 figures.extend(comparison(results, pause))
         finally:
             server.stop()
+            if server_log is not None:
+                shutil.copyfile(home / "run" / "model-server.log", server_log)
     return [figure.as_dict() for figure in figures]
 
 
@@ -185,10 +193,11 @@ if __name__ == "__main__":
     parser.add_argument("--turns", type=int, default=TURNS)
     parser.add_argument("--pause", type=float, nargs="+", default=[PAUSE])
     parser.add_argument("--modes", nargs="+", default=list(MODES), choices=list(MODES))
+    parser.add_argument("--server-log", type=Path, default=None, help="keep llama.cpp's log")
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     logging.getLogger("httpx").setLevel(logging.WARNING)
     begun = time.monotonic()
-    figures = main(args.turns, args.pause, args.modes)
+    figures = main(args.turns, args.pause, args.modes, server_log=args.server_log)
     harness.print_figures("The stall a compaction makes, through ChatUI on Qwen", figures)
     print(f"\n(took {time.monotonic() - begun:.0f} s; load {os.getloadavg()})")

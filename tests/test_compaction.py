@@ -283,7 +283,7 @@ class TestLayers:
     def test_pruning_alone_under_the_trigger_makes_no_model_call(self) -> None:
         fake = FakeSummariser()
         rows = [*one_long_turn(6), assistant("done"), user("thanks"), assistant("bye")]
-        result = engine_with(fake, threshold=6000).compact(rows)
+        result = engine_with(fake, threshold=6000, prune_alone=True).compact(rows)
         assert (result.changed, result.layer, result.requests) == (True, "prune", 0)
         assert fake.requests == []
         assert result.tokens_after < engine_with(threshold=6000).trigger
@@ -584,7 +584,8 @@ def test_a_prune_is_stored_with_placeholders_in_place_and_originals_archived(
     rows = [*one_long_turn(6), assistant("done"), user("thanks"), assistant("bye")]
     session = store.create_session("prune")
     store.append_rows(session, rows)
-    result = engine_with(threshold=6000).compact(store.load_active(session))
+    engine = engine_with(threshold=6000, prune_alone=True)
+    result = engine.compact(store.load_active(session))
     apply_compaction(store, session, result, expected_active=len(rows))
     assert result.layer == "prune"
     assert store.load_active(session) == list(result.rows)

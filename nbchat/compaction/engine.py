@@ -75,6 +75,14 @@ log = logging.getLogger(__name__)
 DEFAULT_SUMMARY_FORMAT: SummaryFormat = "json"
 # A checkpoint's usual size under its section budgets (the code-computed facts come on top).
 CHECKPOINT_TOKENS = 400
+# Whether the prune layer may compact alone, with no summary. Off: every server nbchat talks to
+# keeps a prompt cache (llama.cpp, vLLM, OpenAI), and a prune rewrites old tool outputs in the
+# middle of the history, so the server reads everything after the first of them again, and the
+# trigger comes back a few turns later for a summary that breaks the prefix once more. Pruning
+# only when a summary is made breaks the cached prefix once per compaction (the replay of
+# `bench/replay_savings.py`: 5 prune-only compactions of 7 made the prefix-cache cost higher
+# than with no compaction at all). On: the cheapest compaction when no cache is kept.
+PRUNE_ALONE = False
 
 HistoryLike = History | Sequence[Sequence[str]]
 
@@ -106,6 +114,7 @@ class CompactionEngine:
         settings: Settings | None = None,
         summariser: Summariser | None = None,
         prune_protect_tokens: int | None = None,
+        prune_alone: bool = PRUNE_ALONE,
     ) -> None:
         self.threshold = threshold
         self.tail_messages = tail_messages
@@ -127,6 +136,7 @@ class CompactionEngine:
         self.extra_body = dict(extra_body) if extra_body else None
         self.settings = settings
         self.prune_protect_tokens = prune_protect_tokens
+        self.prune_alone = prune_alone
         self._summariser = summariser
         self._summary_writer: SummaryWriter | None = None
         self._window: int | None = summariser_context or (
@@ -243,7 +253,7 @@ class CompactionEngine:
             )
         else:
             pruned, pruned_estimates = self._prune(rows, estimates, before)
-            if pruned.changed and not force and pruned.tokens_after < self.trigger:
+            if self._prune_is_enough(pruned, force=force):
                 result = pruned  # the cheap layer was enough: no model call
             else:
                 result = self._summarise_pruned(
@@ -303,6 +313,13 @@ class CompactionEngine:
             replacements=MappingProxyType(kept),
             pruned_tokens=sum(estimates[i] - pruned_estimates[i] for i in kept),
         )
+
+    def _prune_is_enough(self, pruned: CompactionResult, *, force: bool) -> bool:
+        """Whether the prune layer alone compacts: only when allowed (`PRUNE_ALONE`: it breaks
+        the server's cached prefix without deferring the next summary much), unforced, and it
+        lands under the trigger."""
+        under = pruned.changed and pruned.tokens_after < self.trigger
+        return self.prune_alone and under and not force
 
     def _is_settled(self, rows: HistoryLike) -> bool:
         """The loop guard: `[compacted, <= tail rows]` is never compacted again."""
@@ -493,8 +510,7 @@ class CompactionEngine:
             return None
         pruned, pruned_estimates = self._prune(rows, estimates, before)
         split = self._split(list(pruned.rows), pruned_estimates, original=rows, over=True)
-        enough = not force and pruned.changed and pruned.tokens_after < self.trigger
-        if enough or split is None or split.start < prepared.rows_summarised:
+        if self._prune_is_enough(pruned, force=force) or split is None or split.start < prepared.rows_summarised:
             return None
         covered = prepared.rows_summarised
         if split.start > covered and not force:
