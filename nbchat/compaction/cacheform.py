@@ -51,6 +51,12 @@ CACHE_FORMAT = (
     '"done", "in_progress", "blocked", "decisions", "next_steps", "critical_context" ([] when '
     f"empty), at most {PROMPT_ITEMS} items each, under {PROMPT_WORDS} words each."
 )
+# The small checkpoint's (`prompts.SMALL_RESPONSE_FORMAT`): fewer instruction tokens to read too.
+SMALL_CACHE_FORMAT = (
+    'Reply with the JSON object only: "goal" (one sentence), "done" and "next_steps" (at most '
+    '2 items), "in_progress" and "decisions" (at most 1), the other lists [], under 12 words an '
+    "item."
+)
 MARGIN = 20  # 1/MARGIN of the window: len//3 is a guess
 
 
@@ -71,10 +77,12 @@ def build_cache_request(
     *,
     instruction: str | None = None,
     focus: str | None = None,
+    small: bool = False,
 ) -> list[Message]:
-    """The chat's messages for `rows` (its request's start, unchanged) plus the instruction."""
+    """The chat's messages for `rows` (its request's start, unchanged) plus the instruction
+    (for the small checkpoint's schema when `small`)."""
     messages = build_messages(rows, shape.system_prompt)
-    parts = [instruction or CACHE_INSTRUCTION, CACHE_FORMAT]
+    parts = [instruction or CACHE_INSTRUCTION, SMALL_CACHE_FORMAT if small else CACHE_FORMAT]
     if focus:
         parts.append(FOCUS_PROMPT.format(focus=focus))
     messages.append({"role": "user", "content": "\n\n".join(parts)})

@@ -35,7 +35,13 @@ from typing import TYPE_CHECKING, Any
 from nbchat.compaction.cacheform import RequestShape, build_cache_request, cache_prefix_end
 from nbchat.compaction.facts import facts_of, previous_summary, render_facts
 from nbchat.compaction.latest import latest_instruction, render_latest
-from nbchat.compaction.prompts import SummaryFormat, to_blocks
+from nbchat.compaction.prompts import (
+    RESPONSE_FORMAT,
+    SMALL_CHECKPOINT_TOKENS,
+    SMALL_RESPONSE_FORMAT,
+    SummaryFormat,
+    to_blocks,
+)
 from nbchat.compaction.prune import apply_replacements, find_prunable, protected_start
 from nbchat.compaction.result import CompactionResult, CompactionStore, Layer, apply_compaction
 from nbchat.compaction.reuse import (
@@ -75,6 +81,11 @@ log = logging.getLogger(__name__)
 DEFAULT_SUMMARY_FORMAT: SummaryFormat = "json"
 # A checkpoint's usual size under its section budgets (the code-computed facts come on top).
 CHECKPOINT_TOKENS = 400
+# On a small trigger the checkpoint is at most this share of it, in the small schema
+# (`prompts.SMALL_RESPONSE_FORMAT`), but never under MIN_CHECKPOINT_TOKENS: with no idle time to
+# prepare it in, the user waits for every token of it (~50 ms each on the embedded model).
+CHECKPOINT_SHARE = 10
+MIN_CHECKPOINT_TOKENS = 96
 # Whether the prune layer may compact alone, with no summary. Off: every server nbchat talks to
 # keeps a prompt cache (llama.cpp, vLLM, OpenAI), and a prune rewrites old tool outputs in the
 # middle of the history, so the server reads everything after the first of them again, and the
@@ -194,6 +205,20 @@ class CompactionEngine:
     def trigger(self) -> int:
         """Compaction triggers at this many tokens and aims to land under it."""
         return int(self.threshold * self.trigger_factor)
+
+    @property
+    def small_checkpoint(self) -> bool:
+        """Whether the trigger is small enough (under ~2,000 tokens) for the small checkpoint."""
+        return self.trigger // CHECKPOINT_SHARE < SMALL_CHECKPOINT_TOKENS
+
+    @property
+    def checkpoint_tokens(self) -> int:
+        """The summary's reply cap: `summary_max_tokens`, or on a small trigger a tenth of it
+        (at least MIN_CHECKPOINT_TOKENS): the summary is written while the user waits."""
+        if not self.small_checkpoint:
+            return self.summary_max_tokens
+        share = max(MIN_CHECKPOINT_TOKENS, self.trigger // CHECKPOINT_SHARE)
+        return min(self.summary_max_tokens, share)
 
     def total_tokens(self, history: HistoryLike) -> int:
         """Rows only, the baseline rule; O(1) on a `History`, a rescan on a list."""
@@ -330,7 +355,7 @@ class CompactionEngine:
         should stand at about half the trigger (so at most half the threshold), system prompt,
         tool schemas and a checkpoint of the usual size included, so that the next compaction
         is many turns away. (`_split` then takes the facts and the carried message off too.)"""
-        checkpoint = min(self.summary_max_tokens, CHECKPOINT_TOKENS)
+        checkpoint = min(self.checkpoint_tokens, CHECKPOINT_TOKENS)
         return max(0, self.trigger // 2 - self.overhead_tokens - checkpoint)
 
     def _prune(
@@ -413,18 +438,27 @@ class CompactionEngine:
             # The chat's requests, up to the threshold, went to this server: its window is at
             # least that big, whatever a server without /props lets the writer guess.
             window = max(writer.window, self.threshold)
-            reply = min(self.summary_max_tokens, window // 4)
+            reply = min(self.checkpoint_tokens, window // 4)
             shape = self.request_shape
             end = cache_prefix_end(
                 original[:start], shape, model=writer.model_name, window=window, reply_tokens=reply
             )
         said = Digest()
         if end and self.request_shape is not None:
+            small = self.small_checkpoint
             messages = build_cache_request(
-                original[:end], self.request_shape, instruction=self.summary_prompt, focus=focus
+                original[:end],
+                self.request_shape,
+                instruction=self.summary_prompt,
+                focus=focus,
+                small=small,
             )
             said = writer.write_cached(
-                messages, tools=self.request_shape.tools, max_tokens=reply, cancel=cancel
+                messages,
+                tools=self.request_shape.tools,
+                max_tokens=reply,
+                cancel=cancel,
+                response_format=SMALL_RESPONSE_FORMAT if small else RESPONSE_FORMAT,
             )
             if end == start or said.cancelled:
                 return said

@@ -28,6 +28,9 @@ from nbchat.history import CHARS_PER_TOKEN, Message, Row, estimate_tokens
 
 __all__ = [
     "RESPONSE_FORMAT",
+    "SMALL_CHECKPOINT_TOKENS",
+    "SMALL_RESPONSE_FORMAT",
+    "checkpoint_format",
     "SECTION_TITLES",
     "Checkpoint",
     "SummaryFormat",
@@ -124,29 +127,56 @@ SECTION_ITEMS = {
 }
 PROMPT_ITEMS = 4
 PROMPT_WORDS = 15
-RESPONSE_FORMAT: Mapping[str, Any] = {
-    "type": "json_schema",
-    "json_schema": {
-        "name": "checkpoint",
-        "strict": True,
-        "schema": {
-            "type": "object",
-            "properties": {
-                "goal": {"type": "string", "maxLength": GOAL_CHARS},
-                **{
-                    key: {
-                        "type": "array",
-                        "items": {"type": "string", "maxLength": ITEM_CHARS},
-                        "maxItems": SECTION_ITEMS[key],
-                    }
-                    for key, _, _ in JSON_SECTIONS[1:]
-                },
-            },
-            "required": [key for key, _, _ in JSON_SECTIONS],
-            "additionalProperties": False,
-        },
-    },
+# The small checkpoint, for a trigger of a few thousand tokens (`CompactionEngine.checkpoint_tokens`
+# under SMALL_CHECKPOINT_TOKENS): on the embedded model every written token costs ~50 ms while
+# the user waits, so the model writes the goal, two items of progress and of next steps, one in
+# progress and one decision, each short; the paths, errors, user's words and notebook facts are
+# kept by code beside it. Less than the full checkpoint: constraints the user stated before their
+# latest message, and a blocker's reasoning, survive only in the facts, not in words.
+SMALL_GOAL_CHARS = 160
+SMALL_ITEM_CHARS = 90
+SMALL_SECTION_ITEMS = SECTION_ITEMS | {
+    "constraints": 0,  # the user's latest words are carried whole by code
+    "done": 2,
+    "in_progress": 1,
+    "blocked": 0,  # error headlines are recorded facts
+    "decisions": 1,
+    "next_steps": 2,
+    "critical_context": 0,  # paths and notebook facts are recorded facts
 }
+SMALL_CHECKPOINT_TOKENS = 200
+
+
+def checkpoint_format(
+    items: Mapping[str, int], *, goal_chars: int, item_chars: int
+) -> Mapping[str, Any]:
+    """The checkpoint's JSON-schema response format under these section budgets."""
+    properties: dict[str, Any] = {"goal": {"type": "string", "maxLength": goal_chars}}
+    for key, _, _ in JSON_SECTIONS[1:]:
+        properties[key] = {
+            "type": "array",
+            "items": {"type": "string", "maxLength": item_chars},
+            "maxItems": items[key],
+        }
+    return {
+        "type": "json_schema",
+        "json_schema": {
+            "name": "checkpoint",
+            "strict": True,
+            "schema": {
+                "type": "object",
+                "properties": properties,
+                "required": [key for key, _, _ in JSON_SECTIONS],
+                "additionalProperties": False,
+            },
+        },
+    }
+
+
+RESPONSE_FORMAT = checkpoint_format(SECTION_ITEMS, goal_chars=GOAL_CHARS, item_chars=ITEM_CHARS)
+SMALL_RESPONSE_FORMAT = checkpoint_format(
+    SMALL_SECTION_ITEMS, goal_chars=SMALL_GOAL_CHARS, item_chars=SMALL_ITEM_CHARS
+)
 TOOL_OUTPUT_CHARS = 2000
 TOOL_CALL_CHARS = 1500
 HEADING = re.compile(r"^#{1,6}\s*(.+?)\s*:?\s*$", re.MULTILINE)

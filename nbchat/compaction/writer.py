@@ -165,6 +165,7 @@ class SummaryWriter:
         tools: Sequence[Mapping[str, Any]],
         max_tokens: int,
         cancel: threading.Event | None = None,
+        response_format: Mapping[str, Any] = RESPONSE_FORMAT,
     ) -> Digest:
         """One cache-form request (`nbchat.compaction.cacheform`): the chat's prefix plus the
         instruction, with the chat's tools and the checkpoint's schema."""
@@ -176,7 +177,7 @@ class SummaryWriter:
                 messages,
                 tools=tools,
                 max_tokens=min(max_tokens, self.window // 4),
-                response_format=RESPONSE_FORMAT,
+                response_format=response_format,
                 stop=cancel,
             )
             digest = _read_reply(

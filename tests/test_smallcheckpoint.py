@@ -1,0 +1,84 @@
+"""The small checkpoint on a small trigger (issue 13, the compacting turn with no idle time).
+
+With no pause to prepare in, the user waits for every token of the summary. On a trigger under
+~2,000 tokens the summary is asked for under the small schema (goal, two items of progress and
+of next steps, one in progress and one decision, short items) with a cap of a tenth of the
+trigger; a bigger trigger keeps the full schema and `summary_max_tokens`. Over the real store,
+the real `Conversation` and the real test server.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import openai
+import pytest
+from fakeserver import FakeServer, Reply
+from helpers import Script, is_summary_request, run
+
+from nbchat.compaction.cacheform import SMALL_CACHE_FORMAT
+from nbchat.compaction.engine import CompactionEngine
+from nbchat.compaction.prompts import RESPONSE_FORMAT, SMALL_RESPONSE_FORMAT
+from nbchat.conversation.events import CompactionFinished
+from nbchat.conversation.loop import Conversation
+from nbchat.store.store import Store
+
+SUMMARY = json.dumps({"goal": "Answer", "done": ["answered"], "next_steps": ["go on"]})
+
+
+@pytest.fixture
+def script() -> Script:
+    return Script(SUMMARY)
+
+
+@pytest.fixture
+def server(script: Script) -> Iterator[FakeServer]:
+    with FakeServer(responder=script) as running:
+        yield running
+
+
+def summary_request(
+    server: FakeServer, store: Store, settings: Any, script: Script
+) -> dict[str, Any]:
+    """Chat until a turn compacts; the summary request it sent."""
+    client = openai.OpenAI(base_url=server.url + "/v1", api_key="test", max_retries=0)
+    chat = Conversation(settings, store, client=client)
+    for i in range(60):
+        script.chat.append(Reply(text=f"answer {i} " + "x" * 300))
+        events = run(chat, f"question {i}")
+        if any(isinstance(e, CompactionFinished) and e.result.changed for e in events):
+            return next(b for b in server.chat_requests() if is_summary_request(b))
+    raise AssertionError("no turn compacted")
+
+
+def test_a_small_trigger_asks_for_the_small_checkpoint_with_a_tenth_of_it(
+    server: FakeServer, store: Store, make_settings: Any, script: Script
+) -> None:
+    settings = make_settings(
+        base_url=server.url + "/v1", context_token_threshold=1600, summary_max_tokens=150
+    )
+    body = summary_request(server, store, settings, script)
+    assert body["response_format"] == SMALL_RESPONSE_FORMAT
+    assert body["max_tokens"] == 1600 * 3 // 4 // 10
+    assert body["messages"][-1]["content"].endswith(SMALL_CACHE_FORMAT)
+    schema = SMALL_RESPONSE_FORMAT["json_schema"]["schema"]["properties"]
+    assert [schema[key]["maxItems"] for key in ("constraints", "done", "next_steps")] == [0, 2, 2]
+
+
+def test_a_big_trigger_keeps_the_full_checkpoint_and_its_cap(
+    server: FakeServer, store: Store, make_settings: Any, script: Script
+) -> None:
+    settings = make_settings(
+        base_url=server.url + "/v1", context_token_threshold=4000, summary_max_tokens=300
+    )
+    body = summary_request(server, store, settings, script)
+    assert body["response_format"] == RESPONSE_FORMAT
+    assert body["max_tokens"] == 300
+
+
+def test_the_cap_never_goes_under_its_floor_nor_over_the_setting() -> None:
+    assert CompactionEngine(400, summary_max_tokens=1024).checkpoint_tokens == 96
+    assert CompactionEngine(400, summary_max_tokens=50).checkpoint_tokens == 50
+    assert CompactionEngine(100_000, summary_max_tokens=1024).checkpoint_tokens == 1024
