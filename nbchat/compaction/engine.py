@@ -14,9 +14,11 @@ default `nbchat.compaction.modelsummariser.OpenAISummariser`, imported only when
 - `compact_history(history)`: the baseline, `[compacted, *tail]` or the history unchanged.
 - `compact(history, ...)`: the layered path the conversation loop uses: prune old tool
   outputs and summarise (in chunks when the input exceeds the summariser's window); a prune
-  alone only with `prune_alone` (see `layers.PRUNE_ALONE`). Returns a `CompactionResult` with everything measurable.
+  alone only with `prune_alone` (see `layers.PRUNE_ALONE`). Returns a `CompactionResult` with
+  everything measurable.
 - `compact_prepared(history, prepared)`: what `compact` would do now, from a summary prepared
-  earlier in the background (`nbchat.compaction.prepared`); only rows added since are summarised.
+  earlier in the background (`nbchat.compaction.prepared`); only rows added since are
+  summarised.
 - `preview(history, focus=...)`: the forced `compact` the Compact button proposes, to look at
   (and edit) before anything is applied.
 - `apply_compaction(store, ...)`: writes a result in one store transaction (archive, never
