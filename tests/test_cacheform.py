@@ -23,6 +23,7 @@ from helpers import Script, is_summary_request, run
 
 from nbchat.compaction.cacheform import (
     CACHE_INSTRUCTION,
+    SMALL_CACHE_INSTRUCTION,
     RequestShape,
     build_cache_request,
     cache_prefix_end,
@@ -174,7 +175,7 @@ def test_input_bigger_than_the_window_is_asked_in_the_cache_form_then_chunked_up
     end = len(first["messages"]) - 2  # the rows that fit, less the system and instruction
     assert 2 <= end < len(rows) - 2
     assert first["messages"][:-1] == build_messages(rows[:end], "Be brief.")
-    assert first["messages"][-1]["content"].startswith(CACHE_INSTRUCTION)
+    assert first["messages"][-1]["content"] == SMALL_CACHE_INSTRUCTION  # a 1,500 trigger
     assert len(updates) == result.requests - 1 > 1
     for body in updates:
         assert body["messages"][1]["content"].startswith("<conversation>\n[")

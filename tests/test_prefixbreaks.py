@@ -36,11 +36,11 @@ def server() -> Iterator[FakeServer]:
         yield running
 
 
-def engine(server: FakeServer, **options: bool) -> CompactionEngine:
+def engine(server: FakeServer, *, prune_alone: bool = False) -> CompactionEngine:
     client = openai.OpenAI(base_url=server.url + "/v1", api_key="test", max_retries=0)
     settings = Settings(base_url=server.url + "/v1", model="fake-model")
     return CompactionEngine(
-        THRESHOLD, 5, None, None, "Be brief.", client, settings=settings, **options
+        THRESHOLD, 5, None, None, "Be brief.", client, settings=settings, prune_alone=prune_alone
     )
 
 

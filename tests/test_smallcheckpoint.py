@@ -2,7 +2,7 @@
 
 With no pause to prepare in, the user waits for every token of the summary. On a trigger under
 ~2,000 tokens the summary is asked for under the small schema (goal, two items of progress and
-of next steps, one in progress and one decision, short items) with a cap of a tenth of the
+of next steps, one in progress, short items) with a cap of a tenth of the
 trigger; a bigger trigger keeps the full schema and `summary_max_tokens`. Over the real store,
 the real `Conversation` and the real test server.
 """
@@ -18,7 +18,7 @@ import pytest
 from fakeserver import FakeServer, Reply
 from helpers import Script, is_summary_request, run
 
-from nbchat.compaction.cacheform import SMALL_CACHE_FORMAT
+from nbchat.compaction.cacheform import SMALL_CACHE_INSTRUCTION
 from nbchat.compaction.engine import CompactionEngine
 from nbchat.compaction.prompts import RESPONSE_FORMAT, SMALL_RESPONSE_FORMAT
 from nbchat.conversation.events import CompactionFinished
@@ -62,7 +62,7 @@ def test_a_small_trigger_asks_for_the_small_checkpoint_with_a_tenth_of_it(
     body = summary_request(server, store, settings, script)
     assert body["response_format"] == SMALL_RESPONSE_FORMAT
     assert body["max_tokens"] == 1600 * 3 // 4 // 10
-    assert body["messages"][-1]["content"].endswith(SMALL_CACHE_FORMAT)
+    assert body["messages"][-1]["content"] == SMALL_CACHE_INSTRUCTION
     schema = SMALL_RESPONSE_FORMAT["json_schema"]["schema"]["properties"]
     assert [schema[key]["maxItems"] for key in ("constraints", "done", "next_steps")] == [0, 2, 2]
 

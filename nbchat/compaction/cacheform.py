@@ -32,6 +32,7 @@ from nbchat.history import Message, Row, build_messages, estimate_tokens, reques
 
 __all__ = [
     "CACHE_INSTRUCTION",
+    "SMALL_CACHE_INSTRUCTION",
     "RequestShape",
     "build_cache_request",
     "cache_prefix_end",
@@ -51,11 +52,12 @@ CACHE_FORMAT = (
     '"done", "in_progress", "blocked", "decisions", "next_steps", "critical_context" ([] when '
     f"empty), at most {PROMPT_ITEMS} items each, under {PROMPT_WORDS} words each."
 )
-# The small checkpoint's (`prompts.SMALL_RESPONSE_FORMAT`): fewer instruction tokens to read too.
-SMALL_CACHE_FORMAT = (
-    'Reply with the JSON object only: "goal" (one sentence), "done" and "next_steps" (at most '
-    '2 items), "in_progress" and "decisions" (at most 1), the other lists [], under 12 words an '
-    "item."
+# The small checkpoint's instruction and format in one (`prompts.SMALL_RESPONSE_FORMAT`): every
+# token of it is read while the user waits, so it says only what the schema does not.
+SMALL_CACHE_INSTRUCTION = (
+    "STOP. Do not answer: write, as the JSON object only, a checkpoint of the conversation "
+    'above for the assistant who continues it: "goal" (one sentence), "done" and "next_steps" '
+    '(at most 2 items), "in_progress" (at most 1), the other lists []. Under 10 words an item.'
 )
 MARGIN = 20  # 1/MARGIN of the window: len//3 is a guess
 
@@ -82,7 +84,9 @@ def build_cache_request(
     """The chat's messages for `rows` (its request's start, unchanged) plus the instruction
     (for the small checkpoint's schema when `small`)."""
     messages = build_messages(rows, shape.system_prompt)
-    parts = [instruction or CACHE_INSTRUCTION, SMALL_CACHE_FORMAT if small else CACHE_FORMAT]
+    parts = [instruction or CACHE_INSTRUCTION, CACHE_FORMAT]
+    if small:
+        parts = [instruction] if instruction else [SMALL_CACHE_INSTRUCTION]
     if focus:
         parts.append(FOCUS_PROMPT.format(focus=focus))
     messages.append({"role": "user", "content": "\n\n".join(parts)})

@@ -129,18 +129,18 @@ PROMPT_ITEMS = 4
 PROMPT_WORDS = 15
 # The small checkpoint, for a trigger of a few thousand tokens (`CompactionEngine.checkpoint_tokens`
 # under SMALL_CHECKPOINT_TOKENS): on the embedded model every written token costs ~50 ms while
-# the user waits, so the model writes the goal, two items of progress and of next steps, one in
-# progress and one decision, each short; the paths, errors, user's words and notebook facts are
-# kept by code beside it. Less than the full checkpoint: constraints the user stated before their
-# latest message, and a blocker's reasoning, survive only in the facts, not in words.
-SMALL_GOAL_CHARS = 160
-SMALL_ITEM_CHARS = 90
+# the user waits, so the model writes the goal, two items of progress and of next steps and one
+# in progress, each short; the paths, errors, user's words and notebook facts are kept by code
+# beside it. Less than the full checkpoint: decisions, constraints the user stated before their
+# latest message, and a blocker's reasoning survive only in the facts, not in words.
+SMALL_GOAL_CHARS = 120
+SMALL_ITEM_CHARS = 70
 SMALL_SECTION_ITEMS = SECTION_ITEMS | {
     "constraints": 0,  # the user's latest words are carried whole by code
     "done": 2,
     "in_progress": 1,
     "blocked": 0,  # error headlines are recorded facts
-    "decisions": 1,
+    "decisions": 0,
     "next_steps": 2,
     "critical_context": 0,  # paths and notebook facts are recorded facts
 }
