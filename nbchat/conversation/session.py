@@ -108,6 +108,13 @@ class Session:
         self.store.acquire_lease(self.id, owner=self.owner)
         return self.id
 
+    def record_model(self) -> None:
+        """Record the model in the session's row, when this chat writes it (a server's real
+        model name is learned on connecting, which may come after the session was created)."""
+        if self.id is not None and not self.read_only:
+            with self._writing() as session_id:
+                self.store.set_session_model(session_id, self.settings.model)
+
     def release(self) -> None:
         """Give up the writer lease if this store holds it (the session stays in the store)."""
         if self.id is not None:
