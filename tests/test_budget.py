@@ -1,6 +1,7 @@
-"""What `Budget` learns on connecting, over real HTTP to a scripted server with a real SQLite
-store: a script's conversation (no widget) records the model a llama.cpp server really serves,
-whether the session was created before the first connection or after it."""
+"""What `Budget` learns and counts, over real HTTP with a real SQLite store: a script's
+conversation (no widget) records the model a llama.cpp server really serves, whether the session
+was created before the first connection or after it; the overhead it counts is the system prompt
+as sent, workspace overview included."""
 
 from __future__ import annotations
 
@@ -8,11 +9,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fakeserver import FakeServer
 from fixtures_server import CHAT, Canned, ScriptedServer, chunk, client_for
 from helpers import run
 
 from nbchat.conversation.events import Done
 from nbchat.conversation.loop import Conversation
+from nbchat.history import request_overhead_tokens
 from nbchat.store.store import Store
 
 LLAMA = {"id": "qwen", "object": "model", "owned_by": "llamacpp"}
@@ -64,3 +67,26 @@ def test_a_server_that_lists_other_names_keeps_the_configured_one(
     assert [info.model for info in store.list_sessions()] == ["gpt-4o-mini-typo"]
     assert chat.budget.model_check is not None
     assert "does not serve model 'gpt-4o-mini-typo'" in chat.budget.model_check.message
+
+
+def test_the_overhead_counts_the_system_prompt_as_sent_with_the_workspace_overview(
+    store: Store, make_settings: Any, tmp_path: Path
+) -> None:
+    settings = make_settings(
+        system_prompt="Be brief.", workspace_overview=True, context_token_threshold=9000
+    )
+    for name in ("analysis.py", "data.csv", "notes.md"):
+        (settings.workspace / name).write_text("x\n")
+    with FakeServer() as server:
+        settings = settings.replace(base_url=server.url + "/v1")
+        chat = Conversation(settings, store, client=client_for(server.url, tmp_path))
+        assert run(chat, "hi")[-1] == Done()
+        chat.close()
+    assert chat.session_id is not None
+    ((request_id, _),) = store.sent_requests(chat.session_id)
+    sent = store.sent_request(request_id)
+    assert sent is not None
+    assert '"./analysis.py"' in sent.system_prompt  # the overview was sent
+    expected = request_overhead_tokens(sent.system_prompt, chat.tools.schemas())
+    assert chat.budget.overhead_tokens() == expected
+    assert chat.engine.overhead_tokens == expected  # the trigger counts what the meter counts

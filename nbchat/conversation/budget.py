@@ -39,9 +39,11 @@ class Budget:
         *,
         summariser: Summariser | None = None,
         on_model: Callable[[str], None] | None = None,
+        system_prompt: Callable[[], str] | None = None,
     ) -> None:
         self.settings = settings
         self._on_model = on_model
+        self._system_prompt = system_prompt
         self.model_check: ModelCheck | None = None  # the configured name's verdict, once known
         self._summariser = summariser
         self._tool_schemas = tool_schemas
@@ -85,6 +87,11 @@ class Budget:
             "automatically), then resend."
         )
 
+    def sent_prompt(self) -> str:
+        """The system prompt as requests send it: `system_prompt()` when given (the settings'
+        prompt with the workspace overview), else the settings' own."""
+        return self.settings.system_prompt if self._system_prompt is None else self._system_prompt()
+
     @property
     def engine(self) -> CompactionEngine:
         if self._engine is None:
@@ -92,10 +99,12 @@ class Budget:
             self._engine = CompactionEngine.from_settings(
                 budget,
                 client=self.connect().client,
-                system_prompt=self.settings.system_prompt,
+                system_prompt=self.sent_prompt(),
                 tool_schemas=self._tool_schemas(),
                 summariser=self._summariser,
             )
+        elif self._engine.system_prompt != (prompt := self.sent_prompt()):
+            self._engine.system_prompt = prompt  # the overview follows the workspace's listing
         return self._engine
 
     @property
@@ -112,9 +121,10 @@ class Budget:
         return self.settings.threshold_for(None)
 
     def overhead_tokens(self) -> int:
-        """What every request spends besides its rows: the system prompt and the tool schemas
-        (counted as the engine counts them, without needing a connection)."""
-        return request_overhead_tokens(self.settings.system_prompt, self._tool_schemas())
+        """What every request spends besides its rows: the system prompt as sent (with the
+        workspace overview) and the tool schemas (counted as the engine counts them, without
+        needing a connection)."""
+        return request_overhead_tokens(self.sent_prompt(), self._tool_schemas())
 
     def check_fits(self, text: str) -> None:
         """Refuse, before it is sent, a message that cannot stay whole in what the model sees:

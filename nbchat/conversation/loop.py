@@ -103,7 +103,14 @@ class Conversation:
         self.session = Session(store, settings)
         self.tools = (tools if tools is not None else default_registry()).copy()
         self.budget = Budget(
-            settings, self.tools.schemas, client, summariser=summariser, on_model=self._served
+            settings,
+            self.tools.schemas,
+            client,
+            summariser=summariser,
+            on_model=self._served,
+            system_prompt=lambda: self.overview.system_prompt(
+                self.settings.system_prompt, tools_offered=len(self.tools) > 0
+            ),
         )
         self.tools.register(archived_output_tool(self.session))
         self._lock = threading.Lock()  # one turn at a time
@@ -213,7 +220,11 @@ class Conversation:
 
     def _situation(self) -> Situation:
         return situation_of(
-            self.session, self.settings, self.tools.schemas(), self.context_tokens()
+            self.session,
+            self.settings,
+            self.tools.schemas(),
+            self.context_tokens(),
+            system_prompt=self.budget.sent_prompt(),
         )
 
     @property
