@@ -25,7 +25,7 @@ from nbchat.compaction.prompts import (
     to_blocks,
 )
 from nbchat.compaction.prune import apply_replacements, find_prunable, protected_start
-from nbchat.compaction.result import CompactionResult, Layer
+from nbchat.compaction.result import CompactionResult, Layer, in_units_of
 from nbchat.compaction.sizing import EngineSizing
 from nbchat.compaction.split import Split, choose_split
 from nbchat.compaction.summariser import Summariser
@@ -88,13 +88,14 @@ class LayeredCompaction(EngineSizing):
             estimate_tokens(pruned[i]) if i in replacements else e for i, e in enumerate(estimates)
         ]
         saved = sum(estimates) - sum(new_estimates)
+        estimated = sum(estimates) + self.overhead_tokens
         result = CompactionResult(
             rows=tuple(pruned),
             changed=bool(replacements),
             layer="prune" if replacements else "none",
             reason=f"{len(replacements)} old tool output(s) archived behind placeholders",
             tokens_before=before,
-            tokens_after=before - saved,
+            tokens_after=before - in_units_of(saved, measured=before, estimated=estimated),
             replacements=MappingProxyType(replacements),
             pruned_tokens=saved,
         )
@@ -163,7 +164,13 @@ class LayeredCompaction(EngineSizing):
         blocks = (said.text, facts, carried)
         summary_row = Row("compacted", "\n\n".join(block for block in blocks if block))
         result = CompactionResult.summarised(
-            rows, estimates, summary_row, start=split.start, rule=split.rule, measured=measured
+            rows,
+            estimates,
+            summary_row,
+            start=split.start,
+            rule=split.rule,
+            measured=measured,
+            estimated=sum(estimates) + self.overhead_tokens,
         )
         # A summary that would not shrink the history is not applied: no layer did the work.
         layer: Layer = ("chunked" if said.chunks > 1 else "summary") if result.changed else "none"

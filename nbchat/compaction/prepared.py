@@ -99,6 +99,7 @@ class PreparedCompaction(LayeredCompaction):
             start=split.start,
             rule=split.rule,
             measured=pruned.tokens_after,
+            estimated=sum(pruned_estimates) + self.overhead_tokens,
         )
         if not result.changed:
             return None
