@@ -271,7 +271,12 @@ def test_the_figures_stay_in_the_servers_units_when_it_counts_fewer_tokens(
     estimated = engine_with().context_tokens(rows)
     # The server's count reaches the trigger; pruning alone brings it under (not so a summary).
     threshold = estimated // 5 * 4 // 3 if layer == "prune" else 6000
-    engine = engine_with(threshold=threshold, summary_max_tokens=200, summariser_context=99_999)
+    engine = engine_with(
+        threshold=threshold,
+        summary_max_tokens=200,
+        summariser_context=99_999,
+        prune_alone=layer == "prune",
+    )
     history = History(rows)
     history.record_usage(estimated // 5)
     result = engine.compact(history, force=layer == "summary")
