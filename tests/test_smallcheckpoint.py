@@ -21,9 +21,11 @@ from helpers import Script, is_summary_request, run
 from nbchat.compaction.cacheform import SMALL_CACHE_INSTRUCTION
 from nbchat.compaction.engine import CompactionEngine
 from nbchat.compaction.prompts import RESPONSE_FORMAT, SMALL_RESPONSE_FORMAT
+from nbchat.compaction.result import CompactionResult
 from nbchat.conversation.events import CompactionFinished
 from nbchat.conversation.loop import Conversation
 from nbchat.store.store import Store
+from nbchat.tools import ToolRegistry
 
 SUMMARY = json.dumps({"goal": "Answer", "done": ["answered"], "next_steps": ["go on"]})
 
@@ -39,18 +41,30 @@ def server(script: Script) -> Iterator[FakeServer]:
         yield running
 
 
+def compacting_turn(
+    server: FakeServer,
+    store: Store,
+    settings: Any,
+    script: Script,
+    *,
+    tools: ToolRegistry | None = None,
+) -> tuple[dict[str, Any], CompactionResult]:
+    """Chat until a turn compacts; the summary request it sent and the compaction."""
+    client = openai.OpenAI(base_url=server.url + "/v1", api_key="test", max_retries=0)
+    chat = Conversation(settings, store, client=client, tools=tools)
+    for i in range(60):
+        script.chat.append(Reply(text=f"answer {i} " + "x" * 600))
+        for event in run(chat, f"question {i}"):
+            if isinstance(event, CompactionFinished) and event.result.changed:
+                body = next(b for b in server.chat_requests() if is_summary_request(b))
+                return body, event.result
+    raise AssertionError("no turn compacted")
+
+
 def summary_request(
     server: FakeServer, store: Store, settings: Any, script: Script
 ) -> dict[str, Any]:
-    """Chat until a turn compacts; the summary request it sent."""
-    client = openai.OpenAI(base_url=server.url + "/v1", api_key="test", max_retries=0)
-    chat = Conversation(settings, store, client=client)
-    for i in range(60):
-        script.chat.append(Reply(text=f"answer {i} " + "x" * 300))
-        events = run(chat, f"question {i}")
-        if any(isinstance(e, CompactionFinished) and e.result.changed for e in events):
-            return next(b for b in server.chat_requests() if is_summary_request(b))
-    raise AssertionError("no turn compacted")
+    return compacting_turn(server, store, settings, script)[0]
 
 
 def test_a_small_trigger_asks_for_the_small_checkpoint_with_a_tenth_of_it(
@@ -65,6 +79,19 @@ def test_a_small_trigger_asks_for_the_small_checkpoint_with_a_tenth_of_it(
     assert body["messages"][-1]["content"] == SMALL_CACHE_INSTRUCTION
     schema = SMALL_RESPONSE_FORMAT["json_schema"]["schema"]["properties"]
     assert [schema[key]["maxItems"] for key in ("constraints", "done", "next_steps")] == [0, 2, 2]
+
+
+def test_a_small_trigger_keeps_one_message_beside_the_checkpoint(
+    server: FakeServer, store: Store, make_settings: Any, script: Script
+) -> None:
+    # Every kept token is read again before the next reply: on a 1,200-token trigger the tail
+    # aims at a quarter of it, so the exchange before the last message goes into the checkpoint
+    # (at half the trigger it stayed word for word).
+    settings = make_settings(
+        base_url=server.url + "/v1", context_token_threshold=1600, system_prompt="Be brief."
+    )
+    _, result = compacting_turn(server, store, settings, script, tools=ToolRegistry())
+    assert len(result.rows) == 2  # the checkpoint and one message
 
 
 def test_a_big_trigger_keeps_the_full_checkpoint_and_its_cap(
