@@ -13,6 +13,10 @@ reads, applies it at once at the trigger, and warms the new prefix). The figure 
 turn over the median turn, per mode; the goal (issue 13) is at most 1.5 with pauses.
 Figures only, never an assertion. Slow: minutes per mode on two cores.
 
+`--server-log FILE` keeps llama.cpp's log, whose `print_timing` lines give each request's
+prompt tokens computed, the cached part and the tokens generated (where a compacting turn's
+seconds go: the instruction, the summary, the re-read of the new prefix, the reply).
+
     python bench/compaction_stall.py [--turns 8] [--pause 20] [--modes today after]
 """
 
