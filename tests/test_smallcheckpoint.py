@@ -24,6 +24,7 @@ from nbchat.compaction.prompts import RESPONSE_FORMAT, SMALL_RESPONSE_FORMAT
 from nbchat.compaction.result import CompactionResult
 from nbchat.conversation.events import CompactionFinished
 from nbchat.conversation.loop import Conversation
+from nbchat.history import estimate_tokens
 from nbchat.store.store import Store
 from nbchat.tools import ToolRegistry
 
@@ -48,13 +49,14 @@ def compacting_turn(
     script: Script,
     *,
     tools: ToolRegistry | None = None,
+    question: str = "question {i}",
 ) -> tuple[dict[str, Any], CompactionResult]:
     """Chat until a turn compacts; the summary request it sent and the compaction."""
     client = openai.OpenAI(base_url=server.url + "/v1", api_key="test", max_retries=0)
     chat = Conversation(settings, store, client=client, tools=tools)
     for i in range(60):
         script.chat.append(Reply(text=f"answer {i} " + "x" * 600))
-        for event in run(chat, f"question {i}"):
+        for event in run(chat, question.format(i=i)):
             if isinstance(event, CompactionFinished) and event.result.changed:
                 body = next(b for b in server.chat_requests() if is_summary_request(b))
                 return body, event.result
@@ -92,6 +94,24 @@ def test_a_small_trigger_keeps_one_message_beside_the_checkpoint(
     )
     _, result = compacting_turn(server, store, settings, script, tools=ToolRegistry())
     assert len(result.rows) == 2  # the checkpoint and one message
+
+
+def test_a_small_trigger_records_only_the_newest_user_words_beside_the_checkpoint(
+    server: FakeServer, store: Store, make_settings: Any, script: Script
+) -> None:
+    # The recorded facts are read again before every reply too: on a small trigger the user's
+    # older messages are left to the checkpoint instead of being quoted (600 tokens of them).
+    settings = make_settings(
+        base_url=server.url + "/v1", context_token_threshold=1600, system_prompt="Be brief."
+    )
+    question = "question {i}: " + "please explain this part of the code in detail " * 3
+    _, result = compacting_turn(
+        server, store, settings, script, tools=ToolRegistry(), question=question
+    )
+    assert result.summary_row is not None
+    quoted = [line for line in result.summary_row.content.splitlines() if "> question" in line]
+    assert 2 <= len(quoted) <= 3  # the first message and the newest one or two
+    assert estimate_tokens(result.summary_row) < 1600 * 3 // 4 // 4
 
 
 def test_a_big_trigger_keeps_the_full_checkpoint_and_its_cap(

@@ -62,6 +62,11 @@ FILES_TOKENS = 400
 FAILURES_TOKENS = 700
 FIRST_MESSAGE_TOKENS = 300
 USER_MESSAGES_TOKENS = 600
+# On a small trigger (the small checkpoint) the facts are read again before every reply too:
+# the user's newest words and the first message get this much instead (the newest message or
+# two whole; older ones are in the checkpoint's goal and progress, not word for word).
+SMALL_USER_MESSAGES_TOKENS = 100
+SMALL_FIRST_MESSAGE_TOKENS = 60
 NOTEBOOK_TOKENS = 300  # for the variables, and again for the cells
 HEADLINE_CHARS = 200
 PATH_CHARS = 300
@@ -254,8 +259,11 @@ def merge_facts(newer: Facts, older: Facts) -> Facts:
     )
 
 
-def render_facts(facts: Facts) -> str:
-    """The `# Recorded facts` block, each list cut to its budget (empty lists left out)."""
+def render_facts(facts: Facts, *, small: bool = False) -> str:
+    """The `# Recorded facts` block, each list cut to its budget (empty lists left out; the
+    user's messages to the smaller budgets when `small`)."""
+    first_budget = SMALL_FIRST_MESSAGE_TOKENS if small else FIRST_MESSAGE_TOKENS
+    messages_budget = SMALL_USER_MESSAGES_TOKENS if small else USER_MESSAGES_TOKENS
     parts = [FACTS_HEADING, FACTS_NOTE]
     files_read = _newest_within(facts.files_read, FILES_TOKENS)
     files_modified = _newest_within(facts.files_modified, FILES_TOKENS)
@@ -265,9 +273,12 @@ def render_facts(facts: Facts) -> str:
         (FAILURES_HEADING, _budgeted([f"- {h} (in {_tool(t)})" for t, h in facts.failures])),
         (
             FIRST_MESSAGE_HEADING,
-            [_quote(_head(facts.first_message))] if facts.first_message else [],
+            [_quote(_head(facts.first_message, first_budget))] if facts.first_message else [],
         ),
-        (USER_MESSAGES_HEADING, _recent_messages(facts.user_messages, facts.first_message)),
+        (
+            USER_MESSAGES_HEADING,
+            _recent_messages(facts.user_messages, facts.first_message, messages_budget),
+        ),
         (VARIABLES_HEADING, _newest_within(render_variables(facts.variables), NOTEBOOK_TOKENS)),
         (CELLS_HEADING, _newest_within(render_cells(facts.cells), NOTEBOOK_TOKENS)),
     ]
@@ -310,10 +321,10 @@ def _quote(text: str) -> str:
     return "\n".join(f"> {line}".rstrip() for line in text.splitlines())
 
 
-def _recent_messages(messages: Sequence[str], first: str) -> list[str]:
+def _recent_messages(messages: Sequence[str], first: str, budget: int) -> list[str]:
     """Newest first, without repeats, whole while they fit; the next one cut to what is left."""
     blocks: list[str] = []
-    left = USER_MESSAGES_TOKENS
+    left = budget
     for message in dict.fromkeys(m for m in messages if m != first):
         if estimate_tokens(message) > left:
             if left >= 20:

@@ -152,7 +152,7 @@ class LayeredCompaction(EngineSizing):
             reason = "fewer than two rows before the kept tail"
             return CompactionResult.unchanged(rows, measured, reason)
         carried = render_latest(latest_instruction(rows, split.start))
-        facts = render_facts(facts_of(original[: split.start]))
+        facts = render_facts(facts_of(original[: split.start]), small=self.small_checkpoint)
         # Checked before any tokens are spent: even a summary of nothing must save something.
         kept = estimate_tokens(facts) + (estimate_tokens(carried) if carried else 0)
         if kept + sum(estimates[split.start :]) >= sum(estimates):
@@ -242,7 +242,8 @@ class LayeredCompaction(EngineSizing):
             return split
         latest = latest_instruction(rows, split.start)
         carried = estimate_tokens(render_latest(latest)) if latest else 0
-        facts = estimate_tokens(render_facts(facts_of(original[: split.start])))
+        small = self.small_checkpoint
+        facts = estimate_tokens(render_facts(facts_of(original[: split.start]), small=small))
         budget = max(0, budget - carried - facts)
         narrower = choose_split(
             rows, estimates, tail_messages=self.tail_messages, budget=budget, over_trigger=over

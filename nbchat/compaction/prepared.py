@@ -91,7 +91,9 @@ class PreparedCompaction(LayeredCompaction):
         """The compaction at `split` with the prepared summary (updated: `said`), or None when it
         would not shrink the history."""
         said = said or Digest(text=model_text(prepared))
-        row = summary_row_for(said.text, rows, list(pruned.rows), split)
+        row = summary_row_for(
+            said.text, rows, list(pruned.rows), split, small=self.small_checkpoint
+        )
         result = CompactionResult.summarised(
             pruned.rows,
             pruned_estimates,

@@ -29,10 +29,13 @@ def model_text(prepared: CompactionResult) -> str:
     return strip_facts(prepared.summary)
 
 
-def summary_row_for(text: str, original: Sequence[Row], pruned: Sequence[Row], split: Split) -> Row:
+def summary_row_for(
+    text: str, original: Sequence[Row], pruned: Sequence[Row], split: Split, *, small: bool
+) -> Row:
     """The `compacted` row `compact` writes for `text`: the summary, the facts of the original
-    rows it replaces, and the user's latest message when the cut takes it."""
-    facts = render_facts(facts_of(original[: split.start]))
+    rows it replaces (`small`: the small checkpoint's), and the user's latest message when the
+    cut takes it."""
+    facts = render_facts(facts_of(original[: split.start]), small=small)
     carried = render_latest(latest_instruction(pruned, split.start))
     return Row("compacted", "\n\n".join(block for block in (text, facts, carried) if block))
 
