@@ -1,6 +1,10 @@
 """Keeping every request inside the token budget without losing what matters.
 
     engine           `CompactionEngine`: estimate, decide, and the layered compaction
+    sizing           the engine's sizes: trigger, overhead, checkpoint cap, kept tail
+    layers           the engine's prune and summary layers and its summary call
+    prepared         the engine's reuse of a checkpoint prepared in the background
+    cacheform        the summary asked as the chat's own prefix plus one instruction
     split            where a history is cut: rows to summarise, tail kept verbatim
     prune            the cheap layer: old tool outputs become placeholders
     facts            what code keeps across a compaction (files, errors, the user's words)
