@@ -10,7 +10,7 @@ import tokenize
 from pathlib import Path
 
 from nbchat import config, history
-from nbchat.compaction import engine, result, split, writer
+from nbchat.compaction import result, sizing, split, writer
 from nbchat.compaction.engine import CompactionEngine
 from nbchat.config import Settings
 from nbchat.embedded import server
@@ -81,7 +81,7 @@ def test_the_modules_use_the_one_definition() -> None:
     assert bare.summary_max_tokens == settings.summary_max_tokens
     assert writer.DEFAULT_SUMMARISER_CONTEXT == settings.local_n_ctx == server.DEFAULT_N_CTX
     assert split.UNSENT_ROLES is history.UNSENT_ROLES
-    assert engine.context_tokens is history.context_tokens
+    assert sizing.context_tokens is history.context_tokens
     assert history.estimate_tokens("x" * 30) == 10
     assert history.estimate_tokens(("user", "x" * 30, "", "", "y" * 9)) == 13
 
