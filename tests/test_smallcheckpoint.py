@@ -83,19 +83,6 @@ def test_a_small_trigger_asks_for_the_small_checkpoint_with_a_tenth_of_it(
     assert [schema[key]["maxItems"] for key in ("constraints", "done", "next_steps")] == [0, 2, 2]
 
 
-def test_a_small_trigger_keeps_one_message_beside_the_checkpoint(
-    server: FakeServer, store: Store, make_settings: Any, script: Script
-) -> None:
-    # Every kept token is read again before the next reply: on a 1,200-token trigger the tail
-    # aims at a quarter of it, so the exchange before the last message goes into the checkpoint
-    # (at half the trigger it stayed word for word).
-    settings = make_settings(
-        base_url=server.url + "/v1", context_token_threshold=1600, system_prompt="Be brief."
-    )
-    _, result = compacting_turn(server, store, settings, script, tools=ToolRegistry())
-    assert len(result.rows) == 2  # the checkpoint and one message
-
-
 def test_a_small_trigger_records_only_the_newest_user_words_beside_the_checkpoint(
     server: FakeServer, store: Store, make_settings: Any, script: Script
 ) -> None:

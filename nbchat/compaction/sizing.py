@@ -27,8 +27,6 @@ __all__ = [
     "CHECKPOINT_TOKENS",
     "MIN_CHECKPOINT_TOKENS",
     "EngineSizing",
-    "KEEP_SHARE",
-    "SMALL_KEEP_SHARE",
     "HistoryLike",
     "rows_and_estimates",
 ]
@@ -40,14 +38,6 @@ CHECKPOINT_TOKENS = 400
 # prepare it in, the user waits for every token of it (~50 ms each on the embedded model).
 CHECKPOINT_SHARE = 10
 MIN_CHECKPOINT_TOKENS = 96
-
-# The request after a compaction stands at about 1/KEEP_SHARE of the trigger (at most half the
-# threshold), so that the next compaction is many turns away. On a small trigger a quarter: the
-# summary is asked inside the server's cache, so summarising more rows costs nothing, while
-# every kept token is read again before the next reply, with the user waiting. The trade: fewer
-# recent messages stay word for word (on a 1,200-token trigger, the last reply is summarised).
-KEEP_SHARE = 2
-SMALL_KEEP_SHARE = 4
 
 HistoryLike = History | Sequence[Sequence[str]]
 
@@ -112,12 +102,11 @@ class EngineSizing:
 
     def _keep_budget(self) -> int:
         """How many tokens a tail may keep when over the trigger: the request after a compaction
-        should stand at about half the trigger (a quarter on a small one: see KEEP_SHARE),
-        system prompt, tool schemas and a checkpoint of the usual size included. (`_split` then
-        takes the facts and the carried message off too.)"""
+        should stand at about half the trigger (so at most half the threshold), system prompt,
+        tool schemas and a checkpoint of the usual size included, so that the next compaction
+        is many turns away. (`_split` then takes the facts and the carried message off too.)"""
         checkpoint = min(self.checkpoint_tokens, CHECKPOINT_TOKENS)
-        share = SMALL_KEEP_SHARE if self.small_checkpoint else KEEP_SHARE
-        return max(0, self.trigger // share - self.overhead_tokens - checkpoint)
+        return max(0, self.trigger // 2 - self.overhead_tokens - checkpoint)
 
 
 def rows_and_estimates(history: HistoryLike) -> tuple[list[Row], list[int]]:
