@@ -83,7 +83,16 @@ class Conversation:
         self.approver = approver
         self.session = Session(store, settings)
         self.tools = (tools if tools is not None else default_registry()).copy()
-        self.budget = Budget(settings, self.tools.schemas, client, summariser=summariser)
+        self.budget = Budget(
+            settings,
+            self.tools.schemas,
+            client,
+            summariser=summariser,
+            on_model=self._served,
+            system_prompt=lambda: self.overview.system_prompt(
+                self.settings.system_prompt, tools_offered=len(self.tools) > 0
+            ),
+        )
         self.tools.register(archived_output_tool(self.session))
         self._lock = threading.Lock()  # one turn at a time
         self._warmer = PromptWarmer()
@@ -131,6 +140,11 @@ class Conversation:
         self.settings = self.session.settings = self.settings.replace(model=model)
         self.budget.use_settings(self.settings)
         self.history.forget_usage()
+
+    def _served(self, model: str) -> None:
+        """The server answers under any name and serves `model`: use and record that name."""
+        self.set_model(model)
+        self.session.record_model()
 
     # Server and budget (see `Budget`)
 
@@ -189,7 +203,11 @@ class Conversation:
         """Where the session stands, for deciding about a compaction (`nbchat.conversation.
         prepare`)."""
         return situation_of(
-            self.session, self.settings, self.tools.schemas(), self.context_tokens()
+            self.session,
+            self.settings,
+            self.tools.schemas(),
+            self.context_tokens(),
+            system_prompt=self.budget.sent_prompt(),
         )
 
     @property

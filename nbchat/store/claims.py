@@ -65,7 +65,9 @@ class Claims:
     def release(self, session_id: str, *, owner: str | None = None) -> None:
         """Give the lease back if we hold it (a no-op for a session we never took)."""
         with self._lock:
-            held = self._leases.pop(session_id, None)
+            held = self._leases.get(session_id)
+            if owner in (None, held):  # another chat's lease on this store stays renewed
+                held = self._leases.pop(session_id, None)
             idle = not self._leases
         if idle:
             self._heartbeat.stop()

@@ -139,6 +139,11 @@ class Store:
         with self._write(session_id, "rename the session") as db:
             db.table("sessions").update(session_id, {"title": title.strip(), "updated": now()})
 
+    def set_session_model(self, session_id: str, model: str) -> None:
+        """Record the model a session talks to (the name the server really serves)."""
+        with self._write(session_id, "record the model") as db:
+            db.table("sessions").update(session_id, {"model": model})
+
     def delete_session(self, session_id: str) -> None:
         """Delete a session with its rows, compactions and request records."""
         self.get_session(session_id)
