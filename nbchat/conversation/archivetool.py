@@ -1,15 +1,21 @@
 """The tool that reads back a tool output that compaction pruned, by the call id named in its
-placeholder. It reads the store it is handed; it never writes.
+placeholder, and when to offer it: only once the session has archived output (a placeholder or a
+summary among its rows). Offered before that, a 0.5B model called it for "Show the current
+directory with pwd" (issue 12). It reads the store it is handed; it never writes.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Protocol
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
 
+from nbchat.compaction.prune import is_placeholder
+from nbchat.history import Row
 from nbchat.store.store import Store
 
-__all__ = ["SessionSource", "archived_output_tool"]
+__all__ = ["ARCHIVE_TOOL", "SessionSource", "archived_output_tool", "offerable"]
+
+ARCHIVE_TOOL = "read_archived_output"
 
 
 class SessionSource(Protocol):
@@ -34,3 +40,11 @@ def archived_output_tool(source: SessionSource) -> Callable[[str], str]:
         return found.row.content
 
     return read_archived_output
+
+
+def offerable(schemas: Sequence[dict[str, Any]], rows: Sequence[Row]) -> list[dict[str, Any]]:
+    """`schemas` without `read_archived_output` while `rows` hold nothing archived: no
+    placeholder of a pruned output, no summary (whose facts may name archived call ids)."""
+    if any(row.role == "compacted" or is_placeholder(row) for row in rows):
+        return list(schemas)
+    return [schema for schema in schemas if schema["function"]["name"] != ARCHIVE_TOOL]

@@ -32,7 +32,7 @@ from nbchat.config import Settings
 from nbchat.errors import ServerError, ServerUnavailableError
 from nbchat.history import ToolCall
 from nbchat.llm.correction import ChatRequest, has_whole_call, second_chance
-from nbchat.llm.fallback import ArgumentCheck, forced_call_format
+from nbchat.llm.fallback import ArgumentCheck, forced_call_format, text_only_grammar
 from nbchat.llm.idle import IdleWatch
 from nbchat.llm.reader import ReplyReader
 from nbchat.llm.servererrors import midstream_error, partial_note, public_url, translate_error
@@ -171,6 +171,8 @@ def _create(
         response_format=forced or request.response_format,
     )
     extra_body = request.extra_body
+    if request.fallback and (text_only := text_only_grammar(request.tool_choice)):
+        extra_body = {**(extra_body or {}), **text_only}
     if request.on_request is not None:
         request.on_request({**arguments, **(extra_body or {})})  # the SDK merges extra_body so
     try:

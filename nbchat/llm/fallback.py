@@ -33,6 +33,7 @@ __all__ = [
     "forced_call_format",
     "looks_like_call_start",
     "schemas_by_name",
+    "text_only_grammar",
 ]
 
 CALL_OPENINGS = ("{", "```", "<tool_call>")
@@ -78,6 +79,17 @@ def forced_call_format(
     ]
     schema = calls[0] if len(calls) == 1 else {"anyOf": calls}
     return {"type": "json_schema", "json_schema": {"name": "tool_call", "schema": schema}}
+
+
+# llama.cpp's GBNF: a reply that cannot open like a call (`{`, a code fence, `<tool_call>`,
+# `[`). After a tool result, offered no tools, a 0.5B model wrote its call again as JSON text.
+TEXT_ONLY_GRAMMAR = 'root ::= [^{<`\\[ \\t\\r\\n] [^\\x00]*'
+
+
+def text_only_grammar(choice: str | None) -> dict[str, Any] | None:
+    """For `tool_choice="none"` with the fallback on: the `extra_body` that keeps the reply
+    from opening like a call written as text (llama.cpp's `grammar`); None otherwise."""
+    return {"grammar": TEXT_ONLY_GRAMMAR} if choice == "none" else None
 
 
 def looks_like_call_start(head: str) -> bool | None:
