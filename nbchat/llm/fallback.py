@@ -81,9 +81,14 @@ def forced_call_format(
     return {"type": "json_schema", "json_schema": {"name": "tool_call", "schema": schema}}
 
 
-# llama.cpp's GBNF: a reply that cannot open like a call (`{`, a code fence, `<tool_call>`,
-# `[`). After a tool result, offered no tools, a 0.5B model wrote its call again as JSON text.
-TEXT_ONLY_GRAMMAR = 'root ::= [^{<`\\[ \\t\\r\\n] [^\\x00]*'
+# llama.cpp's GBNF: a reply that opens with a word (a letter, digit, quote or Markdown mark: no
+# `{`, code fence, `<tool_call>` or `>`) and in which no `{` opens an object with a quoted key,
+# so it cannot be a call written as text. After a tool result, offered no tools, a 0.5B model
+# wrote its call again as JSON text; code stays possible later in a reply (`{ x }`, `{'a': 1}`).
+TEXT_ONLY_GRAMMAR = (
+    'root ::= [A-Za-z0-9"\'*#(-] ([^{] | brace)*\n'
+    'brace ::= "{" [ \\t\\r\\n]* [^"{ \\t\\r\\n]\n'
+)
 
 
 def text_only_grammar(choice: str | None) -> dict[str, Any] | None:

@@ -95,7 +95,7 @@ def write_file(ctx: ToolContext, path: str, content: str) -> str:
     """Create a text file, or overwrite one, with this content (folders are created).
 
     Args:
-        path: File path, relative to the workspace.
+        path: The file to write (a new name creates it), relative to the workspace.
         content: The complete new content of the file.
     """
     _write(ctx, path, content)
@@ -164,8 +164,10 @@ def search_files(ctx: ToolContext, pattern: str, path: str = ".", glob: str | No
     returns 'file:line: text' lines.
 
     Args:
-        pattern: Regular expression or plain text to look for.
-        path: Folder (or file), relative to the workspace.
+        pattern: The word or text to find, as the request names it (plain text or a regular
+            expression), such as 'TODO' or 'def main'.
+        path: Leave it out to search the whole workspace; a folder or file, relative to the
+            workspace, searches only there.
         glob: Only search files whose name matches this glob, such as '*.py'.
     """
     matcher = Pattern(pattern)

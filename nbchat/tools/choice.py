@@ -11,7 +11,9 @@ So, on a model that gets the tools on request:
   run, create, delete or replace, or a question about what the workspace holds, and an anchor
   here: a file or path name, a backticked command, a shell command's name, "the shell", "this
   workspace", "the files". It names `run_shell` when the message names the shell or a command,
-  so the model cannot pick a file tool for "Show the current directory with pwd". A general
+  so the model cannot pick a file tool for "Show the current directory with pwd", and
+  `search_files` when it asks to search the files ("Which file defines greet? Search the
+  workspace." had it read `README.md`). A general
   question ("Show me how to reverse a list", "Explain what a shell is", "Write a function that
   reads a file") never gets either: it stays free to answer;
 - a later round sends "none" (no tools offered: the model answers from the results) when it is
@@ -29,9 +31,10 @@ from collections.abc import Sequence
 
 from nbchat.history import Row, stored_calls
 
-__all__ = ["SHELL_TOOL", "requests_action", "round_choice"]
+__all__ = ["SEARCH_TOOL", "SHELL_TOOL", "requests_action", "round_choice"]
 
 SHELL_TOOL = "run_shell"
+SEARCH_TOOL = "search_files"
 # Starts a request, after an optional "please", "can you" or a leading "In src/app.py," clause.
 POLITE = r"(?:please\s+|(?:can|could|would|will) you\s+(?:please\s+)?)?"
 LEADING_CLAUSE = r"(?:in\s+\S+,\s*)?"
@@ -79,17 +82,26 @@ SHELL = re.compile(
 )
 
 
+# Looking for a text in the files: "Search the files for TODO", "Which file defines greet?".
+SEARCH = re.compile(
+    r"\b(?:search|grep)\b|\bwhich\s+files?\s+(?:defines?|contains?|mentions?|uses?|has|have)\b",
+    re.IGNORECASE,
+)
+
+
 def requests_action(text: str) -> str | None:
-    """`run_shell` when `text` asks for an action through the shell, "required" when it asks
-    for another action in this workspace, None for anything else (a general question, a
-    request without an anchor here)."""
+    """`run_shell` when `text` asks for an action through the shell, `search_files` when it
+    asks to search the files, "required" when it asks for another action in this workspace,
+    None for anything else (a general question, a request without an anchor here)."""
     if GENERAL.search(text):
         return None
     shell = SHELL.search(text)
     anchored = shell or FILE_NAME.search(text) or PATH.search(text) or PLACE.search(text)
     if not anchored or not (IMPERATIVE.search(text) or CONTENTS_QUESTION.search(text)):
         return None
-    return SHELL_TOOL if shell else "required"
+    if shell:
+        return SHELL_TOOL
+    return SEARCH_TOOL if SEARCH.search(text) else "required"
 
 
 def round_choice(
