@@ -86,8 +86,7 @@ def forced_call_format(
 # so it cannot be a call written as text. After a tool result, offered no tools, a 0.5B model
 # wrote its call again as JSON text; code stays possible later in a reply (`{ x }`, `{'a': 1}`).
 TEXT_ONLY_GRAMMAR = (
-    'root ::= [A-Za-z0-9"\'*#(-] ([^{] | brace)*\n'
-    'brace ::= "{" [ \\t\\r\\n]* [^"{ \\t\\r\\n]\n'
+    'root ::= [A-Za-z0-9"\'*#(-] ([^{] | brace)*\nbrace ::= "{" [ \\t\\r\\n]* [^"{ \\t\\r\\n]\n'
 )
 
 
