@@ -3,7 +3,7 @@
 Owns the transport: a real `ThreadingHTTPServer` speaking `POST /v1/chat/completions` (SSE when
 `"stream": true`) and `GET /v1/models`, a FIFO of scripted `Reply`s, the request log, fault
 injection at the socket level (refused, dropped, cut, stalled, bad bytes, keep-alives only,
-a flood that ignores max_tokens) and the `/_control/*` endpoints
+a flood that ignores max_tokens, a line that never ends) and the `/_control/*` endpoints
 that let another process script it. What the replies say lives in `fakeserver_replies.py`; the
 client side of another process's server in `fakeserver_remote.py` (re-exported here).
 
@@ -44,6 +44,7 @@ from fakeserver_replies import (
     bad_bytes_event,
     completion_body,
     count_prompt_tokens,
+    endless_line_events,
     error_response,
     flood_events,
     llama_overflow_body,
@@ -210,6 +211,8 @@ class _Handler(BaseHTTPRequestHandler):
         events = stream_events(reply, body, completion_id)
         if reply.fault == "flood":
             events = flood_events(reply, body, completion_id)
+        elif reply.fault == "endless_line":
+            events = endless_line_events(events, reply, body, completion_id)
         elif reply.fault == "bad_bytes":
             events = _inserted(events, reply.cut_after, bad_bytes_event(body, completion_id))
         limits = {

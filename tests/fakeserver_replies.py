@@ -31,6 +31,7 @@ Fault = Literal[
     "bad_bytes",  # a delta with a byte that is not UTF-8 after `cut_after` events
     "keepalive",  # after `stall_after` events, only SSE comments, every `delay` (or 0.05 s)
     "flood",  # ignores max_tokens: `chunk_size`-character deltas until the client hangs up
+    "endless_line",  # after `cut_after` events, one line that never ends (until the backstop)
 ]
 FAULTS: frozenset[str] = frozenset(get_args(Fault))
 FINISH_REASONS = frozenset({"stop", "tool_calls", "length"})
@@ -256,6 +257,24 @@ def flood_events(reply: Reply, body: dict[str, Any], completion_id: str) -> Iter
     event = prefix + _dumps({"content": "y" * reply.chunk_size}) + b',"finish_reason":null}]}\n\n'
     while True:
         yield event
+
+
+# A client without a bound of its own reads this much of the endless line, then fails on it:
+# enough to tell such a client from one that refuses the line, small enough to stay quick.
+ENDLESS_LINE_BACKSTOP = 32 * 1024 * 1024
+ENDLESS_PIECE = b"x" * 65_536
+
+
+def endless_line_events(
+    events: Iterator[bytes], reply: Reply, body: dict[str, Any], completion_id: str
+) -> Iterator[bytes]:
+    """The first `cut_after` of `events`, then one chunk event whose line never ends: pieces of
+    `x` (up to `ENDLESS_LINE_BACKSTOP`), then the stream's end as if nothing were wrong."""
+    yield from itertools.islice(events, reply.cut_after)
+    yield _chunk_prefix(body, completion_id) + b'{"content":"'
+    for _ in range(ENDLESS_LINE_BACKSTOP // len(ENDLESS_PIECE)):
+        yield ENDLESS_PIECE
+    yield b'"},"finish_reason":"stop"}]}\n\ndata: [DONE]\n\n'
 
 
 def _envelope(body: dict[str, Any], completion_id: str) -> str:

@@ -1,6 +1,7 @@
 """A reply is bounded and its failures are translated, over real HTTP: a server that sends bytes
 that are not UTF-8, one that ignores max_tokens and floods, one that sends only keep-alive
-comments, and the stream loop that must not swallow a bug once Stop is set.
+comments, one that sends a line that never ends, and the stream loop that must not swallow a
+bug once Stop is set.
 
 Each case is checked at the client (`stream_chat`) and, where the user sees it, through the
 conversation loop: the partial reply is kept as a row, a notice says what happened, and the next
@@ -13,6 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx2
 import openai
 import pytest
 from factories import assistant, user
@@ -26,6 +28,7 @@ from nbchat.conversation.loop import Conversation
 from nbchat.errors import ServerError
 from nbchat.history import Row
 from nbchat.llm.client import reply_char_limit, stream_chat
+from nbchat.llm.eventlimit import BoundedEvents, event_byte_limit
 from nbchat.llm.stream import TextDelta
 from nbchat.stopping import StopSignal
 from nbchat.store.store import Store
@@ -151,6 +154,77 @@ def test_a_flood_in_a_conversation_keeps_the_cut_reply_and_says_so(
         "was kept; check that the server honours max_tokens, or raise NBCHAT_MAX_TOKENS."
     )
     fails_with_notice(events, "y" * limit, message)
+
+
+# A line that never ends
+
+
+def endless_line_message(url: str, max_tokens: int, note: str = KEPT) -> str:
+    limit = event_byte_limit(reply_char_limit(max_tokens))
+    return (
+        f"The model server at {url}/v1 sent more than {limit:,} bytes in one server-sent event "
+        "without ending it, far more than one reply may take, so the stream was given up "
+        "before it could fill this kernel's memory. Check the server (or a proxy in front of "
+        f"it): its stream is broken. {note}"
+    )
+
+
+def test_a_line_that_never_ends_is_refused_at_the_event_bound(
+    fake: FakeServer, tmp_path: Path
+) -> None:
+    fake.enqueue(Reply(text="abcdefgh", chunk_size=2, fault="endless_line", cut_after=3))
+    text, error = streamed(client_with(fake, tmp_path), max_tokens=100)
+    assert text == "abcd"
+    assert str(error) == endless_line_message(fake.url, 100)
+    # Compression would inflate bytes behind the bound's back: the request asks for none.
+    assert fake.requests[-1].headers["accept-encoding"] == "identity"
+
+
+def test_an_endless_line_before_any_text_says_nothing_arrived(
+    fake: FakeServer, tmp_path: Path
+) -> None:
+    fake.enqueue(Reply(text="never", fault="endless_line", cut_after=0))
+    text, error = streamed(client_with(fake, tmp_path), max_tokens=100)
+    nothing = "Nothing had arrived yet; retry, and check the server's log if it happens again."
+    assert (text, str(error)) == ("", endless_line_message(fake.url, 100, nothing))
+
+
+def test_an_endless_line_in_a_conversation_keeps_the_reply_so_far_and_says_so(
+    fake: FakeServer, store: Store, make_settings: Any
+) -> None:
+    settings = make_settings(base_url=fake.url + "/v1", max_tokens=100)
+    chat = conversation(fake, store, settings)
+    fake.enqueue(Reply(text="abcdefgh", chunk_size=2, fault="endless_line", cut_after=3))
+    events = run(chat, "hi")
+    fails_with_notice(events, "abcd", endless_line_message(fake.url, 100))
+    fake.enqueue(Reply(text="fine now"))
+    again = run(chat, "again?")
+    assert again[-1] == Done()
+    assert saved(again) == [user("again?"), assistant("fine now")]
+
+
+@pytest.mark.parametrize(
+    ("pieces", "refused"),
+    [
+        ([b"data: " + b"x" * 90 + b"\n\n"] * 50, False),  # many events, each under the bound
+        ([b"data: " + b"x" * 90 + b"\r\n\r\n"] * 50, False),  # CRLF line ends
+        ([b"data: x\r", b"\ndata: y\r\n"] * 20, True),  # a CRLF split across reads ends no event
+        ([b"data: " + b"x" * 30 + b"\n"] * 4, True),  # short lines, one event over the bound
+        ([b"x" * 60, b"x" * 60], True),  # one line over the bound, across two reads
+    ],
+)
+def test_the_event_bound_counts_bytes_since_the_last_blank_line(
+    pieces: list[bytes], refused: bool
+) -> None:
+    body = BoundedEvents(httpx2.ByteStream(b""), limit=100, url="http://x")
+    body.inner = iter(pieces)  # type: ignore[assignment]
+    if refused:
+        with pytest.raises(
+            ServerError, match="more than 100 bytes in one server-sent event .*broken.$"
+        ):
+            list(body)
+    else:
+        assert list(body) == pieces
 
 
 # A stream of keep-alive comments

@@ -252,6 +252,37 @@ def one_long_turn(steps: int = 10) -> list[Row]:
     return rows
 
 
+# A server whose tokenizer counts far fewer tokens than the len/3 estimate: its figure is the
+# "before", and the "after" must be in the same units (it once went below zero).
+SERVER_COUNTS = [
+    pytest.param(chatty(8) + [user("now"), assistant("ok")], "summary", id="summary"),
+    pytest.param(
+        one_long_turn(6) + [assistant("done"), user("thanks"), assistant("bye")],
+        "prune",
+        id="prune",
+    ),
+]
+
+
+@pytest.mark.parametrize(("rows", "layer"), SERVER_COUNTS)
+def test_the_figures_stay_in_the_servers_units_when_it_counts_fewer_tokens(
+    rows: list[Row], layer: str
+) -> None:
+    estimated = engine_with().context_tokens(rows)
+    # The server's count reaches the trigger; pruning alone brings it under (not so a summary).
+    threshold = estimated // 5 * 4 // 3 if layer == "prune" else 6000
+    engine = engine_with(threshold=threshold, summary_max_tokens=200, summariser_context=99_999)
+    history = History(rows)
+    history.record_usage(estimated // 5)
+    result = engine.compact(history, force=layer == "summary")
+    assert (result.changed, result.layer) == (True, layer)
+    assert result.tokens_before == estimated // 5
+    assert 0 < result.tokens_after < result.tokens_before
+    # Shrunk in the same proportion as the estimates of the same requests (to rounding).
+    shrunk = engine.context_tokens(list(result.rows)) / estimated
+    assert abs(result.tokens_after / result.tokens_before - shrunk) < 0.01
+
+
 class TestSplit:
     def test_a_turn_bigger_than_the_budget_is_split_inside_the_turn(self) -> None:
         rows = one_long_turn()

@@ -29,7 +29,7 @@ from test_bench import assert_table_rows, load
 from nbchat.config import Settings
 from nbchat.conversation.events import Done, Failed, Notice
 from nbchat.conversation.loop import Conversation
-from nbchat.conversation.session import READ_ONLY_MESSAGE
+from nbchat.conversation.session import READ_ONLY_MESSAGE, SAME_KERNEL_MESSAGE
 from nbchat.errors import LeaseLostError
 from nbchat.store import lease
 from nbchat.store.store import Store
@@ -259,6 +259,39 @@ def test_a_read_only_kernel_that_takes_the_lease_over_reloads_first(
     ]
     assert second.history.rows == expected
     assert store.load_active(session_id) == expected
+    second.close()
+
+
+def test_two_chats_on_one_store_in_one_kernel_are_kept_apart_like_two_kernels(
+    server: FakeServer, store: Store, settings: Settings
+) -> None:
+    client = openai.OpenAI(base_url=server.url + "/v1", api_key="test", max_retries=0)
+    first = Conversation(settings, store, client=client)
+    assert run(first, "A1")[-1] == Done()
+    session_id = first.session_id
+    assert session_id is not None
+    second = Conversation(settings, store, session_id, client=client)
+    assert second.read_only
+    assert second.session.read_only_reason == SAME_KERNEL_MESSAGE
+    refused = run(second, "B1")
+    assert isinstance(refused[-1], Failed)
+    assert refused[-1].message == SAME_KERNEL_MESSAGE
+    second.close()  # the read-only chat closing leaves the writer's lease as it was
+    assert store.holds_lease(session_id)
+    assert run(first, "A2")[-1] == Done()
+    first.close()
+    events = run(second, "B2")
+    assert events[-1] == Done()
+    assert Notice(RELOADED.format(rows=4)) in events
+    assert store.load_active(session_id) == [
+        user("A1"),
+        assistant("ok"),
+        user("A2"),
+        assistant("ok"),
+        user("B2"),
+        assistant("ok"),
+    ]
+    assert last_request_texts(server) == ["A1", "A2", "B2"]
     second.close()
 
 

@@ -203,6 +203,21 @@ def test_a_read_only_session_is_never_prepared(
     assert other.preparer.state(other.session_id) == ""
 
 
+def test_a_prepared_compaction_never_survives_a_change_of_the_workspace_overview(
+    server: FakeServer, script: Server, store: Store, settings: Settings
+) -> None:
+    # The overview of the workspace's top level is part of the system prompt sent with tools.
+    chat = conversation(server, store, settings.replace(workspace_overview=True))
+    past_the_mark(chat)
+    prepare(chat)
+    (settings.workspace / "new_file.py").write_text("x = 1\n")  # the next turn lists it
+    sent = summaries_during(script, lambda: run(chat, trigger_message(chat)))
+    assert len(sent) == 1  # summarised again, from the first row
+    assert question(0)[:11] in transcript(sent[0])
+    assert "<previous-summary>" not in transcript(sent[0])
+    assert '"./new_file.py"' in str(server.chat_requests()[-1]["messages"][0]["content"])
+
+
 def change_model(chat: Conversation) -> None:
     chat.set_model("another-model")
 

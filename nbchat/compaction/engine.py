@@ -37,7 +37,13 @@ from nbchat.compaction.facts import facts_of, previous_summary, render_facts
 from nbchat.compaction.latest import latest_instruction, render_latest
 from nbchat.compaction.prompts import SummaryFormat, to_blocks
 from nbchat.compaction.prune import apply_replacements, find_prunable, protected_start
-from nbchat.compaction.result import CompactionResult, CompactionStore, Layer, apply_compaction
+from nbchat.compaction.result import (
+    CompactionResult,
+    CompactionStore,
+    Layer,
+    apply_compaction,
+    in_units_of,
+)
 from nbchat.compaction.reuse import (
     model_text,
     summary_row_for,
@@ -332,13 +338,14 @@ class CompactionEngine:
             estimate_tokens(pruned[i]) if i in replacements else e for i, e in enumerate(estimates)
         ]
         saved = sum(estimates) - sum(new_estimates)
+        estimated = sum(estimates) + self.overhead_tokens
         result = CompactionResult(
             rows=tuple(pruned),
             changed=bool(replacements),
             layer="prune" if replacements else "none",
             reason=f"{len(replacements)} old tool output(s) archived behind placeholders",
             tokens_before=before,
-            tokens_after=before - saved,
+            tokens_after=before - in_units_of(saved, measured=before, estimated=estimated),
             replacements=MappingProxyType(replacements),
             pruned_tokens=saved,
         )
@@ -373,7 +380,13 @@ class CompactionEngine:
         blocks = (said.text, facts, carried)
         summary_row = Row("compacted", "\n\n".join(block for block in blocks if block))
         result = CompactionResult.summarised(
-            rows, estimates, summary_row, start=split.start, rule=split.rule, measured=measured
+            rows,
+            estimates,
+            summary_row,
+            start=split.start,
+            rule=split.rule,
+            measured=measured,
+            estimated=sum(estimates) + self.overhead_tokens,
         )
         # A summary that would not shrink the history is not applied: no layer did the work.
         layer: Layer = ("chunked" if said.chunks > 1 else "summary") if result.changed else "none"
@@ -534,6 +547,7 @@ class CompactionEngine:
             start=split.start,
             rule=split.rule,
             measured=pruned.tokens_after,
+            estimated=sum(pruned_estimates) + self.overhead_tokens,
         )
         if not result.changed:
             return None

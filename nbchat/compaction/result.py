@@ -27,7 +27,7 @@ from typing import Any, Literal, Protocol
 from nbchat.history import Row, estimate_tokens
 from nbchat.store.records import CompactionRecord
 
-__all__ = ["CompactionResult", "CompactionStore", "Layer", "apply_compaction"]
+__all__ = ["CompactionResult", "CompactionStore", "Layer", "apply_compaction", "in_units_of"]
 
 Layer = Literal["none", "prune", "summary", "chunked"]
 
@@ -88,19 +88,22 @@ class CompactionResult:
         start: int,
         rule: str,
         measured: int,
+        estimated: int | None = None,
     ) -> CompactionResult:
-        """`[summary_row, *rows[start:]]`, or a no-op when that would not shrink the rows."""
+        """`[summary_row, *rows[start:]]`, or a no-op when that would not shrink the rows.
+        `estimated`: the estimate of the request `measured` counts (see `in_units_of`)."""
         rows_tokens = sum(estimates)
         after = estimate_tokens(summary_row) + sum(estimates[start:])
         if after >= rows_tokens:
             return cls.unchanged(rows, measured, "the summary would not shrink it")
+        saved = in_units_of(rows_tokens - after, measured=measured, estimated=estimated)
         return cls(
             rows=(summary_row, *rows[start:]),
             changed=True,
             layer="summary",
             reason=f"{start} rows summarised ({rule} split)",
             tokens_before=measured,
-            tokens_after=measured - (rows_tokens - after),
+            tokens_after=measured - saved,
             rows_summarised=start,
             summary=summary_row.content,
             keep_tail=len(rows) - start,
@@ -118,6 +121,15 @@ class CompactionResult:
             tokens_before=tokens,
             tokens_after=tokens,
         )
+
+
+def in_units_of(saved: int, *, measured: int, estimated: int | None) -> int:
+    """A saving counted in len/3 estimates, in the units of `measured` (the server's count when
+    it reported one), scaled as the two compare for the same request: `measured - saving` then
+    never mixes the two, nor goes below zero."""
+    if not estimated or estimated == measured:
+        return saved
+    return round(saved * measured / estimated)
 
 
 class CompactionStore(Protocol):

@@ -3,7 +3,9 @@
 The connection (and with it the server's window, which sets the budget when no threshold is
 configured) is made on first need, never at construction, so a widget can show its meter
 before any server answers. The engine is built once the budget is known and rebuilt after a
-model switch.
+model switch. On connecting, the configured model name is checked against the names the server
+lists (`nbchat.llm.modelcheck`); on llama.cpp, which answers under any name, `on_model` is told
+the name really served, so a script records it exactly as the widget does.
 
 Must not: store rows or yield events.
 """
@@ -21,6 +23,7 @@ from nbchat.config import Settings
 from nbchat.errors import ContextOverflowError, ServerUnavailableError
 from nbchat.history import estimate_tokens, request_overhead_tokens
 from nbchat.llm.endpoint import Connection, connect
+from nbchat.llm.modelcheck import ModelCheck
 
 __all__ = ["Budget"]
 
@@ -35,8 +38,13 @@ class Budget:
         client: openai.OpenAI | None = None,
         *,
         summariser: Summariser | None = None,
+        on_model: Callable[[str], None] | None = None,
+        system_prompt: Callable[[], str] | None = None,
     ) -> None:
         self.settings = settings
+        self._on_model = on_model
+        self._system_prompt = system_prompt
+        self.model_check: ModelCheck | None = None  # the configured name's verdict, once known
         self._summariser = summariser
         self._tool_schemas = tool_schemas
         self._client = client
@@ -56,7 +64,15 @@ class Budget:
             self._connection = connect(
                 self.settings, client=self._client, start=start, progress=progress
             )
+            self._adopt_served_model(self._connection)
         return self._connection
+
+    def _adopt_served_model(self, connection: Connection) -> None:
+        """Keep the verdict on the configured name; on a server that answers under any name,
+        hand `on_model` the name it really serves."""
+        self.model_check = check = connection.check_model(self.settings)
+        if check.model != self.settings.model and self._on_model is not None:
+            self._on_model(check.model)
 
     def lost(self, error: ServerUnavailableError) -> ServerUnavailableError:
         """The server stopped answering. An embedded one is forgotten, so the next request
@@ -71,6 +87,11 @@ class Budget:
             "automatically), then resend."
         )
 
+    def sent_prompt(self) -> str:
+        """The system prompt as requests send it: `system_prompt()` when given (the settings'
+        prompt with the workspace overview), else the settings' own."""
+        return self.settings.system_prompt if self._system_prompt is None else self._system_prompt()
+
     @property
     def engine(self) -> CompactionEngine:
         if self._engine is None:
@@ -78,10 +99,12 @@ class Budget:
             self._engine = CompactionEngine.from_settings(
                 budget,
                 client=self.connect().client,
-                system_prompt=self.settings.system_prompt,
+                system_prompt=self.sent_prompt(),
                 tool_schemas=self._tool_schemas(),
                 summariser=self._summariser,
             )
+        elif self._engine.system_prompt != (prompt := self.sent_prompt()):
+            self._engine.system_prompt = prompt  # the overview follows the workspace's listing
         return self._engine
 
     @property
@@ -98,9 +121,10 @@ class Budget:
         return self.settings.threshold_for(None)
 
     def overhead_tokens(self) -> int:
-        """What every request spends besides its rows: the system prompt and the tool schemas
-        (counted as the engine counts them, without needing a connection)."""
-        return request_overhead_tokens(self.settings.system_prompt, self._tool_schemas())
+        """What every request spends besides its rows: the system prompt as sent (with the
+        workspace overview) and the tool schemas (counted as the engine counts them, without
+        needing a connection)."""
+        return request_overhead_tokens(self.sent_prompt(), self._tool_schemas())
 
     def check_fits(self, text: str) -> None:
         """Refuse, before it is sent, a message that cannot stay whole in what the model sees:

@@ -103,7 +103,16 @@ class Conversation:
         self.approver = approver
         self.session = Session(store, settings)
         self.tools = (tools if tools is not None else default_registry()).copy()
-        self.budget = Budget(settings, self.tools.schemas, client, summariser=summariser)
+        self.budget = Budget(
+            settings,
+            self.tools.schemas,
+            client,
+            summariser=summariser,
+            on_model=self._served,
+            system_prompt=lambda: self.overview.system_prompt(
+                self.settings.system_prompt, tools_offered=len(self.tools) > 0
+            ),
+        )
         self.tools.register(archived_output_tool(self.session))
         self._lock = threading.Lock()  # one turn at a time
         self._warmer = PromptWarmer()
@@ -151,6 +160,11 @@ class Conversation:
         self.settings = self.session.settings = self.settings.replace(model=model)
         self.budget.use_settings(self.settings)
         self.history.forget_usage()
+
+    def _served(self, model: str) -> None:
+        """The server answers under any name and serves `model`: use and record that name."""
+        self.set_model(model)
+        self.session.record_model()
 
     # Server and budget (see `Budget`)
 
@@ -206,7 +220,11 @@ class Conversation:
 
     def _situation(self) -> Situation:
         return situation_of(
-            self.session, self.settings, self.tools.schemas(), self.context_tokens()
+            self.session,
+            self.settings,
+            self.tools.schemas(),
+            self.context_tokens(),
+            system_prompt=self.budget.sent_prompt(),
         )
 
     @property

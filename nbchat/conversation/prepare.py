@@ -73,15 +73,22 @@ class Prepared:
 
 
 def situation_of(
-    session: Session, settings: Settings, schemas: Sequence[Mapping[str, Any]], tokens: int
+    session: Session,
+    settings: Settings,
+    schemas: Sequence[Mapping[str, Any]],
+    tokens: int,
+    *,
+    system_prompt: str,
 ) -> Situation:
-    """The conversation's situation now; writable only while this store holds the lease."""
+    """The conversation's situation now; writable only while this store holds the lease.
+    `system_prompt` is the prompt as requests send it (the workspace overview included), so a
+    change of either drops what was prepared."""
     session_id = session.id
     writable = (
         session_id is not None and not session.read_only and session.store.holds_lease(session_id)
     )
     text = json.dumps(
-        [settings.model, settings.summary_model, settings.system_prompt, list(schemas)],
+        [settings.model, settings.summary_model, system_prompt, list(schemas)],
         sort_keys=True,
         default=str,
     )

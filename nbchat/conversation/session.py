@@ -7,6 +7,8 @@ replace the in-memory rows with the store's own view. Tool call ids are kept uni
 because an archived tool output is found again by its call id.
 
 One kernel writes a session (the writer lease, `nbchat.store.lease`); in the others it is read-only.
+Each `Session` holds the lease under an owner name of its own, so two chats on one `Store` in
+one kernel are kept apart exactly as two kernels are: the second opens the session read-only.
 A read-only session that later gets the lease (the other kernel closed it, or lost it) first
 reloads its rows from the store, so the model sees what the other kernel wrote. A write that
 finds the lease taken over raises `LeaseLostError` and leaves the session read-only here. A
@@ -26,6 +28,7 @@ from nbchat.compaction.result import CompactionResult, apply_compaction
 from nbchat.config import Settings
 from nbchat.errors import LeaseLostError, SessionLockedError, StoreError
 from nbchat.history import History, Row, ToolCall, to_row
+from nbchat.store import lease
 from nbchat.store.store import Store
 
 __all__ = ["Session"]
@@ -51,6 +54,7 @@ class Session:
         self.read_only = False
         self.problems: list[StoreError] = []
         self._tool_ids: set[str] = set()
+        self.owner = lease.new_owner()  # this chat's own name on the lease, not the store's
 
     def open(self, session_id: str) -> None:
         """Load `session_id`'s active rows; read-only when another process holds the lease.
@@ -64,7 +68,7 @@ class Session:
             rows, tool_ids, problems = self._read(session_id)
         except BaseException:  # the current session stays as it was
             if writable and other:
-                self.store.release_lease(session_id)
+                self.store.release_lease(session_id, owner=self.owner)
             raise
         if other:
             self.release()
@@ -73,7 +77,7 @@ class Session:
         self._tool_ids = tool_ids
 
     def _take_lease(self, session_id: str) -> bool:
-        return not self.store.read_only and self.store.acquire_lease(session_id)
+        return not self.store.read_only and self.store.acquire_lease(session_id, owner=self.owner)
 
     def _read(self, session_id: str) -> tuple[list[Row], set[str], list[StoreError]]:
         """The active rows, every tool call id ever used, and the corrupt rows' errors."""
@@ -101,13 +105,20 @@ class Session:
         )
         self.history.replace([])
         self.problems, self._tool_ids, self.read_only = [], set(), False
-        self.store.acquire_lease(self.id)
+        self.store.acquire_lease(self.id, owner=self.owner)
         return self.id
+
+    def record_model(self) -> None:
+        """Record the model in the session's row, when this chat writes it (a server's real
+        model name is learned on connecting, which may come after the session was created)."""
+        if self.id is not None and not self.read_only:
+            with self._writing() as session_id:
+                self.store.set_session_model(session_id, self.settings.model)
 
     def release(self) -> None:
         """Give up the writer lease if this store holds it (the session stays in the store)."""
         if self.id is not None:
-            self.store.release_lease(self.id)
+            self.store.release_lease(self.id, owner=self.owner)
 
     def take_over(self) -> None:
         """Make a read-only session writable: take the lease, then reload the rows another

@@ -3,6 +3,7 @@
     client        build the `openai` client, stream one chat request, ask the server's window
     reader        `ReplyReader`: one streamed reply's state while its chunks arrive
     idle          `IdleWatch`: a stream that sends no data (keep-alives only) is given up
+    eventlimit    one server-sent event (or line) without an end is refused at its byte bound
     stream        the events a streamed reply is made of (deltas, tool calls, usage, finish)
     servererrors  openai/httpx failures translated into `NbchatError`s that say what to do
     fallback      a tool call a small model wrote as plain JSON text, and forced calls

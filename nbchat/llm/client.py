@@ -5,7 +5,8 @@ as a sequence of `StreamEvent`s (reasoning and text deltas as they arrive; assem
 usage and the finish reason at the end), Stop (checked at every chunk; a `StopSignal` also
 releases a read blocked on a stalled server), the reply's bounds (a server that ignores
 `max_tokens` is cut at `reply_char_limit`; one that sends only keep-alive comments is given up
-after the read timeout, see `nbchat.llm.idle`), the plain-JSON tool-call fallback for small local
+after the read timeout, see `nbchat.llm.idle`; one event without an end is refused at its byte
+bound, see `nbchat.llm.eventlimit`), the plain-JSON tool-call fallback for small local
 models (the stream closed once a call is whole, one second chance for a call that does not
 validate: `nbchat.llm.correction`), asking a llama.cpp server for its context size, and
 translating every openai/httpx error into an `NbchatError` whose message says what to do. The
@@ -32,6 +33,7 @@ from nbchat.config import Settings
 from nbchat.errors import ServerError, ServerUnavailableError
 from nbchat.history import ToolCall
 from nbchat.llm.correction import ChatRequest, has_whole_call, second_chance
+from nbchat.llm.eventlimit import IDENTITY, bound_events, event_byte_limit
 from nbchat.llm.fallback import ArgumentCheck, forced_call_format, text_only_grammar
 from nbchat.llm.idle import IdleWatch
 from nbchat.llm.reader import ReplyReader
@@ -177,7 +179,7 @@ def _create(
         request.on_request({**arguments, **(extra_body or {})})  # the SDK merges extra_body so
     try:
         stream: openai.Stream[ChatCompletionChunk] = client.chat.completions.create(
-            **arguments, extra_body=extra_body
+            **arguments, extra_body=extra_body, extra_headers=IDENTITY
         )
     except openai.OpenAIError as exc:
         raise translate_error(exc, base_url=public_url(str(client.base_url))) from exc
@@ -197,6 +199,12 @@ def _stream_once(
     limit = reply_char_limit(request.max_tokens)
     fallback_tools = request.tools if request.fallback else ()
     reader = ReplyReader(fallback_tools, request.check, char_limit=limit)
+    bound_events(
+        stream.response,
+        limit=event_byte_limit(limit),
+        url=url,
+        note=lambda: partial_note(reader.received),
+    )
     try:
         with _releasable(stream) as release, IdleWatch(_idle_seconds(client), release) as idle:
             remove = stop.add_callback(release) if isinstance(stop, StopSignal) else None

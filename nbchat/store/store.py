@@ -167,6 +167,11 @@ class Store:
         with self._write(session_id, "rename the session") as db:
             db.table("sessions").update(session_id, {"title": title.strip(), "updated": now()})
 
+    def set_session_model(self, session_id: str, model: str) -> None:
+        """Record the model a session talks to (the name the server really serves)."""
+        with self._write(session_id, "record the model") as db:
+            db.table("sessions").update(session_id, {"model": model})
+
     def delete_session(self, session_id: str) -> None:
         """Delete a session with its rows, compactions and request records."""
         self.get_session(session_id)
@@ -407,7 +412,9 @@ class Store:
     def release_lease(self, session_id: str, *, owner: str | None = None) -> None:
         """Give the lease back if we hold it (a no-op for a session we never took)."""
         with self._leases_lock:
-            held = self._leases.pop(session_id, None)
+            held = self._leases.get(session_id)
+            if owner in (None, held):  # another chat's lease on this store stays renewed
+                held = self._leases.pop(session_id, None)
             idle = not self._leases
         if idle:
             self._heartbeat.stop()

@@ -386,7 +386,11 @@ class ChatUI(widgets.VBox):
     def _check_model(self, connection: Connection) -> None:
         """A notice when the server does not serve the model name; on llama.cpp, which answers
         under any name, the chat records the name it really serves."""
-        check = connection.check_model(self.conversation.settings)
+        # The conversation checked the configured name on connecting (and may use the served
+        # one since); its verdict is the one to show.
+        check = self.conversation.budget.model_check or connection.check_model(
+            self.conversation.settings
+        )
         if check.message:
             self.notice(check.message)
         if check.model != self.conversation.settings.model:
