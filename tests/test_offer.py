@@ -162,4 +162,4 @@ def test_read_archived_output_is_offered_only_with_something_archived() -> None:
     summarised = [Row("compacted", "Earlier: notes.txt was read."), *plain]
     assert ARCHIVE_SCHEMA not in offerable(schemas, plain)
     assert offerable(schemas, pruned) == schemas
-    assert offerable(schemas, summarised) == schemas
+    assert ARCHIVE_SCHEMA not in offerable(schemas, summarised)  # it names no call id

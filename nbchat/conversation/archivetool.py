@@ -1,7 +1,8 @@
 """The tool that reads back a tool output that compaction pruned, by the call id named in its
-placeholder, and when to offer it: only once the session has archived output (a placeholder or a
-summary among its rows). Offered before that, a 0.5B model called it for "Show the current
-directory with pwd" (issue 12). It reads the store it is handed; it never writes.
+placeholder, and when to offer it: only while a placeholder among the rows names an archived
+output (a summary names no call id, so it gives the tool nothing to read). Offered always, a
+0.5B model called it for "Show the current directory with pwd" (issue 12). It reads the store
+it is handed; it never writes.
 """
 
 from __future__ import annotations
@@ -43,8 +44,8 @@ def archived_output_tool(source: SessionSource) -> Callable[[str], str]:
 
 
 def offerable(schemas: Sequence[dict[str, Any]], rows: Sequence[Row]) -> list[dict[str, Any]]:
-    """`schemas` without `read_archived_output` while `rows` hold nothing archived: no
-    placeholder of a pruned output, no summary (whose facts may name archived call ids)."""
-    if any(row.role == "compacted" or is_placeholder(row) for row in rows):
+    """`schemas` without `read_archived_output` unless `rows` hold the placeholder of a pruned
+    output, which names the call id the tool reads back."""
+    if any(is_placeholder(row) for row in rows):
         return list(schemas)
     return [schema for schema in schemas if schema["function"]["name"] != ARCHIVE_TOOL]
