@@ -117,7 +117,9 @@ def stream_chat(
     (the model cannot append more; the reply is the call), and a call-shaped reply that does not
     validate (a tool that does not exist, arguments its schema refuses) gets one second chance:
     the same request plus that reply and a note saying what was wrong, with the call forced to
-    one of the offered tools. Its events follow the first attempt's text.
+    one of the offered tools. Its events follow the first attempt's text. And "none" with the
+    fallback on sends llama.cpp a grammar (`text_only_grammar`): the reply cannot be a call
+    written as JSON text.
 
     Deltas are yielded as they arrive; then `ToolCallsReady` (if any), `Usage` (if the server
     reported it) and `Finish`. Stop ends the reply with `Finish("stopped")`, never an exception.

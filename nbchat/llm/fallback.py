@@ -13,6 +13,8 @@ as it streams all the same, and replaced by the call only once it validates), an
 server ignores a `tool_choice` that names a function (it accepts only strings), and with
 "required" it lets small models pad a call with whitespace up to `max_tokens`, but it does apply a
 JSON schema to the content, so a forced call is asked for that way and read back by this fallback.
+Also owns `text_only_grammar`, the grammar of a reply meant as an answer (`tool_choice="none"`),
+which cannot open like a call or hold a JSON object.
 
 Must not: assemble streams or call tools; it only reads text.
 """
