@@ -11,6 +11,7 @@ while Stop is enabled, Stop ends it as stopped, and the input is usable again.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
 import socket
@@ -18,13 +19,14 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+import nbformat
 import pytest
-from playwright.sync_api import Locator, Page, expect
+from playwright.sync_api import Locator, Page, Response, expect
 
 from nbchat.embedded.server import find_running
 
@@ -69,7 +71,9 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def jupyter_environment(home: Path, scratch: Path) -> dict[str, str]:
+def jupyter_environment(
+    home: Path, scratch: Path, extra: Mapping[str, str] | None = None
+) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("NBCHAT_")}
     for name in ("config", "runtime", "data", "ipython", "workspace"):
         (scratch / name).mkdir(parents=True, exist_ok=True)
@@ -86,6 +90,7 @@ def jupyter_environment(home: Path, scratch: Path) -> dict[str, str]:
         JUPYTER_PLATFORM_DIRS="1",
         IPYTHONDIR=str(scratch / "ipython"),
     )
+    env.update(extra or {})
     return env
 
 
@@ -110,9 +115,17 @@ def wait_until_up(url: str, proc: subprocess.Popen[bytes], log: Path) -> None:
 
 
 @contextmanager
-def jupyter_server(app: str, notebook: Path, *, home: Path, scratch: Path) -> Iterator[Server]:
-    """`python -m <app>` (jupyterlab or notebook) serving a copy of `notebook` in a temp root;
-    stopped with its kernels and the embedded model server afterwards."""
+def jupyter_server(
+    app: str,
+    notebook: Path,
+    *,
+    home: Path,
+    scratch: Path,
+    env: Mapping[str, str] | None = None,
+) -> Iterator[Server]:
+    """`python -m <app>` (jupyterlab or notebook) serving a copy of `notebook` in `scratch`/root
+    (`env` added to its environment); stopped with its kernels and the embedded model server
+    afterwards."""
     root = scratch / "root"
     root.mkdir(parents=True)
     shutil.copy(notebook, root / notebook.name)
@@ -127,7 +140,7 @@ def jupyter_server(app: str, notebook: Path, *, home: Path, scratch: Path) -> It
     with log.open("wb") as output:
         proc = subprocess.Popen(
             command,
-            env=jupyter_environment(home, scratch),
+            env=jupyter_environment(home, scratch, env),
             stdout=output,
             stderr=subprocess.STDOUT,
             start_new_session=True,
@@ -222,3 +235,44 @@ def stream_then_stop(page: Page, chat: Locator, screenshot: Path) -> None:
     expect(area).to_have_value("")
     area.fill("and then?")
     expect(area).to_have_value("and then?")
+
+
+def reopen_chat(page: Page) -> Locator:
+    """Save the notebook and load the page again while its kernel runs (as when the notebook
+    is opened again, or in another tab): the chat shows again from the kernel's widgets, its
+    saved transcript hidden beside it. The chat's locator."""
+    save_notebook(page)
+    page.reload()
+    chat = page.locator(".nbchat")
+    chat.locator("textarea.nbchat-input-area").wait_for(timeout=120_000)
+    transcript = page.locator(".nbchat-transcript")
+    expect(transcript).to_have_count(1)
+    expect(transcript).to_be_hidden()
+    return chat
+
+
+def save_notebook(page: Page) -> None:
+    """File > Save, as a person saves; returns once the server has written the file."""
+
+    def is_save(response: Response) -> bool:
+        return response.request.method == "PUT" and "/api/contents/" in response.url
+
+    with page.expect_response(is_save, timeout=60_000) as saved:
+        page.locator(".lm-MenuBar-itemLabel", has_text="File").first.click()
+        label = re.compile(r"^Save( Notebook| and Checkpoint)?$")
+        page.locator(".lm-Menu-itemLabel", has_text=label).first.click()
+    assert saved.value.ok
+
+
+def saved_transcript(path: Path) -> str:
+    """The static transcript's HTML in the notebook saved at `path` (exactly one)."""
+    notebook = nbformat.read(path, as_version=4)
+    found = [
+        output["data"]["text/html"]
+        for cell in notebook.cells
+        if cell.cell_type == "code"
+        for output in cell.outputs
+        if 'class="nbchat-transcript"' in output.get("data", {}).get("text/html", "")
+    ]
+    assert len(found) == 1, f"{len(found)} transcripts in {path}"
+    return str(found[0])

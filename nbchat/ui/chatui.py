@@ -170,6 +170,7 @@ class ChatUI(widgets.VBox):
         self.stop()
         self._worker.close()
         self.conversation.close()
+        self.transcript.close()
         super().close()
 
     # What a user does and sees, for cells and tests: the same handlers the clicks run

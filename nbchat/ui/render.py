@@ -30,6 +30,7 @@ from pygments.lexers import get_lexer_by_name
 from pygments.token import STANDARD_TYPES
 from pygments.util import ClassNotFound
 
+from nbchat.ui.icons import COMPACTED_ICON, ICON_STYLE, TOOL_ICON
 from nbchat.ui.mathspans import math_spans
 from nbchat.ui.visible import visible_json, visible_text, visible_text_lines
 
@@ -60,7 +61,8 @@ ROLE_LABELS = {"user": "You", "assistant": "Assistant"}
 MARK_OPEN, MARK_CLOSE = "\ue000", "\ue001"
 MARK_PATTERN = re.compile("\ue000([0-9]+)\ue001")
 FENCE_PATTERN = re.compile(r"^ {0,3}(`{3,}|~{3,})", re.MULTILINE)
-STYLE = """
+STYLE = (
+    """
 <style>
 .nbchat-msg { font-size: var(--jp-content-font-size1, 14px);
   color: var(--jp-content-font-color1, inherit); line-height: 1.5; overflow-wrap: anywhere; }
@@ -119,8 +121,10 @@ STYLE = """
 .jp-OutputArea:has(.nbchat) .nbchat-transcript,
 .jp-OutputArea:has(.nbchat) .jp-OutputArea-child:has(.nbchat-transcript),
 .output:has(.nbchat) .nbchat-transcript { display: none; }
-</style>
 """
+    + ICON_STYLE
+    + "</style>\n"
+)
 
 
 def _validate_link(url: str) -> bool:
@@ -254,7 +258,8 @@ def render_tool_call(name: str, arguments: str) -> str:
     except ValueError:
         pretty = arguments
     return (
-        f'<div class="nbchat-card"><details><summary>🔧 <b>{html.escape(visible_text(name))}</b>'
+        f'<div class="nbchat-card"><details><summary>{TOOL_ICON} '
+        f"<b>{html.escape(visible_text(name))}</b>"
         f'</summary><pre class="nbchat-exact">{html.escape(visible_text_lines(pretty))}</pre>'
         "</details></div>"
     )
@@ -305,8 +310,9 @@ def render_compacted(
         facts.append(f"~{tokens_before:,} → ~{tokens_after:,} tokens")
     detail = f" ({', '.join(facts)})" if facts else ""
     return (
-        f'<div class="nbchat-card nbchat-compacted"><details><summary>🗜 Earlier conversation '
-        f"compacted{html.escape(detail)}</summary>{render_markdown(summary)}</details></div>"
+        f'<div class="nbchat-card nbchat-compacted"><details><summary>{COMPACTED_ICON} '
+        f"Earlier conversation compacted{html.escape(detail)}</summary>"
+        f"{render_markdown(summary)}</details></div>"
     )
 
 

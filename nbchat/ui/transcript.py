@@ -12,9 +12,12 @@ a kernel), and nbconvert prefers it whenever the widget state was saved (nbclien
 the fallback would not show in either.
 
 Where an update lands depends on the front end: nbclient (nbconvert --execute, papermill) and
-other clients that route display updates by id write it into the notebook; JupyterLab applies an
-update only in the output area of the cell that sent it, so there the saved transcript is the
-one of the last time the chat's cell ran.
+other clients that route display updates by id write it into the notebook; JupyterLab and
+Notebook 7 apply an update only to an output displayed in that page since it loaded, so in a
+notebook reopened while the kernel runs (a reload, another tab) the transcript would stay as it
+was saved. So the transcript also goes to a model-only widget (`savedcopy.SavedCopy`) whose
+front-end code writes it into the notebook's own copy of the output, found by the key in the
+output's metadata.
 
 Model text is untrusted: every message goes through `render` (the live view's sanitiser), then
 the copy buttons are dropped, so the transcript holds no event handler and no script at all.
@@ -42,6 +45,7 @@ from nbchat.ui.render import (
     render_tool_call,
     render_tool_result,
 )
+from nbchat.ui.savedcopy import METADATA_KEY, SavedCopy
 
 __all__ = ["TranscriptDisplay", "render_transcript", "transcript_entries", "transcript_rows"]
 
@@ -145,6 +149,7 @@ class TranscriptDisplay:
         self._session_id = session_id
         self.display_id = f"nbchat-transcript-{uuid.uuid4().hex}"
         self.shown = False
+        self.saved: SavedCopy | None = None
 
     def html(self) -> str:
         session_id = self._session_id()
@@ -152,8 +157,16 @@ class TranscriptDisplay:
 
     def show(self, widget_bundle: dict[str, Any]) -> None:
         """Display the widget's own bundle, then the transcript under the display id."""
+        html = self.html()
+        if self.saved is None:
+            self.saved = SavedCopy(key=self.display_id, html=html)
         display(widget_bundle, raw=True)  # type: ignore[no-untyped-call]
-        display({"text/html": self.html()}, raw=True, display_id=self.display_id)  # type: ignore[no-untyped-call]
+        display(
+            {"text/html": html},
+            raw=True,
+            metadata={METADATA_KEY: self.display_id},
+            display_id=self.display_id,
+        )  # type: ignore[no-untyped-call]
         self.shown = True
 
     def update(self) -> None:
@@ -164,4 +177,16 @@ class TranscriptDisplay:
             html = self.html()
         except StoreError:
             return  # the chat shows the store's failure itself; the next turn tries again
-        update_display({"text/html": html}, raw=True, display_id=self.display_id)  # type: ignore[no-untyped-call]
+        update_display(
+            {"text/html": html},
+            raw=True,
+            metadata={METADATA_KEY: self.display_id},
+            display_id=self.display_id,
+        )  # type: ignore[no-untyped-call]
+        if self.saved is not None:
+            self.saved.html = html  # JupyterLab and Notebook 7 apply it to the saved notebook
+
+    def close(self) -> None:
+        """Close the saved copy's widget (the outputs shown stay as they are)."""
+        if self.saved is not None:
+            self.saved.close()
