@@ -29,7 +29,7 @@ from nbchat.compaction.engine import CompactionEngine
 from nbchat.compaction.result import CompactionResult
 from nbchat.compaction.summariser import Summariser
 from nbchat.config import Settings
-from nbchat.conversation.archivetool import archived_output_tool
+from nbchat.conversation.archivetool import archived_output_tool, offerable
 from nbchat.conversation.autocompact import (
     compact,
     compact_if_needed,
@@ -50,6 +50,7 @@ from nbchat.history import History, Row, build_messages, context_tokens
 from nbchat.llm.endpoint import LOCAL, Connection, destination_of
 from nbchat.store.store import Store
 from nbchat.tools import ToolRegistry, default_registry
+from nbchat.tools.choice import round_choice
 from nbchat.tools.executor import Approver
 from nbchat.tools.overview import WorkspaceOverview
 
@@ -175,9 +176,8 @@ class Conversation:
             return [*sent, {"role": "user", "content": "Hi"}]  # the next turn's opening
 
         client, url = connection.client if cancel else None, connection.base_url
-        self._warmer.warm(
-            url, self.settings, messages, self.tools.schemas(), client=client, cancel=cancel
-        )
+        schemas = offerable(self.tools.schemas(), self.history.rows)
+        self._warmer.warm(url, self.settings, messages, schemas, client=client, cancel=cancel)
 
     def use_idle_moment(
         self, cancel: threading.Event, notify: Callable[[], None] = lambda: None
@@ -350,7 +350,7 @@ class Conversation:
         guard = FailureGuard()
         self.overview.refresh()  # once a turn: the prompt changes only when the listing did
         for number in range(1, self.settings.max_tool_turns + 1):
-            state = Round(number, tool_choice=tool_choice if number == 1 else None)
+            state = Round(number, tool_choice=self._round_choice(number, tool_choice))
             yield from compact_if_needed(self, state, stop)
             reply = yield from request_reply(self, state, stop)
             if reply.stopped or stop.is_set():
@@ -375,3 +375,10 @@ class Conversation:
         inspect`: its parts, their token counts, and which rows were summaries, placeholders
         or attachments); None before the first."""
         return last_request(self.store, self.session_id)
+
+    def _round_choice(self, number: int, requested: str | None) -> str | None:
+        """The caller's choice on the first round; on a small model, `tools.choice`'s rule."""
+        if not self.settings.offers_tools_on_request():
+            return requested if number == 1 else None
+        rounds = self.settings.max_tool_turns
+        return round_choice(self.history.rows, number=number, rounds=rounds, requested=requested)

@@ -14,6 +14,7 @@ from collections.abc import Generator
 from typing import Any
 
 from nbchat.compaction.cacheform import RequestShape
+from nbchat.conversation.archivetool import offerable
 from nbchat.conversation.autocompact import compact_after_overflow, warn_over_budget
 from nbchat.conversation.events import Event, Notice, RequestStarted, UsageReported
 from nbchat.conversation.steps import Steps, TurnParts, post_notice, save_rows
@@ -116,7 +117,7 @@ def _record_sent(
 def tools_for(parts: TurnParts, tool_choice: str | None) -> list[dict[str, Any]]:
     """Every tool, or on a small model none unless the user's message asks for them."""
     return offered_tools(
-        parts.tools.schemas(),
+        offerable(parts.tools.schemas(), parts.history.rows),
         parts.history.rows,
         on_request=parts.settings.offers_tools_on_request(),
         tool_choice=tool_choice,
