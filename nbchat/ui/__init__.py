@@ -11,6 +11,8 @@ cards.py      one widget per row; `ApprovalCard`, which pauses a turn until the 
 messages.py   the message list and the throttled streaming text
 render.py     untrusted text -> safe HTML (markdown, code, cards, notices)
 transcript.py the static HTML transcript shown beside the widget where no kernel runs
+savedcopy.py  its copy written into the notebook a front end saves (JupyterLab, Notebook 7)
+icons.py      the cards' icons as CSS-painted shapes (no emoji font needed)
 mathspans.py  where the math is, in one linear pass (set aside for MathJax)
 visible.py    text shown exactly: invisible and bidi characters as escapes
 commands.py   slash commands: what exists and how they parse
