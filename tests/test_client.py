@@ -797,7 +797,13 @@ class _CallThenJunk(BaseHTTPRequestHandler):
             self._send(chunk({"content": piece}))
         # The client must hang up now: wait for its EOF (a bounded wait, not a poll).
         readable, _, _ = select.select([self.connection], [], [], 30)
-        if readable and not self.connection.recv(1):
+        try:
+            hung_up = bool(readable) and not self.connection.recv(1)
+        except ConnectionResetError:
+            # Closing a socket with the junk still unread in its buffer sends a reset, not an
+            # EOF: that is hanging up too.
+            hung_up = True
+        if hung_up:
             type(self).hung_up.set()
         self.close_connection = True
 

@@ -92,7 +92,17 @@ def settings(make_settings) -> Settings:  # type: ignore[no-untyped-def]
 
 def conversation(server: FakeServer, store: Store, settings: Settings, **kw: Any) -> Conversation:
     client = openai.OpenAI(base_url=server.url + "/v1", api_key="test", max_retries=0)
-    return Conversation(settings, store, client=client, tools=ToolRegistry(), **kw)
+    tools = kw.pop("tools", ToolRegistry())
+    return Conversation(settings, store, client=client, tools=tools, **kw)
+
+
+def take_note(text: str) -> str:
+    """Take a note.
+
+    Args:
+        text: The note.
+    """
+    return text
 
 
 def past_the_mark(chat: Conversation) -> int:
@@ -206,8 +216,11 @@ def test_a_read_only_session_is_never_prepared(
 def test_a_prepared_compaction_never_survives_a_change_of_the_workspace_overview(
     server: FakeServer, script: Server, store: Store, settings: Settings
 ) -> None:
-    # The overview of the workspace's top level is part of the system prompt sent with tools.
-    chat = conversation(server, store, settings.replace(workspace_overview=True))
+    # The overview of the workspace's top level is part of the system prompt sent with tools
+    # (one is needed: read_archived_output is offered only once an output is archived).
+    tools = ToolRegistry()
+    tools.register(take_note)
+    chat = conversation(server, store, settings.replace(workspace_overview=True), tools=tools)
     past_the_mark(chat)
     prepare(chat)
     (settings.workspace / "new_file.py").write_text("x = 1\n")  # the next turn lists it

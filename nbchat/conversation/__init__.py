@@ -1,6 +1,10 @@
 """One session's whole round-trip, synchronous and UI-free.
 
     loop         `Conversation`: send a message, stream the reply, run tools, compact, store
+    reply        one reply: the request built, streamed, recorded; an overflow's one retry
+    toolround    the tools a reply called, run and their results stored
+    autocompact  the compactions a turn makes on its own (budget, overflow), the over-budget note
+    steps        what a turn's parts share: `TurnParts`, saving rows, posting a notice
     budget       the model server connection, token budget and compaction engine of one loop
     session      which session, its active rows, the writer lease and every write
     events       what a turn reports as it happens (the events `Conversation.send` yields)

@@ -1,15 +1,22 @@
 """The tool that reads back a tool output that compaction pruned, by the call id named in its
-placeholder. It reads the store it is handed; it never writes.
+placeholder, and when to offer it: only while a placeholder among the rows names an archived
+output (a summary names no call id, so it gives the tool nothing to read). Offered always, a
+0.5B model called it for "Show the current directory with pwd" (issue 12). It reads the store
+it is handed; it never writes.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Protocol
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
 
+from nbchat.compaction.prune import is_placeholder
+from nbchat.history import Row
 from nbchat.store.store import Store
 
-__all__ = ["SessionSource", "archived_output_tool"]
+__all__ = ["ARCHIVE_TOOL", "SessionSource", "archived_output_tool", "offerable"]
+
+ARCHIVE_TOOL = "read_archived_output"
 
 
 class SessionSource(Protocol):
@@ -34,3 +41,11 @@ def archived_output_tool(source: SessionSource) -> Callable[[str], str]:
         return found.row.content
 
     return read_archived_output
+
+
+def offerable(schemas: Sequence[dict[str, Any]], rows: Sequence[Row]) -> list[dict[str, Any]]:
+    """`schemas` without `read_archived_output` unless `rows` hold the placeholder of a pruned
+    output, which names the call id the tool reads back."""
+    if any(is_placeholder(row) for row in rows):
+        return list(schemas)
+    return [schema for schema in schemas if schema["function"]["name"] != ARCHIVE_TOOL]

@@ -10,76 +10,58 @@ crash loses nothing already received and nothing is ever half a row.
 
 A `ChatUI` runs this in its worker thread; a script can iterate `send` directly. Must not import
 ipywidgets, hold widget state, or contain SQL.
+
+This module strings a turn together; its parts live beside it: one streamed reply
+(`nbchat.conversation.reply`), the tool round (`toolround`), the compactions a turn makes on its
+own (`autocompact`), and the steps they share (`steps`).
 """
 
 from __future__ import annotations
 
-import logging
 import threading
-import time
 import traceback
-from collections.abc import Callable, Generator, Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import openai
 
-from nbchat.compaction.cacheform import RequestShape
 from nbchat.compaction.engine import CompactionEngine
 from nbchat.compaction.result import CompactionResult
 from nbchat.compaction.summariser import Summariser
 from nbchat.config import Settings
-from nbchat.conversation.archivetool import archived_output_tool
-from nbchat.conversation.budget import Budget
-from nbchat.conversation.events import (
-    CompactionFinished,
-    CompactionStarted,
-    Done,
-    Event,
-    Failed,
-    Notice,
-    RequestStarted,
-    RowSaved,
-    ToolFinished,
-    ToolStarted,
-    UsageReported,
+from nbchat.conversation.archivetool import archived_output_tool, offerable
+from nbchat.conversation.autocompact import (
+    compact,
+    compact_if_needed,
 )
+from nbchat.conversation.budget import Budget
+from nbchat.conversation.events import Done, Event, Failed, Notice
 from nbchat.conversation.inspect import InspectedRequest, last_request
 from nbchat.conversation.prepare import CheckpointPreparer, Situation, situation_of
+from nbchat.conversation.reply import request_reply, system_prompt_for
 from nbchat.conversation.session import Session
 from nbchat.conversation.steer import Steering, UndoOutcome
-from nbchat.conversation.turn import FailureGuard, Round, StreamedReply
+from nbchat.conversation.steps import Steps, post_notice, save_rows
+from nbchat.conversation.toolround import run_tools
+from nbchat.conversation.turn import FailureGuard, Round
 from nbchat.conversation.warmup import PromptWarmer
-from nbchat.errors import (
-    CompactionError,
-    ContextOverflowError,
-    NbchatError,
-    ServerUnavailableError,
-    StoreError,
-)
-from nbchat.history import History, Row, ToolCall, build_messages, context_tokens
-from nbchat.llm.client import stream_chat
+from nbchat.errors import NbchatError, StoreError
+from nbchat.history import History, Row, build_messages, context_tokens
 from nbchat.llm.endpoint import LOCAL, Connection, destination_of
-from nbchat.llm.stream import ReasoningDelta, TextDelta
 from nbchat.store.store import Store
-from nbchat.tools import ApprovalRequest, ToolExecutor, ToolRegistry, default_registry
-from nbchat.tools.offer import offered_tools
+from nbchat.tools import ToolRegistry, default_registry
+from nbchat.tools.choice import round_choice
+from nbchat.tools.executor import Approver
 from nbchat.tools.overview import WorkspaceOverview
 
 __all__ = ["Conversation"]
 
-log = logging.getLogger(__name__)
-
-STOPPED_NOTICE = "Stopped by you; the reply so far was kept."
-EMPTY_REPLY_NOTICE = "The model sent an empty reply. Try rephrasing, or /retry."
 NOTHING_TO_RETRY = "There is no message to retry yet."
-NOT_RUN = "Not run: stopped by the user."
 RELOADED_NOTICE = (
     "This kernel writes this session now. It first loaded what another kernel wrote "
     "meanwhile ({rows} active rows), so the model sees it; choose the session again in the "
     "list to show it here."
 )
-Approver = Callable[[ApprovalRequest], bool]
-Steps = Generator[Event, None, None]
 
 
 class Conversation:
@@ -190,13 +172,12 @@ class Conversation:
             return
 
         def messages(tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
-            sent = build_messages(self.history.rows, self._system_prompt(tools))
+            sent = build_messages(self.history.rows, system_prompt_for(self, tools))
             return [*sent, {"role": "user", "content": "Hi"}]  # the next turn's opening
 
         client, url = connection.client if cancel else None, connection.base_url
-        self._warmer.warm(
-            url, self.settings, messages, self.tools.schemas(), client=client, cancel=cancel
-        )
+        schemas = offerable(self.tools.schemas(), self.history.rows)
+        self._warmer.warm(url, self.settings, messages, schemas, client=client, cancel=cancel)
 
     def use_idle_moment(
         self, cancel: threading.Event, notify: Callable[[], None] = lambda: None
@@ -209,7 +190,7 @@ class Conversation:
             return self.preparer.use_idle_moment(
                 self.history,
                 self.engine,
-                self._situation,
+                self.situation,
                 cancel=cancel,
                 notify=notify,
                 apply=self.session.apply,
@@ -218,7 +199,9 @@ class Conversation:
         finally:
             self._lock.release()
 
-    def _situation(self) -> Situation:
+    def situation(self) -> Situation:
+        """Where the session stands, for deciding about a compaction (`nbchat.conversation.
+        prepare`)."""
         return situation_of(
             self.session,
             self.settings,
@@ -262,7 +245,7 @@ class Conversation:
         """Compact the history now (the Compact button, `/compact [focus]`)."""
 
         def run(stop_event: threading.Event) -> Steps:
-            yield from self._compact("manual", stop_event, focus=focus, force=True)
+            yield from compact(self, "manual", stop_event, focus=focus, force=True)
             yield Done(stopped=stop_event.is_set())
 
         yield from self._exclusive(run, stop)
@@ -342,7 +325,7 @@ class Conversation:
             return
         yield from self._take_over()
         self.budget.check_fits(text)
-        yield from self._save(Row("user", text))
+        yield from save_rows(self.session, Row("user", text))
         yield from self._rounds(stop, tool_choice)
 
     def _take_over(self) -> Steps:
@@ -367,114 +350,25 @@ class Conversation:
         guard = FailureGuard()
         self.overview.refresh()  # once a turn: the prompt changes only when the listing did
         for number in range(1, self.settings.max_tool_turns + 1):
-            state = Round(number, tool_choice=tool_choice if number == 1 else None)
-            yield from self._compact_if_needed(state, stop)
-            reply = yield from self._request(state, stop)
+            state = Round(number, tool_choice=self._round_choice(number, tool_choice))
+            yield from compact_if_needed(self, state, stop)
+            reply = yield from request_reply(self, state, stop)
             if reply.stopped or stop.is_set():
                 yield Done(stopped=True)
                 return
-            yield from self._compact_if_needed(state, stop)
+            yield from compact_if_needed(self, state, stop)
             if not reply.calls:
                 yield Done()
                 return
-            if (yield from self._run_tools(reply.calls, stop, guard)):
+            if (yield from run_tools(self, reply.calls, stop, guard)):
                 return
-            yield from self._compact_if_needed(state, stop)
-        yield from self._notice(
+            yield from compact_if_needed(self, state, stop)
+        yield from post_notice(
+            self.session,
             f"Stopped after {self.settings.max_tool_turns} tool rounds (max_tool_turns). "
-            "Send a message to let the model continue, or raise NBCHAT_MAX_TOOL_TURNS."
+            "Send a message to let the model continue, or raise NBCHAT_MAX_TOOL_TURNS.",
         )
         yield Done()
-
-    def _request(
-        self, state: Round, stop: threading.Event
-    ) -> Generator[Event, None, StreamedReply]:
-        """One streamed request; after an overflow, one forced compaction and one retry."""
-        while True:
-            yield from self._over_budget()
-            yield RequestStarted(state.number, 2 if state.overflow_retried else 1)
-            try:
-                reply = yield from self._stream(stop, state.tool_choice)
-                break
-            except ContextOverflowError as exc:
-                if state.overflow_retried:
-                    raise ContextOverflowError(
-                        f"The request is still too big for the model after compacting: {exc} "
-                        "Start a new session (/new), or give the server a larger context.",
-                        prompt_tokens=exc.prompt_tokens,
-                        context_size=exc.context_size,
-                    ) from exc
-                state.overflow_retried = True
-                yield Notice(f"The server said the request was too big; compacting. ({exc})")
-                yield from self._compact_after_overflow(exc, stop)
-        yield from self._save_reply(reply)
-        return reply
-
-    def _compact_after_overflow(
-        self, overflow: ContextOverflowError, stop: threading.Event
-    ) -> Steps:
-        """The forced compaction after an overflow. When it fails the turn ends saying what to
-        do, in a notice row too, so the user's message is not left without an answer."""
-        try:
-            yield from self._compact("overflow", stop, force=True)
-        except Exception as exc:
-            if isinstance(exc, NbchatError) and not isinstance(exc, CompactionError):
-                raise  # the store's own errors say what to do already
-            if not isinstance(exc, CompactionError):
-                log.exception("compaction after an overflow failed")
-            text = (
-                "The request was too big for the model, and compacting it failed: "
-                f"{exc} Start a new session (/new), or compact (/compact) and resend."
-            )
-            yield from self._notice(text)
-            raise ContextOverflowError(
-                text, prompt_tokens=overflow.prompt_tokens, context_size=overflow.context_size
-            ) from exc
-
-    def _stream(
-        self, stop: threading.Event, tool_choice: str | None
-    ) -> Generator[Event, None, StreamedReply]:
-        """Stream one reply; a failure keeps what arrived (as complete rows), then raises."""
-        reply = StreamedReply(request_rows=len(self.history))
-        tools = self._offered_tools(tool_choice)
-        system_prompt = self._system_prompt(tools)
-        messages = build_messages(self.history.rows, system_prompt)
-        # A summary is then asked as this request's continuation, in the server's cache.
-        shape = RequestShape(system_prompt, tuple(tools), self.settings.model, tuple(messages))
-        self.engine.request_shape = shape
-        try:
-            for event in stream_chat(
-                self.budget.connect().client,
-                messages,
-                model=self.settings.model,
-                tools=tools,
-                max_tokens=self.settings.max_tokens,
-                temperature=self.settings.reply_temperature(),
-                stop=stop,
-                json_tool_fallback=self.settings.uses_json_tool_fallback(),
-                check_arguments=self.tools.accepts,
-                tool_choice=tool_choice,
-                on_request=lambda body: self._record_sent(reply, body, system_prompt),
-            ):
-                reply.take(event)
-                if isinstance(event, ReasoningDelta | TextDelta):
-                    yield event
-        except ContextOverflowError:
-            raise
-        except ServerUnavailableError as exc:
-            raise self.budget.lost(exc) from exc
-        except NbchatError as exc:
-            if reply.is_empty:
-                raise
-            reply.calls = ()  # calls never complete in a cut stream; the text is kept
-            yield from self._save_reply(reply)
-            yield from self._notice(f"The reply was cut off: {exc}")
-            raise  # the client's message already says the partial reply was kept
-        return reply
-
-    def _record_sent(self, reply: StreamedReply, body: dict[str, Any], system_prompt: str) -> None:
-        session_id = self.session.ensure_writable()  # the user's row was written: it is
-        reply.request_id = self.store.record_sent(session_id, body, system_prompt=system_prompt)
 
     def last_request(self) -> InspectedRequest | None:
         """The last request sent to the chat model, exactly as sent (`nbchat.conversation.
@@ -482,128 +376,9 @@ class Conversation:
         or attachments); None before the first."""
         return last_request(self.store, self.session_id)
 
-    def _offered_tools(self, tool_choice: str | None) -> list[dict[str, Any]]:
-        """Every tool, or on a small model none unless the user's message asks for them."""
-        return offered_tools(
-            self.tools.schemas(),
-            self.history.rows,
-            on_request=self.settings.offers_tools_on_request(),
-            tool_choice=tool_choice,
-        )
-
-    def _system_prompt(self, tools: list[dict[str, Any]]) -> str:
-        """The settings' prompt, naming the workspace's top level when tools are offered."""
-        return self.overview.system_prompt(self.settings.system_prompt, tools_offered=bool(tools))
-
-    def _save_reply(self, reply: StreamedReply) -> Steps:
-        duration = time.monotonic() - reply.started
-        usage = reply.usage
-        prompt = usage.prompt_tokens if usage else None
-        completion = usage.completion_tokens if usage else None
-        if prompt is not None:
-            self.history.record_usage(prompt)  # measured on the rows before this reply
-        self.session.record_request(
-            prompt_tokens=prompt,
-            completion_tokens=completion,
-            duration=duration,
-            active_rows=reply.request_rows,
-            request_id=reply.request_id,
-        )
-        yield UsageReported(prompt, completion, duration)
-        reply.calls = tuple(self.session.unique(call) for call in reply.calls)
-        yield from self._save(*reply.rows())
-        if reply.stopped:
-            yield from self._notice(STOPPED_NOTICE)
-        elif reply.is_empty:
-            yield from self._notice(EMPTY_REPLY_NOTICE)
-        elif reply.finish == "length":
-            yield from self._notice(
-                f"The reply hit the max_tokens limit ({self.settings.max_tokens}); ask the model "
-                "to continue, or raise NBCHAT_MAX_TOKENS."
-            )
-
-    def _run_tools(
-        self, calls: tuple[ToolCall, ...], stop: threading.Event, guard: FailureGuard
-    ) -> Generator[Event, None, bool]:
-        """Run each call and store its result; returns True when the turn has ended."""
-        # Without an approver the executor's own "ask with no approver means deny" applies.
-        approver = self._approve if self.approver else None
-        executor = ToolExecutor.from_settings(self.settings, self.tools, approver=approver)
-        gave_up = False
-        for index, call in enumerate(calls):
-            if stop.is_set():  # every call still needs a result row
-                skipped = [Row("tool", NOT_RUN, c.id, c.name) for c in calls[index:]]
-                yield from self._save(*skipped)
-                yield Done(stopped=True)
-                return True
-            yield ToolStarted(call)
-            outcome = executor.execute(call, stop=stop)
-            yield from self._save(Row("tool", outcome.content, call.id, call.name))
-            yield ToolFinished(call, outcome)
-            gave_up = guard.record(call, ok=outcome.ok) or gave_up
-        if gave_up:
-            yield from self._notice(
-                "The same tool call failed three times in a row, so the turn was ended. "
-                "Tell the model what to do differently."
-            )
-            yield Done()
-        return gave_up
-
-    def _approve(self, request: ApprovalRequest) -> bool:
-        # Read at call time, so a UI can attach its approver after the conversation exists.
-        return self.approver is not None and self.approver(request)
-
-    def _compact_if_needed(self, state: Round, stop: threading.Event) -> Steps:
-        """The budget check. A compaction that fails or cannot shrink the history is reported
-        and the turn goes on with the history as it was: a reply is never lost to it."""
-        if not state.may_compact() or not self.engine.should_compact(self.history):
-            return
-        state.compacted = True
-        try:
-            result = yield from self._compact("budget", stop)
-        except CompactionError as exc:
-            yield from self._notice(f"Compaction failed; the history was kept as it was. {exc}")
-        except Exception as exc:  # a bug: logged with its traceback, the reply still comes
-            log.exception("automatic compaction failed")
-            yield from self._notice(
-                f"Compaction failed unexpectedly ({type(exc).__name__}: {exc}); the history was "
-                "kept as it was. Compact with the button or /compact to retry; if it fails "
-                "again, start a new session (/new)."
-            )
-        else:
-            if not result.changed and not result.cancelled:
-                yield from self._notice(
-                    f"Compaction could not shrink the history ({result.reason}); it was kept "
-                    "as it was."
-                )
-
-    def _over_budget(self) -> Steps:
-        """A request over the budget never goes out unannounced."""
-        tokens, threshold = self.context_tokens(), self.threshold
-        if tokens > threshold:
-            yield from self._notice(
-                f"This request is about {tokens:,} tokens, over the budget of {threshold:,}: "
-                "compaction could not bring the history under it. The server may refuse it or "
-                "drop the start of the conversation; start a new session (/new), or raise "
-                "context_token_threshold if the model's window is larger."
-            )
-
-    def _compact(
-        self, reason: str, stop: threading.Event, *, focus: str | None = None, force: bool = False
-    ) -> Generator[Event, None, CompactionResult]:
-        yield CompactionStarted(reason)
-        result = self.preparer.compact(
-            self.history, self.engine, self._situation(), force=force, focus=focus, cancel=stop
-        )
-        if result.changed:
-            self.session.apply(result)
-        yield CompactionFinished(result)
-        return result
-
-    def _save(self, *rows: Row) -> Steps:
-        for row in self.session.save(rows):
-            yield RowSaved(row)
-
-    def _notice(self, text: str) -> Steps:
-        yield from self._save(Row("system", text))
-        yield Notice(text)
+    def _round_choice(self, number: int, requested: str | None) -> str | None:
+        """The caller's choice on the first round; on a small model, `tools.choice`'s rule."""
+        if not self.settings.offers_tools_on_request():
+            return requested if number == 1 else None
+        rounds = self.settings.max_tool_turns
+        return round_choice(self.history.rows, number=number, rounds=rounds, requested=requested)

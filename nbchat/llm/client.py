@@ -34,7 +34,7 @@ from nbchat.errors import ServerError, ServerUnavailableError
 from nbchat.history import ToolCall
 from nbchat.llm.correction import ChatRequest, has_whole_call, second_chance
 from nbchat.llm.eventlimit import IDENTITY, bound_events, event_byte_limit
-from nbchat.llm.fallback import ArgumentCheck, forced_call_format
+from nbchat.llm.fallback import ArgumentCheck, forced_call_format, text_only_grammar
 from nbchat.llm.idle import IdleWatch
 from nbchat.llm.reader import ReplyReader
 from nbchat.llm.servererrors import midstream_error, partial_note, public_url, translate_error
@@ -117,7 +117,9 @@ def stream_chat(
     (the model cannot append more; the reply is the call), and a call-shaped reply that does not
     validate (a tool that does not exist, arguments its schema refuses) gets one second chance:
     the same request plus that reply and a note saying what was wrong, with the call forced to
-    one of the offered tools. Its events follow the first attempt's text.
+    one of the offered tools. Its events follow the first attempt's text. And "none" with the
+    fallback on sends llama.cpp a grammar (`text_only_grammar`): the reply cannot be a call
+    written as JSON text.
 
     Deltas are yielded as they arrive; then `ToolCallsReady` (if any), `Usage` (if the server
     reported it) and `Finish`. Stop ends the reply with `Finish("stopped")`, never an exception.
@@ -173,6 +175,8 @@ def _create(
         response_format=forced or request.response_format,
     )
     extra_body = request.extra_body
+    if request.fallback and (text_only := text_only_grammar(request.tool_choice)):
+        extra_body = {**(extra_body or {}), **text_only}
     if request.on_request is not None:
         request.on_request({**arguments, **(extra_body or {})})  # the SDK merges extra_body so
     try:

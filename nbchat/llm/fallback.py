@@ -13,6 +13,8 @@ as it streams all the same, and replaced by the call only once it validates), an
 server ignores a `tool_choice` that names a function (it accepts only strings), and with
 "required" it lets small models pad a call with whitespace up to `max_tokens`, but it does apply a
 JSON schema to the content, so a forced call is asked for that way and read back by this fallback.
+Also owns `text_only_grammar`, the grammar of a reply meant as an answer (`tool_choice="none"`),
+which cannot open like a call or hold a JSON object.
 
 Must not: assemble streams or call tools; it only reads text.
 """
@@ -33,6 +35,7 @@ __all__ = [
     "forced_call_format",
     "looks_like_call_start",
     "schemas_by_name",
+    "text_only_grammar",
 ]
 
 CALL_OPENINGS = ("{", "```", "<tool_call>")
@@ -78,6 +81,21 @@ def forced_call_format(
     ]
     schema = calls[0] if len(calls) == 1 else {"anyOf": calls}
     return {"type": "json_schema", "json_schema": {"name": "tool_call", "schema": schema}}
+
+
+# llama.cpp's GBNF: a reply that opens with a word (a letter, digit, quote or Markdown mark: no
+# `{`, code fence, `<tool_call>` or `>`) and in which no `{` opens an object with a quoted key,
+# so it cannot be a call written as text. After a tool result, offered no tools, a 0.5B model
+# wrote its call again as JSON text; code stays possible later in a reply (`{ x }`, `{'a': 1}`).
+TEXT_ONLY_GRAMMAR = (
+    'root ::= [A-Za-z0-9"\'*#(-] ([^{] | brace)*\nbrace ::= "{" [ \\t\\r\\n]* [^"{ \\t\\r\\n]\n'
+)
+
+
+def text_only_grammar(choice: str | None) -> dict[str, Any] | None:
+    """For `tool_choice="none"` with the fallback on: the `extra_body` that keeps the reply
+    from opening like a call written as text (llama.cpp's `grammar`); None otherwise."""
+    return {"grammar": TEXT_ONLY_GRAMMAR} if choice == "none" else None
 
 
 def looks_like_call_start(head: str) -> bool | None:

@@ -1,7 +1,8 @@
 """Helpers for notebook cells: a demo session and a session's token usage as a chart.
 
-    demo   a realistic tool-using session built the same way every time (its figures scripted)
-    plots  prompt tokens per request as inline SVG, with compactions marked
+    demo      a realistic tool-using session built the same way every time (its figures scripted)
+    scenario  that session's script: the demo project's files and every turn of it
+    plots     prompt tokens per request as inline SVG, with compactions marked
 
 Must not: be imported by the package below it.
 """

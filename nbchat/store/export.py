@@ -1,5 +1,5 @@
-"""A session's full transcript as Markdown (the JSON export is plain `json.dumps` in the store),
-and the requests it sent (`nbchat export ID --requests`).
+"""A session's full transcript as Markdown or JSON, and the requests it sent
+(`nbchat export ID --requests`).
 
 Pure: takes the session's metadata and its rows as dicts, returns text. Archived rows are kept
 and marked, so an export always holds every original row even after compaction. Each request
@@ -14,7 +14,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-__all__ = ["requests_to_markdown", "to_markdown"]
+__all__ = ["requests_to_markdown", "to_json", "to_markdown"]
 
 HEADINGS = {
     "user": "User",
@@ -25,6 +25,23 @@ HEADINGS = {
     "system": "Notice",
     "compacted": "Compacted summary",
 }
+
+
+def to_json(
+    session: Mapping[str, Any],
+    rows: Sequence[Mapping[str, Any]],
+    *,
+    compactions: Sequence[Mapping[str, Any]],
+    requests: Sequence[Mapping[str, Any]],
+) -> str:
+    """The whole session as JSON: metadata, full transcript, compactions, requests."""
+    document = {
+        "session": dict(session),
+        "rows": list(rows),
+        "compactions": list(compactions),
+        "requests": list(requests),
+    }
+    return json.dumps(document, indent=2, ensure_ascii=False)
 
 
 def to_markdown(session: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]) -> str:

@@ -1,6 +1,7 @@
 """The store's row-level SQL: insert rows at positions, archive them, find the active ones,
-record a compaction. Every function runs inside the caller's transaction (`Store.transaction`),
-so a compaction, a prune or a retry is all written or not at all.
+record a compaction and write it (a summary, pruned rows, archived last rows). Every function
+runs inside the caller's transaction (`Store.transaction`), so a compaction, a prune or a retry
+is all written or not at all.
 
 Nothing here deletes a row: replaced rows are archived and linked to their compaction record.
 Must not: open connections or transactions of its own.
@@ -8,9 +9,9 @@ Must not: open connections or transactions of its own.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict
-from typing import Any
+from typing import Any, TypeAlias
 
 from sqlite_utils import Database
 
@@ -21,9 +22,12 @@ from nbchat.store.records import CompactionRecord, now, to_stored_row
 __all__ = [
     "active_positions",
     "archive",
+    "archive_last",
+    "compact_rows",
     "insert_rows",
     "next_position",
     "record_compaction",
+    "replace_at",
     "require_session",
     "touch",
 ]
@@ -37,9 +41,11 @@ CHECK_COLUMNS = ROW_COLUMNS.replace(
 )
 
 
-def active_positions(
-    db: Database, session_id: str, expected: int
-) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
+# (id, position) of the readable active rows, and of the corrupt ones (`active_positions`)
+Positions: TypeAlias = tuple[list[tuple[int, int]], list[tuple[int, int]]]
+
+
+def active_positions(db: Database, session_id: str, expected: int) -> Positions:
     """The active rows' (id, position): the readable ones, which line up with the history
     loaded from them (`load_active` skips corrupt rows too), and the corrupt ones."""
     require_session(db, session_id)
@@ -78,6 +84,62 @@ def archive(db: Database, row_ids: list[int], compaction_id: int) -> None:
         "UPDATE rows SET archived = 1, compaction_id = ? WHERE id = ?",
         [(compaction_id, row_id) for row_id in row_ids],
     )
+
+
+def compact_rows(
+    db: Database,
+    session_id: str,
+    active: Positions,
+    *,
+    compacted: Row,
+    keep_tail: int,
+    record: CompactionRecord,
+) -> int:
+    """Archive all `active` rows but the last `keep_tail`, put `compacted` before the tail;
+    the compaction record's id."""
+    readable, corrupt = active
+    replaced = readable[: len(readable) - keep_tail] if keep_tail else readable
+    if not replaced:
+        raise StoreError("A compaction must replace at least one row.")
+    last = replaced[-1][1]
+    # A corrupt row among the replaced ones (never loaded, never sent) goes with them.
+    ids = [row_id for row_id, _ in replaced] + [i for i, p in corrupt if p <= last]
+    compaction_id = record_compaction(db, session_id, record, len(ids))
+    archive(db, ids, compaction_id)
+    insert_rows(db, session_id, [(compacted, last)])
+    return compaction_id
+
+
+def replace_at(
+    db: Database,
+    session_id: str,
+    readable: list[tuple[int, int]],
+    replacements: Mapping[int, Row],
+    *,
+    record: CompactionRecord,
+) -> int:
+    """Archive the readable active rows at the given indexes and put the new rows in their
+    places; the record's id."""
+    compaction_id = record_compaction(db, session_id, record, len(replacements))
+    for index, new_row in sorted(replacements.items()):
+        row_id, position = readable[index]
+        archive(db, [row_id], compaction_id)
+        insert_rows(db, session_id, [(new_row, position)])
+    return compaction_id
+
+
+def archive_last(db: Database, session_id: str, active: Positions, *, count: int, kind: str) -> int:
+    """Archive the last `count` active rows (and corrupt ones after the first of them) under a
+    record of `kind`; the record's id."""
+    readable, corrupt = active
+    if not 0 < count <= len(readable):
+        raise StoreError(f"Cannot archive {count} of {len(readable)} active rows.")
+    first_id, first_position = readable[-count]
+    ids = [row_id for row_id, _ in readable[-count:]]
+    ids += [i for i, p in corrupt if (p, i) > (first_position, first_id)]
+    record_id = record_compaction(db, session_id, CompactionRecord(kind), len(ids))
+    archive(db, ids, record_id)
+    return record_id
 
 
 def insert_rows(db: Database, session_id: str, rows: Sequence[tuple[Row, int]]) -> list[int]:

@@ -8,7 +8,8 @@ behind.
 A store that took a session's writer lease renews it from a heartbeat thread while it holds it,
 and every write to that session confirms the lease inside the write's own transaction: once
 another kernel has taken the session over, the write raises `LeaseLostError` and nothing of it
-is stored.
+is stored (`nbchat.store.claims`). The sessions table's SQL lives in `nbchat.store.catalog`, the
+row SQL in `nbchat.store.rowsql`, the exports in `nbchat.store.export`.
 
 Compaction never deletes: `replace_with_compacted` and `replace_rows` archive the replaced rows
 and link them to a compaction record. The active history (what the model sees) and the full
@@ -21,9 +22,6 @@ Must not: hold UI state, call the model, or build prompts.
 from __future__ import annotations
 
 import contextlib
-import json
-import threading
-import uuid
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict
 from pathlib import Path
@@ -32,11 +30,11 @@ from typing import Any
 from sqlite_utils import Database
 
 from nbchat.config import Settings
-from nbchat.errors import LeaseLostError, StoreError
+from nbchat.errors import StoreError
 from nbchat.history import Row, to_row
-from nbchat.store import lease, requests, rowsql, undo
-from nbchat.store.export import to_markdown
-from nbchat.store.heartbeat import Heartbeat
+from nbchat.store import catalog, lease, requests, rowsql, undo
+from nbchat.store.claims import Claims
+from nbchat.store.export import to_json, to_markdown
 from nbchat.store.records import (
     CompactionRecord,
     SessionInfo,
@@ -70,12 +68,7 @@ class Store:
         self.busy_timeout = busy_timeout
         self.lease_seconds = lease_seconds
         self.connections = Connections(self.path, busy_timeout=busy_timeout)
-        self._owner = lease.new_owner()
-        self._leases: dict[str, str] = {}  # session id -> owner, for the sessions we took
-        self._leases_lock = threading.Lock()
-        self._heartbeat = Heartbeat(
-            self.renew_leases, interval=lease_seconds / 4, name="nbchat-lease-heartbeat"
-        )
+        self.claims = Claims(self.connections, seconds=lease_seconds)
 
     def __repr__(self) -> str:
         return f"Store({str(self.path)!r})"
@@ -96,7 +89,7 @@ class Store:
 
     def close(self) -> None:
         """Stop renewing leases and close every thread's connection; reopens on next use."""
-        self._heartbeat.stop()
+        self.claims.stop()
         self.connections.close()
 
     def transaction(self, action: str) -> contextlib.AbstractContextManager[Database]:
@@ -111,11 +104,7 @@ class Store:
         """A transaction writing to `session_id`, which first confirms (and renews) our lease
         on it if we took one: a session another kernel took over is never written."""
         with self.transaction(action) as db:
-            owner = self._leases.get(session_id)
-            if owner is not None:
-                taker = lease.confirm(db, session_id, owner=owner, seconds=self.lease_seconds)
-                if taker is not None:
-                    raise LeaseLostError(lease.taken_over_message(taker, action))
+            self.claims.confirm(db, session_id, action)
             yield db
 
     # Sessions
@@ -124,19 +113,8 @@ class Store:
         self, title: str = "", *, model: str = "", settings: Mapping[str, Any] | None = None
     ) -> str:
         """A new empty session; returns its id. `settings` must hold no secrets."""
-        session_id = uuid.uuid4().hex[:12]
-        stamp = now()
-        record = {
-            "id": session_id,
-            "title": title or "New chat",
-            "model": model,
-            "created": stamp,
-            "updated": stamp,
-            "settings": json.dumps(dict(settings or {}), default=str),
-        }
         with self.transaction("create a session") as db:
-            db.table("sessions").insert(record)
-        return session_id
+            return catalog.insert_session(db, title, model=model, settings=settings or {})
 
     def get_session(self, session_id: str) -> SessionInfo:
         found = self._session_infos("WHERE s.id = ?", [session_id])
@@ -151,14 +129,8 @@ class Store:
         return self._session_infos("", [])
 
     def _session_infos(self, where: str, params: list[Any]) -> list[SessionInfo]:
-        sql = (
-            "SELECT s.id, s.title, s.model, s.created, s.updated, "
-            "COALESCE(SUM(r.archived = 0), 0), COUNT(r.id) FROM sessions s "
-            f"LEFT JOIN rows r ON r.session_id = s.id {where} "
-            "GROUP BY s.id ORDER BY s.updated DESC, s.created DESC"
-        )
         with self._errors("list sessions"):
-            return [SessionInfo(*record) for record in self.db.execute(sql, params).fetchall()]
+            return catalog.session_infos(self.db, where, params)
 
     def rename_session(self, session_id: str, title: str) -> None:
         if not title.strip():
@@ -176,10 +148,7 @@ class Store:
         """Delete a session with its rows, compactions and request records."""
         self.get_session(session_id)
         with self._write(session_id, "delete the session") as db:
-            for table in ("rows", "requests", "compactions"):
-                db.execute(f"DELETE FROM {table} WHERE session_id = ?", [session_id])
-            db.execute("DELETE FROM sessions WHERE id = ?", [session_id])
-            requests.drop_unused_parts(db)
+            catalog.delete_session(db, session_id)
 
     # Rows
 
@@ -215,25 +184,7 @@ class Store:
     ) -> list[StoredRow]:
         self.get_session(session_id)
         with self._errors("load the session"):
-            records = self.db.execute(
-                f"SELECT {rowsql.ROW_COLUMNS} FROM rows WHERE session_id = ? {where} "
-                "ORDER BY position, id",
-                [session_id],
-            ).fetchall()
-        loaded = []
-        for record in records:
-            try:
-                loaded.append(to_stored_row(record))
-            except ValueError as exc:
-                error = StoreError(
-                    f"Session {session_id}: row {record[0]} (position {record[1]}) is corrupt: "
-                    f"{exc}. It was skipped; the rest of the session loads. Export the session "
-                    "to keep a copy, then delete or fix that row."
-                )
-                if problems is None:
-                    raise error from exc
-                problems.append(error)
-        return loaded
+            return catalog.read_rows(self.db, session_id, where, problems)
 
     def find_tool_result(self, session_id: str, tool_id: str) -> StoredRow | None:
         """The original result of the newest call `tool_id` names, archived or not. A pruned
@@ -265,17 +216,11 @@ class Store:
         meanwhile and nothing is written.
         """
         with self._write(session_id, "save the compaction") as db:
-            active, corrupt = rowsql.active_positions(db, session_id, expected_active)
-            replaced = active[: len(active) - keep_tail] if keep_tail else active
-            if not replaced:
-                raise StoreError("A compaction must replace at least one row.")
-            last = replaced[-1][1]
-            # A corrupt row among the replaced ones (never loaded, never sent) goes with them.
-            ids = [row_id for row_id, _ in replaced] + [i for i, p in corrupt if p <= last]
-            compaction_id = rowsql.record_compaction(db, session_id, record, len(ids))
-            rowsql.archive(db, ids, compaction_id)
-            rowsql.insert_rows(db, session_id, [(to_row(compacted), last)])
-        return compaction_id
+            active = rowsql.active_positions(db, session_id, expected_active)
+            summary = to_row(compacted)
+            return rowsql.compact_rows(
+                db, session_id, active, compacted=summary, keep_tail=keep_tail, record=record
+            )
 
     def replace_rows(
         self,
@@ -288,12 +233,8 @@ class Store:
         """Archive the active rows at the given indexes and put the new rows in their places."""
         with self._write(session_id, "save the pruned rows") as db:
             active, _ = rowsql.active_positions(db, session_id, expected_active)
-            compaction_id = rowsql.record_compaction(db, session_id, record, len(replacements))
-            for index, new_row in sorted(replacements.items()):
-                row_id, position = active[index]
-                rowsql.archive(db, [row_id], compaction_id)
-                rowsql.insert_rows(db, session_id, [(to_row(new_row), position)])
-        return compaction_id
+            checked = {index: to_row(row) for index, row in replacements.items()}
+            return rowsql.replace_at(db, session_id, active, checked, record=record)
 
     def archive_last(self, session_id: str, count: int, *, expected_active: int, kind: str) -> int:
         """Archive the last `count` active rows (a retried reply, an edited message).
@@ -301,15 +242,8 @@ class Store:
         Nothing is deleted: the rows stay in the full transcript, linked to a record of `kind`.
         """
         with self._write(session_id, "archive the last rows") as db:
-            active, corrupt = rowsql.active_positions(db, session_id, expected_active)
-            if not 0 < count <= len(active):
-                raise StoreError(f"Cannot archive {count} of {len(active)} active rows.")
-            first_id, first_position = active[-count]
-            ids = [row_id for row_id, _ in active[-count:]]
-            ids += [i for i, p in corrupt if (p, i) > (first_position, first_id)]
-            record_id = rowsql.record_compaction(db, session_id, CompactionRecord(kind), len(ids))
-            rowsql.archive(db, ids, record_id)
-        return record_id
+            active = rowsql.active_positions(db, session_id, expected_active)
+            return rowsql.archive_last(db, session_id, active, count=count, kind=kind)
 
     def list_compactions(self, session_id: str) -> list[dict[str, Any]]:
         with self._errors("list compactions"):
@@ -332,7 +266,7 @@ class Store:
         the holder, when another kernel writes the session."""
         self.get_session(session_id)
         with self._write(session_id, "undo the compaction") as db:
-            undo.refuse_if_held(db, session_id, ours=self._leases.get(session_id))
+            undo.refuse_if_held(db, session_id, ours=self.claims.owner_of(session_id))
             done = undo.plan(db, session_id, record_id)
             undo.apply(db, done, expected_active=expected_active)
         return done
@@ -398,63 +332,35 @@ class Store:
 
         Once taken, the heartbeat renews it and every write to the session confirms it.
         """
-        owner = owner or self._owner
-        with self.transaction("take the session lease") as db:
-            taken = lease.take(db, session_id, owner=owner, seconds=self.lease_seconds)
-        if taken is None:
-            raise StoreError(f"No session {session_id!r} in {self.path}.")
-        if taken:
-            with self._leases_lock:
-                self._leases[session_id] = owner
-            self._heartbeat.start()
-        return taken
+        return self.claims.acquire(session_id, owner=owner, path=self.path)
 
     def release_lease(self, session_id: str, *, owner: str | None = None) -> None:
         """Give the lease back if we hold it (a no-op for a session we never took)."""
-        with self._leases_lock:
-            held = self._leases.get(session_id)
-            if owner in (None, held):  # another chat's lease on this store stays renewed
-                held = self._leases.pop(session_id, None)
-            idle = not self._leases
-        if idle:
-            self._heartbeat.stop()
-            self.connections.sweep()  # the heartbeat thread's connection
-        if held or owner:
-            with self.transaction("release the session lease") as db:
-                lease.give_back(db, session_id, owner=owner or held or self._owner)
+        self.claims.release(session_id, owner=owner)
 
     def lease_holder(self, session_id: str) -> lease.Holder | None:
         """Who holds `session_id`'s lease, as recorded (None when there is no such session)."""
-        with self._errors("read the session lease"):
-            return lease.holder(self.db, session_id)
+        return self.claims.holder(session_id)
 
     def holds_lease(self, session_id: str) -> bool:
         """Whether this store still holds `session_id`'s writer lease, as recorded now."""
-        with self._leases_lock:
-            owner = self._leases.get(session_id)
-        current = self.lease_holder(session_id) if owner else None
-        return current is not None and current.owner == owner
+        return self.claims.holds(session_id)
 
     def renew_leases(self) -> None:
         """Push the expiry of every lease we hold forward (the heartbeat's beat)."""
-        with self._leases_lock:
-            held = dict(self._leases)
-        for session_id, owner in held.items():
-            with self.transaction("renew the session lease") as db:
-                lease.renew(db, session_id, owner=owner, seconds=self.lease_seconds)
+        self.claims.renew()
 
     # Export
 
     def export_json(self, session_id: str) -> str:
         """The whole session as JSON: metadata, full transcript, compactions, requests."""
         info = self.get_session(session_id)
-        document = {
-            "session": asdict(info),
-            "rows": [stored_to_dict(stored) for stored in self.load_full(session_id, problems=[])],
-            "compactions": self.list_compactions(session_id),
-            "requests": self.list_requests(session_id),
-        }
-        return json.dumps(document, indent=2, ensure_ascii=False)
+        return to_json(
+            asdict(info),
+            [stored_to_dict(stored) for stored in self.load_full(session_id, problems=[])],
+            compactions=self.list_compactions(session_id),
+            requests=self.list_requests(session_id),
+        )
 
     def export_markdown(self, session_id: str) -> str:
         """The full transcript as Markdown, archived rows marked."""

@@ -60,8 +60,8 @@ def read_file(
 
     Args:
         path: File path, relative to the workspace.
-        start_line: First line to return (1-based). Default: the first line.
-        end_line: Last line to return (inclusive). Default: the last line.
+        start_line: First line (1-based); default: the first.
+        end_line: Last line (inclusive); default: the last.
     """
     first = max(start_line or 1, 1)
     budget = max(ctx.output_limit - NOTE_ROOM, ctx.output_limit // 2, 1)
@@ -95,7 +95,7 @@ def write_file(ctx: ToolContext, path: str, content: str) -> str:
     """Create a text file, or overwrite one, with this content (folders are created).
 
     Args:
-        path: File path, relative to the workspace.
+        path: The file to write (a new name creates it).
         content: The complete new content of the file.
     """
     _write(ctx, path, content)
@@ -160,13 +160,14 @@ def list_files(ctx: ToolContext, path: str = ".", pattern: str = "*") -> str:
 
 
 def search_files(ctx: ToolContext, pattern: str, path: str = ".", glob: str | None = None) -> str:
-    """Find the lines containing a text (or regular expression) in the files under a folder;
-    returns 'file:line: text' lines.
+    """Find the lines holding a text in the files under a folder; returns 'file:line: text'
+    lines.
 
     Args:
-        pattern: Regular expression or plain text to look for.
-        path: Folder (or file), relative to the workspace.
-        glob: Only search files whose name matches this glob, such as '*.py'.
+        pattern: The text to find, as the request names it, such as 'TODO' (or a regular
+            expression).
+        path: Leave it out to search the whole workspace, or name a folder or file in it.
+        glob: Only files whose name matches this glob, such as '*.py'.
     """
     matcher = Pattern(pattern)
     results: list[str] = []
@@ -185,7 +186,7 @@ def run_shell(ctx: ToolContext, command: str, timeout: float | None = None) -> s
 
     Args:
         command: The command line, such as `git status`.
-        timeout: Seconds before it is killed (at most the tool timeout).
+        timeout: Seconds before it is killed.
     """
     limit = ctx.timeout if timeout is None or timeout <= 0 else min(timeout, ctx.timeout)
     result = run_command(

@@ -77,7 +77,10 @@ def offered_tools(
     on_request: bool,
     tool_choice: str | None = None,
 ) -> list[dict[str, Any]]:
-    """The schemas to send with the next request, given the rows it carries."""
+    """The schemas to send with the next request, given the rows it carries ("none" on a small
+    model: none at all, so a round meant for an answer cannot be written as a call)."""
+    if on_request and tool_choice == "none":
+        return []
     if not on_request or tool_choice not in (None, "auto") or not schemas:
         return list(schemas)
     if rows and rows[-1].role == "tool":

@@ -1,4 +1,5 @@
-"""Carrying out slash commands for a `ChatUI`: each command one small function.
+"""Carrying out slash commands for a `ChatUI`: each command one small function; and what Enter
+does with the text typed (`submit_text`: a command runs, anything else is sent).
 
 Work that touches the model or a session switch goes through the UI's worker; quick store
 reads and writes (list, rename, export) happen here. No SQL, HTTP or prompt text.
@@ -18,12 +19,13 @@ from nbchat.conversation.events import Event
 from nbchat.conversation.loop import Conversation
 from nbchat.errors import NbchatError
 from nbchat.store.store import Store
-from nbchat.ui.attach import Attachment, Shell, attachment_from
-from nbchat.ui.commands import Command, help_text
+from nbchat.ui.attach import Attachment, Shell, attachment_from, with_attachments
+from nbchat.ui.background import IdleWork
+from nbchat.ui.commands import Command, help_text, parse_command
 from nbchat.ui.compactflow import CompactionFlow
 from nbchat.ui.input import ChatInput
 
-__all__ = ["CommandTarget", "run_command"]
+__all__ = ["CommandTarget", "run_command", "submit_text"]
 
 
 class CommandTarget(Protocol):
@@ -34,6 +36,7 @@ class CommandTarget(Protocol):
     attachments: list[Attachment]
     input: ChatInput
     compaction: CompactionFlow
+    background: IdleWork
 
     @property
     def busy(self) -> bool: ...
@@ -47,6 +50,21 @@ class CommandTarget(Protocol):
     def show_session(self) -> None: ...
 
     def run_turn(self, start: Callable[[threading.Event], Iterator[Event]]) -> None: ...
+
+
+def submit_text(ui: CommandTarget, text: str) -> None:
+    """Enter pressed on `text`: a slash command runs; other text (not blank) is sent, with the
+    attachments waiting for it."""
+    command = parse_command(text)
+    if command is not None:
+        ui.input.value = ""
+        ui.background.cancel()  # a command is the user acting: /edit must not wait on it
+        run_command(ui, command)
+    elif text.strip():
+        ui.input.value = ""
+        message = with_attachments(text, ui.attachments)
+        ui.attachments = []
+        ui.run_turn(lambda stop: ui.conversation.send(message, stop))
 
 
 def run_command(ui: CommandTarget, command: Command) -> None:

@@ -68,7 +68,8 @@ STYLE = (
   color: var(--jp-content-font-color1, inherit); line-height: 1.5; overflow-wrap: anywhere; }
 .nbchat-msg > :first-child { margin-top: 0; }
 .nbchat-msg > :last-child { margin-bottom: 0; }
-.nbchat-msg pre { position: relative; overflow-x: auto; padding: 6px 8px;
+/* the right padding keeps the end of a code line clear of the Copy button */
+.nbchat-msg pre { position: relative; overflow-x: auto; padding: 6px 4.5em 6px 8px;
   background: var(--jp-cell-editor-background, rgba(127, 127, 127, 0.08));
   border: 1px solid var(--jp-border-color2, rgba(127, 127, 127, 0.3)); }
 .nbchat-copy { position: absolute; top: 2px; right: 2px; font-size: 11px; opacity: 0.7;
