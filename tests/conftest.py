@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -59,3 +60,21 @@ def make_settings(home: Path, tmp_path: Path):  # type: ignore[no-untyped-def]
         return Settings(**values)  # type: ignore[arg-type]
 
     return build
+
+
+@pytest.fixture
+def shell(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    """A real IPython shell whose display publisher (a `CapturingDisplayPublisher`) records
+    each output and update, as a kernel would send them."""
+    # Imported here: most tests never need IPython.
+    from IPython.core.displaypub import CapturingDisplayPublisher
+    from IPython.core.interactiveshell import InteractiveShell
+
+    monkeypatch.setenv("IPYTHONDIR", str(tmp_path / "ipython"))
+    instance = InteractiveShell.instance()
+    publisher = CapturingDisplayPublisher()
+    instance.display_pub = publisher
+    try:
+        yield publisher
+    finally:
+        InteractiveShell.clear_instance()

@@ -5,35 +5,18 @@ tests/test_browser_tools.py and tests/test_notebook7.py)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import openai
-import pytest
 from fakeserver import FakeServer, Reply
 from helpers import recording_comms
 from IPython.core.displaypub import CapturingDisplayPublisher
-from IPython.core.interactiveshell import InteractiveShell
 from IPython.display import display
 
 from nbchat.config import Settings
 from nbchat.store.store import Store
 from nbchat.ui import ChatUI
 from nbchat.ui.savedcopy import ESM, METADATA_KEY
-
-
-@pytest.fixture
-def shell(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[CapturingDisplayPublisher]:
-    """A real IPython shell whose display publisher records each output and update."""
-    monkeypatch.setenv("IPYTHONDIR", str(tmp_path / "ipython"))
-    instance = InteractiveShell.instance()
-    publisher = CapturingDisplayPublisher()
-    instance.display_pub = publisher
-    try:
-        yield publisher
-    finally:
-        InteractiveShell.clear_instance()
 
 
 def test_the_saved_copy_follows_the_transcript_output_by_the_key_in_its_metadata(

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from collections.abc import Iterator
 from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
@@ -22,7 +21,6 @@ from factories import assistant, user
 from fakeserver import FakeServer, Reply
 from helpers import recording_comms
 from IPython.core.displaypub import CapturingDisplayPublisher
-from IPython.core.interactiveshell import InteractiveShell
 from IPython.display import display
 from test_render import executable_parts
 
@@ -69,19 +67,6 @@ def test_a_long_session_keeps_the_newest_messages_and_says_how_many_are_left_out
     markup = render_transcript(rows)
     assert "5 earlier messages not shown." in markup
     assert "message 4." not in markup and "message 5." in markup
-
-
-@pytest.fixture
-def shell(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[CapturingDisplayPublisher]:
-    """A real IPython shell whose display publisher records each output and update."""
-    monkeypatch.setenv("IPYTHONDIR", str(tmp_path / "ipython"))
-    instance = InteractiveShell.instance()
-    publisher = CapturingDisplayPublisher()
-    instance.display_pub = publisher
-    try:
-        yield publisher
-    finally:
-        InteractiveShell.clear_instance()
 
 
 def test_displaying_the_chat_shows_the_widget_then_a_transcript_each_turn_updates(

@@ -30,6 +30,7 @@ import re
 from collections.abc import Sequence
 
 from nbchat.history import Row, stored_calls
+from nbchat.tools.offer import FILE_NAME, PATH_LIKE  # one vocabulary for offering and forcing
 
 __all__ = ["SEARCH_TOOL", "SHELL_TOOL", "requests_action", "round_choice"]
 
@@ -60,12 +61,6 @@ GENERAL = re.compile(
     r"ruby|pandas|numpy)\s*(?:[.?!,]|$)",
     re.IGNORECASE,
 )
-FILE_NAME = re.compile(
-    r"(?<![\w/])[\w./-]*\w\.(?:py|ipynb|txt|md|rst|csv|tsv|json|jsonl|ya?ml|toml|ini|cfg|log|"
-    r"sh|js|ts|html|css|sql|xml|c|h|cpp|rs|go|java|r|lock|env|parquet|xlsx)\b",
-    re.IGNORECASE,
-)
-PATH = re.compile(r"(?:^|[\s`'\"(])(?:\.{1,2}/|~/)\S|\b[a-z_][\w.-]*/(?=[\s`'\")?.,]|$)")
 PLACE = re.compile(
     r"\b(?:this|my|our|the(?:\s+current)?)\s+(?:workspace|folder|director(?:y|ies)|"
     r"repo(?:sitory)?|project)\b|\bthe\s+files\b|\bthe\s+[\w.-]+\s+(?:folder|directory)\b|"
@@ -96,7 +91,7 @@ def requests_action(text: str) -> str | None:
     if GENERAL.search(text):
         return None
     shell = SHELL.search(text)
-    anchored = shell or FILE_NAME.search(text) or PATH.search(text) or PLACE.search(text)
+    anchored = shell or FILE_NAME.search(text) or PATH_LIKE.search(text) or PLACE.search(text)
     if not anchored or not (IMPERATIVE.search(text) or CONTENTS_QUESTION.search(text)):
         return None
     if shell:

@@ -39,7 +39,7 @@ WORKSPACE_WORDS = re.compile(
 )
 FILE_NAME = re.compile(
     r"[\w./-]*\w\.(?:py|ipynb|txt|md|rst|csv|tsv|json|jsonl|ya?ml|toml|ini|cfg|log|sh|js|ts|"
-    r"html|css|sql|xml|c|h|cpp|rs|go|java|r|toml|lock|env|parquet|xlsx)\b",
+    r"html|css|sql|xml|c|h|cpp|rs|go|java|r|lock|env|parquet|xlsx)\b",
     re.IGNORECASE,
 )
 # A path without an extension: `./build`, `~/data`, `../x`, or a folder written `src/`.
