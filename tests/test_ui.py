@@ -258,6 +258,27 @@ def test_close_ends_the_worker_thread_mid_stream(
     assert set(threading.enumerate()) - before == set()
 
 
+def test_a_second_close_touches_nothing(
+    server: FakeServer, store: Store, settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # ipywidgets closes a widget again when it is garbage-collected: at the interpreter's exit
+    # that came after the store's connections were closed ("Cannot operate on a closed
+    # database" from Widget.__del__).
+    chat = make_ui(server, store, settings)
+    server.enqueue(Reply(text="hello"))
+    chat.send("hi")
+    assert chat.wait(20)
+    chat.close()
+    store.close()
+
+    def refuse(*args: Any, **kwargs: Any) -> None:
+        raise AssertionError("the store was used after the chat was closed")
+
+    monkeypatch.setattr(store, "release_lease", refuse)
+    chat.close()
+    chat.__del__()
+
+
 def test_streaming_sends_few_updates_and_few_bytes(
     ui: ChatUI, server: FakeServer, recording: list[tuple[float, str, int]]
 ) -> None:

@@ -177,7 +177,12 @@ class ChatUI(widgets.VBox):
         return self._worker.busy
 
     def close(self) -> None:
-        """Stop the turn, end the worker thread, release the session, close the widgets."""
+        """Stop the turn, end the worker thread, release the session, close the widgets. Once:
+        ipywidgets calls `close` again when the widget is garbage-collected, which at the
+        interpreter's exit may come after the store's connections were closed."""
+        if getattr(self, "_closed", False):
+            return
+        self._closed = True
         self.stop()
         self._worker.close()
         self.conversation.close()
