@@ -218,7 +218,9 @@ def test_two_thousand_round_trips_stay_flat_and_lose_nothing(
     recorded = [c for c in store.list_compactions(session_id) if c["kind"] != "retry"]
     assert len(recorded) == soak.records_expected
     assert soak.layers["summary"] + soak.layers["chunked"] >= 50
-    assert soak.layers["prune"] >= 1
+    # No prune-only compaction: by default the prune layer runs only beside a summary (one break
+    # of a server's cached prefix per compaction), and here every old output is summarised.
+    assert soak.layers["prune"] == 0
     assert soak.largest_request <= THRESHOLD
     warm_rss, warm_threads = soak.samples["warm"]
     end_rss, end_threads = soak.samples["end"]
