@@ -90,9 +90,7 @@ class Conversation:
             client,
             summariser=summariser,
             on_model=self._served,
-            system_prompt=lambda: self.overview.system_prompt(
-                self.settings.system_prompt, tools_offered=len(self.tools) > 0
-            ),
+            system_prompt=lambda: system_prompt_for(self, self.tools),
         )
         self.tools.register(archived_output_tool(self.session))
         self._lock = threading.Lock()  # one turn at a time

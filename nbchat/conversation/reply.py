@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Generator
+from collections.abc import Generator, Sized
 from typing import Any
 
 from nbchat.compaction.cacheform import RequestShape
@@ -124,9 +124,10 @@ def tools_for(parts: TurnParts, tool_choice: str | None) -> list[dict[str, Any]]
     )
 
 
-def system_prompt_for(parts: TurnParts, tools: list[dict[str, Any]]) -> str:
-    """The settings' prompt, naming the workspace's top level when tools are offered."""
-    return parts.overview.system_prompt(parts.settings.system_prompt, tools_offered=bool(tools))
+def system_prompt_for(parts: TurnParts, tools: Sized) -> str:
+    """The settings' prompt, naming the workspace's top level when `tools` (the ones offered,
+    or for the budget's estimate all the chat has) are not empty."""
+    return parts.overview.system_prompt(parts.settings.system_prompt, tools_offered=len(tools) > 0)
 
 
 def save_reply(parts: TurnParts, reply: StreamedReply) -> Steps:
