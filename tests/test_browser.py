@@ -21,6 +21,7 @@ import pytest
 from browser import (
     ARTIFACTS,
     CHROMIUM_ARGS,
+    DOCS,
     INSTALL_HINT,
     LONG_MESSAGE,
     REPO,
@@ -33,7 +34,6 @@ from browser import (
 from playwright.sync_api import Locator, Page, expect, sync_playwright
 
 NOTEBOOK = REPO / "notebooks" / "01-quickstart.ipynb"
-DOCS = REPO / "docs"
 # Enough history for `/compact` to propose something: the newest 4 rows are kept, and what the
 # summary replaces must outweigh the facts kept beside it and the summary itself (at most 1,024
 # tokens). The model's own replies are short, so a long log is pasted: ~1,800 tokens (a message

@@ -25,7 +25,8 @@ import pytest
 from browser import (
     ARTIFACTS,
     CHROMIUM_ARGS,
-    REPO,
+    DOCS,
+    KERNELSPEC,
     Server,
     find_chromium,
     jupyter_server,
@@ -38,8 +39,6 @@ from fakeserver import FakeServer, Reply
 from playwright.sync_api import Locator, expect, sync_playwright
 from test_browser import NO_NEWS
 
-DOCS = REPO / "docs"
-KERNELSPEC = {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}
 CELLS = (
     'import pandas as pd\n\nsales = pd.DataFrame(\n    {"region": ["north", "south", "east", '
     '"west"], "units": [120, 95, 143, 80], "price": [9.5, 11.0, 8.75, 12.25]}\n)',

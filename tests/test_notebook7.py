@@ -17,8 +17,9 @@ import pytest
 from browser import (
     ARTIFACTS,
     CHROMIUM_ARGS,
+    DOCS,
+    KERNELSPEC,
     LONG_MESSAGE,
-    REPO,
     find_chromium,
     jupyter_server,
     open_chat,
@@ -29,8 +30,6 @@ from browser import (
 )
 from playwright.sync_api import sync_playwright
 
-DOCS = REPO / "docs"
-KERNELSPEC = {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}
 SOURCE = "from nbchat import ChatUI\n\nui = ChatUI()\nui"
 
 
