@@ -1,56 +1,56 @@
-"""How well does the embedded default model answer? 45 prompts with machine-checkable answers.
+"""How well does the embedded default model answer? The eval's two splits, test first.
 
 Drives the real `Conversation` (public API only) against the embedded llama.cpp server
-(`nbchat.local.ensure_server`, started in a temporary home and stopped afterwards) at
-temperature 0, with the tools under policy "deny" in a scratch workspace holding real files:
-reading tools run on those files, writing and shell tools are refused, so nothing harmful runs.
+(`nbchat.embedded.server.ensure_server`, started in a temporary home and stopped afterwards) at
+temperature 0, with the tools under policy "deny" in a scratch workspace holding real files
+(`eval_cases.FILES`): reading tools run on those files, writing and shell tools are refused, so
+nothing harmful runs. A real IPython shell in this process has run `eval_cases.NOTEBOOK_CELLS`
+(In [1] … In [5], the last one raising a KeyError), and the chat gets the notebook tools over it
+beside the built-in ones, as the widget does in a kernel.
 
-Each case is one of:
+The cases (`eval_cases` says what a case is) come in two splits: `eval_split_test` (written
+before any tuning and never tuned on) and `eval_split_dev`. `--split both` (the default) runs
+the test split first and reports the two side by side, test first. What is scored, and how, is
+`eval_scoring`'s docstring: plain answered without a tool (goal >= 95%), correct first tool call
+(>= 85%), key facts over plain and tool cases (>= 90%), ungrounded claims, fake call JSON and
+empty answers after a tool round (goal 0 each), replies that hit `max_tokens`, failed turns, and
+the time to the first visible token and to the end of the turn.
 
-- plain (general knowledge, arithmetic, short coding questions, follow-ups that need only the
-  conversation): right when the model answers without calling a tool; a key fact in the answer
-  is counted separately;
-- tool (read, list or search files, run a command, write a file): right when the first call
-  names an expected tool with arguments that validate against its schema and hold the expected
-  value: `path` must name the expected workspace entry (`notes.txt`, `./notes.txt` or its
-  absolute path in the workspace; `/path/to/notes.txt` does not), and a list or search call
-  naming no folder must search the workspace itself; other arguments must contain the text.
+    python bench/default_model_eval.py [--split test|dev|both] [--limit N] [--only plain|tool]
+                                       [--model qwen|smollm|NAME|PATH] [--verbose] [--write]
+    python bench/default_model_eval.py --base-url http://127.0.0.1:PORT/v1 --model NAME
 
-A follow-up carries the earlier messages of its session (`before`), sent first and not scored.
-Reported: share answered directly when no tool is needed (goal >= 90%), share of correct tool
-calls when one is (goal >= 70%), answers holding their key fact, median and p90 time to the first
-visible token and to the end of the turn, the first reply after the server started, replies that
-hit `max_tokens`, and replies that are fake tool-call JSON (goal: none).
-
-    python bench/default_model_eval.py [--limit N] [--only plain|tool] [--model qwen|smollm|PATH]
-                                       [--tool-rounds 1|2] [--no-overview] [--verbose]
-    python bench/default_model_eval.py --base-url http://127.0.0.1:PORT/v1   # a running server
-
-`main()` returns the table rows as dicts (for `bench/run_all.py`); figures only, no assertion.
+`--limit N` runs the first N cases of each split (plain and tool cases in turn). `--write` puts
+the side-by-side table in `docs/results.md`, section `default-model-eval/<model>` (`results`),
+so each model's table sits beside the others'. `main()` returns the rows as dicts for
+`bench/run_all.py` (each figure once per split, named `test: …`, `dev: …`); figures only, no
+assertion.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
+import atexit
+import contextlib
+import importlib
+import io
 import os
-import re
-import statistics
 import sys
 import time
-from collections.abc import Iterator, Mapping, Sequence
+import types
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import harness
-from eval_cases import FILES, Case, plain, tool  # noqa: F401 - the case API, for callers
-from eval_split_dev import CASES
+import results
+from eval_cases import FILES, NOTEBOOK_CELLS, Case
+from eval_scoring import ENTRIES, Outcome, split_figures
 from harness import Figure, temporary_directory
 
 from nbchat.config import Settings
 from nbchat.conversation.events import (
-    Done,
     Failed,
     Notice,
     ReasoningDelta,
@@ -61,89 +61,31 @@ from nbchat.conversation.events import (
 from nbchat.conversation.loop import Conversation
 from nbchat.embedded.server import LocalServer, ensure_server
 from nbchat.store.store import Store
-from nbchat.tools import default_registry
+from nbchat.tools import ToolRegistry, default_registry
+from nbchat.tools.notebook import Shell, notebook_tools
 
 MODEL = "qwen"
 N_CTX = 8_192
 # Long enough for every expected answer; a runaway reply stops here instead of at 1,024.
 MAX_TOKENS = 256
-# 2: the tool runs and the model answers from its result (key facts of tool cases are scored);
-# 1: the turn ends after the first call (faster; only the call is scored).
+# The tool runs and the model answers from its result on the second round (the last round is
+# sent with tool_choice "none", so it answers in words).
 TOOL_ROUNDS = 2
 OVERVIEW = True  # the workspace's top-level names in the system prompt (`workspace_overview`)
-LIMIT: int | None = None
-BASE_URL: str | None = None
-PLAIN_GOAL = 0.90
-TOOL_GOAL = 0.70
-
-# Tools whose `path` is a folder: when a case names none, the call must name the workspace.
-FOLDER_TOOLS = frozenset({"list_files", "search_files"})
-FAKE_CALL = re.compile(r'"name"\s*:\s*"[^"]*"\s*,\s*"(arguments|parameters)"\s*:|<tool_call>')
+# Each split's module, in the order `--split both` runs and reports them: test first.
+SPLITS = {"test": "eval_split_test", "dev": "eval_split_dev"}
+SECTION = "default-model-eval"
+# The notebook's own module: the shell's namespace, kept out of `__main__`.
+NOTEBOOK_MODULE = "nbchat_eval_notebook"
+LAST_ERROR = ("last_type", "last_value", "last_traceback", "last_exc")
 
 
-@dataclass
-class Outcome:
-    """What one case's turn did, as measured from its events."""
-
-    case: Case
-    first_token: float | None = None
-    total: float = 0.0
-    calls: list[tuple[str, str]] = field(default_factory=list)
-    answer: str = ""
-    texts: list[str] = field(default_factory=list)
-    hit_max_tokens: bool = False
-    error: str = ""
-
-    @property
-    def fake_json(self) -> bool:
-        return any(FAKE_CALL.search(text) for text in self.texts)
-
-    def is_direct(self) -> bool:
-        return not self.calls and bool(self.answer.strip()) and not self.fake_json
-
-    def has_fact(self) -> bool:
-        answer = self.answer.lower()
-        return not self.case.fact or any(fact.lower() in answer for fact in self.case.fact)
-
-    def is_right_call(self, schemas: Mapping[str, dict[str, Any]], workspace: Path) -> bool:
-        if not self.calls:
-            return False
-        name, arguments = self.calls[0]
-        expected = self.case.calls.get(name)
-        if expected is None or name not in schemas:
-            return False
-        try:
-            values = json.loads(arguments or "{}")
-        except ValueError:
-            return False
-        if not isinstance(values, dict) or not default_registry().accepts(name, values):
-            return False
-        wanted = dict(expected)
-        if name in FOLDER_TOOLS:
-            wanted.setdefault("path", ".")  # no folder named: the workspace itself
-        return all(
-            names_entry(values.get(key, "."), want, workspace)
-            if key == "path"
-            else want.lower() in str(values.get(key, "")).lower()
-            for key, want in wanted.items()
-        )
-
-
-def names_entry(value: object, expected: str, workspace: Path) -> bool:
-    """True when `value` names the workspace entry `expected` (a path relative to it): relative
-    (`src/app.py`, `./src/app.py`) or absolute inside the workspace. `/path/to/src/app.py`
-    names nothing here, so it does not count, though it holds the expected text."""
-    if not isinstance(value, str) or not value.strip():
-        return False
-    text = os.path.normpath(value.strip())
-    if os.path.isabs(text):
-        for root in {os.path.normpath(workspace), os.path.realpath(workspace)}:
-            if text == root or text.startswith(root.rstrip(os.sep) + os.sep):
-                text = os.path.relpath(text, root)
-                break
-        else:
-            return False
-    return text == os.path.normpath(expected)
+def model_label(model: str) -> str:
+    """The model's name in a results section: the name as given (`qwen`, `smollm`), or a
+    .gguf file's stem, lower case, other characters as "-"."""
+    name = Path(model).stem if model.endswith(".gguf") or "/" in model else model
+    allowed = "abcdefghijklmnopqrstuvwxyz0123456789._-"
+    return "".join(c if c in allowed else "-" for c in name.lower())
 
 
 def make_workspace(root: Path) -> Path:
@@ -155,9 +97,7 @@ def make_workspace(root: Path) -> Path:
     return workspace
 
 
-def eval_settings(
-    home: Path, base_url: str | None, tool_rounds: int, *, overview: bool = OVERVIEW
-) -> Settings:
+def eval_settings(home: Path, base_url: str | None, *, overview: bool = OVERVIEW) -> Settings:
     """The user's defaults except: temperature 0, tools denied, a short reply budget."""
     return Settings(
         base_url=base_url,
@@ -166,7 +106,7 @@ def eval_settings(
         temperature=0.0,
         tool_policy="deny",
         max_tokens=MAX_TOKENS,
-        max_tool_turns=tool_rounds,
+        max_tool_turns=TOOL_ROUNDS,
         local_model=MODEL,
         local_n_ctx=N_CTX,
         json_tool_fallback=True,
@@ -175,47 +115,131 @@ def eval_settings(
     )
 
 
-def run_case(settings: Settings, store: Store, case: Case) -> Outcome:
-    conversation = Conversation(settings, store)
+@contextlib.contextmanager
+def live_notebook(home: Path) -> Iterator[Shell]:
+    """A real IPython shell that has run `NOTEBOOK_CELLS` with history (In [1] … In [5]),
+    its last cell's KeyError left in `sys.last_value` as a kernel leaves it. Everything it
+    changes in this process (IPython's singleton, IPYTHONDIR, sys.last_*) is put back."""
+    from IPython.core.interactiveshell import InteractiveShell
+    from traitlets.config import Config
+
+    if InteractiveShell.initialized():
+        raise SystemExit("The eval makes its own IPython shell: run it as a script, not in one.")
+    saved_dir = os.environ.get("IPYTHONDIR")
+    saved_last = {name: getattr(sys, name) for name in LAST_ERROR if hasattr(sys, name)}
+    os.environ["IPYTHONDIR"] = str(home / "ipython")
+    config = Config()
+    config.HistoryManager.hist_file = ":memory:"  # In [n] is kept; nothing is written to disk
+    try:
+        shell = InteractiveShell.instance(
+            config=config, user_module=types.ModuleType(NOTEBOOK_MODULE)
+        )
+        try:
+            run_cells(shell)
+            yield shell
+        finally:
+            # What IPython does at exit (end the history session), done while its home exists.
+            shell.atexit_operations()  # type: ignore[no-untyped-call]
+            atexit.unregister(shell.atexit_operations)
+            InteractiveShell.clear_instance()
+    finally:
+        restore_process(saved_dir, saved_last)
+
+
+def restore_process(saved_dir: str | None, saved_last: dict[str, Any]) -> None:
+    """Put back what `live_notebook` changed outside IPython's own singleton."""
+    sys.modules.pop(NOTEBOOK_MODULE, None)
+    for name in LAST_ERROR:
+        if name in saved_last:
+            setattr(sys, name, saved_last[name])
+        elif hasattr(sys, name):
+            delattr(sys, name)
+    if saved_dir is None:
+        os.environ.pop("IPYTHONDIR", None)
+    else:
+        os.environ["IPYTHONDIR"] = saved_dir
+
+
+def run_cells(shell: Any) -> None:
+    """Run the cells as a user would; stop the eval if the notebook is not as the cases
+    expect (every cell but the last succeeds; `last_error` then reports the KeyError)."""
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed), contextlib.redirect_stderr(printed):
+        ran = [shell.run_cell(cell, store_history=True) for cell in NOTEBOOK_CELLS]
+    failed = [number for number, result in enumerate(ran, 1) if not result.success]
+    last_error = next(t for t in notebook_tools(shell) if t.name == "last_error")
+    if failed != [len(NOTEBOOK_CELLS)] or "KeyError" not in str(last_error()):
+        raise SystemExit(
+            f"The eval's notebook did not run as its cases expect (cells that failed: {failed}; "
+            f"the last one should, with a KeyError):\n{printed.getvalue()[-2000:]}"
+        )
+
+
+def eval_registry(shell: Shell) -> ToolRegistry:
+    """The built-in tools and the notebook tools over `shell`, as `ChatUI` registers them."""
+    registry = default_registry()
+    for notebook_tool in notebook_tools(shell):
+        registry.register(notebook_tool)
+    return registry
+
+
+def run_case(settings: Settings, store: Store, case: Case, *, tools: ToolRegistry) -> Outcome:
+    conversation = Conversation(settings, store, None, None, tools)
     conversation.new_session("eval")
-    for earlier in case.before:
-        for _event in conversation.send(earlier):
-            pass
     outcome = Outcome(case)
-    started = time.monotonic()
-    for event in conversation.send(case.prompt):
-        now = time.monotonic() - started
-        visible = isinstance(event, TextDelta | ReasoningDelta | ToolStarted)
-        if visible and outcome.first_token is None:
-            outcome.first_token = now
-        record(outcome, event)
-    outcome.total = time.monotonic() - started
-    conversation.close()
+    try:
+        for earlier in case.before:
+            for event in conversation.send(earlier):
+                if isinstance(event, RowSaved) and event.row.role == "tool":
+                    outcome.tool_results.append(event.row.content)
+        started = time.monotonic()
+        for event in conversation.send(case.prompt):
+            now = time.monotonic() - started
+            visible = isinstance(event, TextDelta | ReasoningDelta | ToolStarted)
+            if visible and outcome.first_token is None:
+                outcome.first_token = now
+            record(outcome, event)
+        outcome.total = time.monotonic() - started
+        outcome.shown = system_prompt(conversation)
+    finally:
+        conversation.close()
     return outcome
 
 
 def record(outcome: Outcome, event: object) -> None:
     if isinstance(event, ToolStarted):
         outcome.calls.append((event.call.name, event.call.arguments))
+    elif isinstance(event, RowSaved) and event.row.role == "tool":
+        outcome.tool_results.append(event.row.content)
+        outcome.after_tool = ""  # what the user is told after this result comes next
     elif isinstance(event, RowSaved) and event.row.role in ("assistant", "assistant_full"):
         if event.row.content.strip():
             outcome.texts.append(event.row.content)
             outcome.answer = event.row.content
+            if outcome.after_tool is not None:
+                outcome.after_tool = event.row.content
     elif isinstance(event, Notice) and "max_tokens" in event.text:
         outcome.hit_max_tokens = True
     elif isinstance(event, Failed):
         outcome.error = event.message
-    elif isinstance(event, Done):
-        pass
 
 
-def warm_up(settings: Settings) -> float:
+def system_prompt(conversation: Conversation) -> str:
+    """The system prompt of the turn's last request: the workspace overview the model saw."""
+    request = conversation.last_request()
+    messages = request.body.get("messages", []) if request is not None else []
+    return "\n".join(
+        str(message.get("content") or "") for message in messages if message["role"] == "system"
+    )
+
+
+def warm_up(settings: Settings, tools: ToolRegistry) -> float:
     """What a ChatUI does while the user types its first message: have the server read the
     system prompt and tool schemas into its prompt cache. Seconds taken."""
     store = Store(settings.database_path)
     started = time.monotonic()
     try:
-        conversation = Conversation(settings, store)
+        conversation = Conversation(settings, store, None, None, tools)
         conversation.new_session("warm-up")
         conversation.warm_up()
         conversation.close()
@@ -224,105 +248,111 @@ def warm_up(settings: Settings) -> float:
     return time.monotonic() - started
 
 
-def run_cases(settings: Settings, cases: Sequence[Case], verbose: bool) -> Iterator[Outcome]:
-    store = Store(settings.database_path)
-    try:
-        for number, case in enumerate(cases, 1):
-            outcome = run_case(settings, store, case)
-            if verbose:
-                print(describe(number, outcome), file=sys.stderr, flush=True)
-            yield outcome
-    finally:
-        store.close()
-
-
-def describe(number: int, outcome: Outcome) -> str:
+def describe(number: int, outcome: Outcome, workspace: Path) -> str:
     call = f" call={outcome.calls[0][0]}({outcome.calls[0][1]})" if outcome.calls else ""
     first = f"{outcome.first_token:.1f}" if outcome.first_token is not None else "-"
     answer = outcome.answer.strip().replace("\n", " ")[:100]
-    error = f" ERROR {outcome.error}" if outcome.error else ""
+    claims = outcome.claims(ENTRIES, workspace)
+    marks = [
+        "FAKE" * outcome.fake_json,
+        "MAX" * outcome.hit_max_tokens,
+        "EMPTY-AFTER-TOOL" * outcome.empty_after_tool,
+        f"UNGROUNDED {', '.join(claims)}" * bool(claims),
+        f"ERROR {outcome.error}" * bool(outcome.error),
+    ]
     return (
         f"[{number}] {outcome.case.prompt[:50]!r}{call} first={first}s total={outcome.total:.1f}s"
-        f"{' FAKE' if outcome.fake_json else ''}{' MAX' if outcome.hit_max_tokens else ''}"
-        f"{error} -> {answer!r}"
+        f" {' '.join(mark for mark in marks if mark)} -> {answer!r}"
     )
 
 
-def percentile(values: Sequence[float], share: float) -> float:
-    ordered = sorted(values)
-    index = min(len(ordered) - 1, max(0, round(share * (len(ordered) - 1))))
-    return ordered[index]
+@dataclass
+class Report:
+    """One run: the server's start, the warm-up, and each split's figures in run order."""
+
+    model: str
+    cases: int
+    start: float
+    warm: float | None = None
+    splits: dict[str, list[Figure]] = field(default_factory=dict)
+
+    def run_rows(self) -> list[Figure]:
+        start = f"{self.model} server start, {self.cases} cases"
+        rows = [Figure(start, f"{self.start:.1f} s")]
+        if self.warm is not None:
+            warm = "prompt cache warm-up (system prompt and tools)"
+            rows.append(Figure(warm, f"{self.warm:.1f} s"))
+        return rows
+
+    def rows(self) -> list[dict[str, Any]]:
+        """Flat rows for `run_all`: the run's, then each split's figures named `split: …`."""
+        rows = self.run_rows()
+        for split, figures in self.splits.items():
+            rows += [
+                Figure(f"{split}: {f.figure}", f.value, f.baseline, f.ratio, f.target, f.met)
+                for f in figures
+            ]
+        return [row.as_dict() for row in rows]
+
+    def markdown(self) -> str:
+        """The splits side by side (in run order, so test first), then the run's own lines."""
+        names = list(self.splits)
+        header = ["figure", *names, "goal", f"met ({' / '.join(names)})"]
+        lines = []
+        for index, first in enumerate(next(iter(self.splits.values()), [])):
+            figures = [self.splits[name][index] for name in names]
+            met = [f.met for f in figures]
+            marks = " / ".join("-" if m is None else ("yes" if m else "**no**") for m in met)
+            shown = "" if all(m is None for m in met) else marks
+            lines.append([first.figure, *(f.value for f in figures), first.target, shown])
+        run = "; ".join(f"{row.figure}: {row.value}" for row in self.run_rows())
+        return f"{results.markdown_table(header, lines)}\n\n{run}."
 
 
-def figures(
-    outcomes: list[Outcome], schemas: Mapping[str, dict[str, Any]], workspace: Path
-) -> list[Figure]:
-    plain_cases = [o for o in outcomes if not o.case.needs_tool]
-    tool_cases = [o for o in outcomes if o.case.needs_tool]
-    direct = sum(o.is_direct() for o in plain_cases)
-    right = sum(o.is_right_call(schemas, workspace) for o in tool_cases)
-    facts = [o for o in plain_cases if o.case.fact]
-    with_fact = sum(o.has_fact() for o in facts)
-    rows = [
-        share_figure("plain prompts answered without a tool call", direct, plain_cases, PLAIN_GOAL),
-        share_figure("tool prompts with a correct first call", right, tool_cases, TOOL_GOAL),
-        share_figure("plain answers holding their key fact", with_fact, facts, None),
-    ]
-    rows += timing_figures(outcomes)
-    fake = sum(o.fake_json for o in outcomes)
-    rows.append(
-        Figure("replies that are fake tool-call JSON", str(fake), target="0", met=fake == 0)
-    )
-    rows.append(
-        Figure(
-            f"replies that hit max_tokens ({MAX_TOKENS})",
-            str(sum(o.hit_max_tokens for o in outcomes)),
-        )
-    )
-    errors = [o.error for o in outcomes if o.error]
-    if errors:
-        rows.append(Figure("turns that failed", f"{len(errors)}: {errors[0][:80]}"))
-    return rows
+def run_split(
+    settings: Settings, cases: Sequence[Case], *, tools: ToolRegistry, verbose: bool
+) -> list[Outcome]:
+    store = Store(settings.database_path)
+    outcomes = []
+    try:
+        for number, case in enumerate(cases, 1):
+            outcome = run_case(settings, store, case, tools=tools)
+            if verbose:
+                print(describe(number, outcome, settings.workspace), file=sys.stderr, flush=True)
+            outcomes.append(outcome)
+    finally:
+        store.close()
+    return outcomes
 
 
-def share_figure(name: str, count: int, cases: Sequence[Outcome], goal: float | None) -> Figure:
-    share = count / len(cases) if cases else 0.0
-    value = f"{count} / {len(cases)} ({share:.0%})"
-    if goal is None or not cases:
-        return Figure(name, value)
-    return Figure(name, value, target=f">= {goal:.0%}", met=share >= goal)
+def load_split(name: str) -> tuple[Case, ...]:
+    cases: tuple[Case, ...] = importlib.import_module(SPLITS[name]).CASES
+    return cases
 
 
-def timing_figures(outcomes: list[Outcome]) -> list[Figure]:
-    firsts = [o.first_token for o in outcomes if o.first_token is not None]
-    totals = [o.total for o in outcomes]
-    rows = []
-    for name, values in (("first visible token", firsts), ("end of the turn", totals)):
-        if values:
-            median, p90 = statistics.median(values), percentile(values, 0.9)
-            rows.append(
-                Figure(f"time to the {name}: median / p90", f"{median:.2f} s / {p90:.2f} s")
-            )
-    first = outcomes[0] if outcomes else None
-    if first is not None and first.first_token is not None and firsts:
-        warm = statistics.median(firsts[1:] or firsts)
-        rows.append(
-            Figure(
-                "first reply after the server started: time to first visible token",
-                f"{first.first_token:.2f} s",
-                f"{warm:.2f} s median of the others",
-                f"{first.first_token / max(warm, 1e-6):.2f}",
-            )
-        )
-    return rows
+def select(cases: Sequence[Case], limit: int | None, only: str | None = None) -> list[Case]:
+    """The first `limit` cases, taking plain and tool cases in turn (all when None); `only`:
+    "plain" or "tool" keeps that kind alone."""
+    plain_cases = [c for c in cases if not c.needs_tool]
+    tool_cases = [c for c in cases if c.needs_tool]
+    if only is not None:
+        chosen = plain_cases if only == "plain" else tool_cases
+        return chosen[:limit]
+    if limit is None:
+        return list(cases)
+    mixed = [c for pair in zip(plain_cases, tool_cases, strict=False) for c in pair]
+    rest = plain_cases[len(tool_cases) :] + tool_cases[len(plain_cases) :]
+    return (mixed + rest)[:limit]
 
 
 def parse(argv: Sequence[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python bench/default_model_eval.py")
-    parser.add_argument("--limit", type=int, default=LIMIT, help="run only the first N cases")
-    parser.add_argument("--model", default=MODEL, help="qwen, smollm or a .gguf path")
-    parser.add_argument("--base-url", default=BASE_URL, help="use this server instead")
-    parser.add_argument("--tool-rounds", type=int, default=TOOL_ROUNDS, help="1 or 2")
+    parser.add_argument("--split", choices=("test", "dev", "both"), default="both")
+    parser.add_argument("--limit", type=int, default=None, help="the first N cases of each split")
+    parser.add_argument(
+        "--model", default=MODEL, help="qwen, smollm, another name nbchat knows, or a .gguf path"
+    )
+    parser.add_argument("--base-url", default=None, help="use this server instead")
     parser.add_argument(
         "--no-warm", dest="warm", action="store_false", help="skip the prompt-cache warm-up"
     )
@@ -336,52 +366,66 @@ def parse(argv: Sequence[str]) -> argparse.Namespace:
         action="store_false",
         help="leave the workspace's top-level names out of the system prompt",
     )
+    parser.add_argument(
+        "--write", action="store_true", help=f"write the table into {results.RESULTS.name}"
+    )
     return parser.parse_args(argv)
 
 
-def select(limit: int | None, only: str | None = None) -> list[Case]:
-    """The first `limit` cases, taking plain and tool cases alike (all when None); `only`:
-    "plain" or "tool" keeps that kind alone."""
-    plain_cases = [c for c in CASES if not c.needs_tool]
-    tool_cases = [c for c in CASES if c.needs_tool]
-    if only is not None:
-        chosen = plain_cases if only == "plain" else tool_cases
-        return chosen[:limit]
-    if limit is None:
-        return list(CASES)
-    mixed = [c for pair in zip(plain_cases, tool_cases, strict=False) for c in pair]
-    return mixed[:limit]
-
-
-def main(argv: Sequence[str] = ()) -> list[dict[str, Any]]:
-    """Start the model in a temporary home (unless --base-url), run the cases, stop it."""
-    args = parse(argv)
+def evaluate(args: argparse.Namespace) -> Report:
+    """Start the model in a temporary home (unless --base-url), run the splits, stop it."""
     global MODEL
     MODEL = args.model
-    with temporary_directory("nbchat-eval-") as home:
+    names = ["test", "dev"] if args.split == "both" else [args.split]
+    chosen = {name: select(load_split(name), args.limit, args.only) for name in names}
+    with temporary_directory("nbchat-eval-") as home, live_notebook(home) as shell:
+        tools = eval_registry(shell)
         server: LocalServer | None = None
         started = time.monotonic()
         if args.base_url is None:
             server = ensure_server(MODEL, home=home, n_ctx=N_CTX, timeout=600)
-        start = time.monotonic() - started
+        count = sum(map(len, chosen.values()))
+        report = Report(model_label(MODEL), count, time.monotonic() - started)
         try:
-            settings = eval_settings(home, args.base_url, args.tool_rounds, overview=args.overview)
-            warm = warm_up(settings) if args.warm else None
-            outcomes = list(run_cases(settings, select(args.limit, args.only), args.verbose))
+            settings = eval_settings(home, args.base_url, overview=args.overview)
+            report.warm = warm_up(settings, tools) if args.warm else None
+            for index, (name, cases) in enumerate(chosen.items()):
+                outcomes = run_split(settings, cases, tools=tools, verbose=args.verbose)
+                report.splits[name] = split_figures(
+                    outcomes, registry=tools, workspace=settings.workspace, first_split=index == 0
+                )
+                if args.verbose:
+                    list_ungrounded(name, outcomes, settings.workspace)
         finally:
             if server is not None:
                 server.stop()
-    schemas = {
-        schema["function"]["name"]: schema["function"]["parameters"]
-        for schema in default_registry().schemas()
-    }
-    rows = [Figure(f"{MODEL} server start, {len(outcomes)} cases", f"{start:.1f} s")]
-    if warm is not None:
-        rows.append(Figure("prompt cache warm-up (system prompt and tools)", f"{warm:.1f} s"))
-    rows += figures(outcomes, schemas, settings.workspace)
-    return [row.as_dict() for row in rows]
+    return report
+
+
+def list_ungrounded(split: str, outcomes: Sequence[Outcome], workspace: Path) -> None:
+    found = [(o, o.claims(ENTRIES, workspace)) for o in outcomes]
+    lines = [f"  {o.case.prompt[:60]!r}: {', '.join(claims)}" for o, claims in found if claims]
+    print(f"{split}: ungrounded claims", *(lines or ["  none"]), sep="\n", file=sys.stderr)
+
+
+def run(argv: Sequence[str] = ()) -> Report:
+    args = parse(argv)
+    load_start = os.getloadavg()
+    report = evaluate(args)
+    if args.write:
+        results.write_section(
+            f"{SECTION}/{report.model}",
+            report.markdown(),
+            command=" ".join(["python bench/default_model_eval.py", *argv]),
+            load_start=load_start,
+            load_end=os.getloadavg(),
+        )
+    return report
+
+
+def main(argv: Sequence[str] = ()) -> list[dict[str, Any]]:
+    return run(argv).rows()
 
 
 if __name__ == "__main__":
-    args = sys.argv[1:]
-    harness.print_figures("Default model eval", main(args))
+    print(f"Default model eval\n{harness.machine_line()}\n\n{run(sys.argv[1:]).markdown()}")

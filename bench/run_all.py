@@ -7,7 +7,10 @@ measured in the same process. `--only NAME ...` or `--skip NAME ...` choose benc
 module name; the Qwen one (`compaction_model`) takes several minutes; `compaction_stall` (two
 chats on Qwen with reading pauses, ~15 minutes) runs only when named in `--only`.
 
-    python bench/run_all.py [--only replay_savings ...] [--skip compaction_model ...]
+`--write` also puts each benchmark's table in its own section of `docs/results.md` (named after
+the benchmark's module, with the date, machine and load around that benchmark's run; `results`).
+
+    python bench/run_all.py [--only replay_savings ...] [--skip compaction_model ...] [--write]
 """
 
 from __future__ import annotations
@@ -15,11 +18,15 @@ from __future__ import annotations
 import argparse
 import datetime
 import importlib
+import os
+import sys
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import harness
+import results
 from harness import Figure
 
 # Cheapest first, so a broken setup shows early; the embedded-model ones last.
@@ -79,28 +86,53 @@ ADAPTERS: dict[str, Callable[[Sequence[dict[str, Any]]], list[dict[str, Any]]]] 
 }
 
 
-def run(names: Sequence[str]) -> tuple[list[dict[str, Any]], dict[str, float]]:
-    """Each benchmark's rows (in table form) and its wall time in seconds."""
-    rows: list[dict[str, Any]] = []
-    seconds: dict[str, float] = {}
+@dataclass(frozen=True)
+class Ran:
+    """One benchmark's rows (in table form), its wall time, and the load before and after."""
+
+    name: str
+    rows: list[dict[str, Any]]
+    seconds: float
+    load_start: tuple[float, float, float]
+    load_end: tuple[float, float, float]
+
+
+def run(names: Sequence[str]) -> list[Ran]:
+    ran = []
     for name in names:
+        load_start = os.getloadavg()
         started = time.monotonic()
         module = importlib.import_module(name)
         produced = module.main()
-        rows.extend(ADAPTERS.get(name, list)(produced))
-        seconds[name] = time.monotonic() - started
-    return rows, seconds
+        rows = ADAPTERS.get(name, list)(produced)
+        seconds = time.monotonic() - started
+        ran.append(Ran(name, rows, seconds, load_start, os.getloadavg()))
+    return ran
 
 
-def print_table(rows: Sequence[dict[str, Any]], seconds: dict[str, float]) -> None:
+def write_results(ran: Sequence[Ran], command: str) -> None:
+    """Each benchmark's table into its own section of the results file."""
+    header = ("figure", "value", "baseline", "ratio", "target", "met?")
+    for one in ran:
+        table = results.markdown_table(header, [harness.to_cells(row) for row in one.rows])
+        results.write_section(
+            one.name,
+            f"{table}\n\nTook {one.seconds:.0f} s.",
+            command=command,
+            load_start=one.load_start,
+            load_end=one.load_end,
+        )
+
+
+def print_table(ran: Sequence[Ran]) -> None:
     today = datetime.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z")
     print(f"nbchat benchmarks, {today}\n{harness.machine_line()}\n")
     print("| figure | value | baseline | ratio | target | met? |")
     print("|---|---|---|---|---|---|")
-    for row in rows:
+    for row in (row for one in ran for row in one.rows):
         print(f"| {' | '.join(harness.to_cells(row))} |")
-    took = ", ".join(f"{name} {value:.0f} s" for name, value in seconds.items())
-    print(f"\nTook: {took} (total {sum(seconds.values()):.0f} s).")
+    took = ", ".join(f"{one.name} {one.seconds:.0f} s" for one in ran)
+    print(f"\nTook: {took} (total {sum(one.seconds for one in ran):.0f} s).")
 
 
 def chosen(only: Sequence[str] | None, skip: Sequence[str]) -> list[str]:
@@ -119,9 +151,15 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description="Run every nbchat benchmark; print one table.")
     parser.add_argument("--only", nargs="+", metavar="NAME", help="run just these")
     parser.add_argument("--skip", nargs="+", metavar="NAME", default=[], help="leave these out")
+    parser.add_argument(
+        "--write", action="store_true", help="write each table into docs/results.md too"
+    )
     args = parser.parse_args(argv)
-    rows, seconds = run(chosen(args.only, args.skip))
-    print_table(rows, seconds)
+    ran = run(chosen(args.only, args.skip))
+    print_table(ran)
+    if args.write:
+        given = list(argv) if argv is not None else sys.argv[1:]
+        write_results(ran, " ".join(["python bench/run_all.py", *given]))
 
 
 if __name__ == "__main__":

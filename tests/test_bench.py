@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import importlib
 import json
+import sys
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import pytest
 from fakeserver import FakeServer, Reply
+
+from nbchat.tools import default_registry
 
 BENCH = Path(__file__).resolve().parent.parent / "bench"
 COLUMNS = {"figure", "value", "baseline", "ratio", "target", "met"}
@@ -138,24 +141,69 @@ def test_compaction_stall_runs_on_smollm(monkeypatch: pytest.MonkeyPatch) -> Non
     assert len(rows) == 3  # each mode's turns, then the slowest turns compared
 
 
+def scripted(body: dict[str, Any]) -> Reply:
+    """A right call for the dev split's first tool prompt, an answer for everything else."""
+    last = body["messages"][-1]
+    if last["role"] == "user" and "notes.txt" in last["content"]:
+        return Reply(tool_calls=[("c1", "read_file", '{"path": "notes.txt"}')])
+    return Reply(text="2 + 2 is 4. The meeting is on Thursday.")
+
+
 def test_default_model_eval_scores_a_scripted_server(monkeypatch: pytest.MonkeyPatch) -> None:
     # The eval's machinery on the fake server: a right call for the tool prompt, an answer for
     # the plain one. On the model it runs as `python bench/default_model_eval.py`.
     module = load("default_model_eval", monkeypatch)
-
-    def respond(body: dict[str, Any]) -> Reply:
-        last = body["messages"][-1]
-        if last["role"] == "user" and "notes.txt" in last["content"]:
-            return Reply(tool_calls=[("c1", "read_file", '{"path": "notes.txt"}')])
-        return Reply(text="2 + 2 is 4. The meeting is on Thursday.")
-
-    with FakeServer(responder=respond) as fake:
-        rows = module.main(["--limit", "2", "--base-url", fake.url + "/v1"])
+    with FakeServer(responder=scripted) as fake:
+        rows = module.main(["--split", "dev", "--limit", "2", "--base-url", fake.url + "/v1"])
     assert_table_rows(rows)
     values = {row["figure"]: row["value"] for row in rows}
-    assert values["plain prompts answered without a tool call"] == "1 / 1 (100%)"
-    assert values["tool prompts with a correct first call"] == "1 / 1 (100%)"
-    assert values["replies that are fake tool-call JSON"] == "0"
+    assert values["dev: plain answered without a tool"] == "1 / 1 (100%)"
+    assert values["dev: correct first tool call"] == "1 / 1 (100%)"
+    assert values["dev: key facts"] == "2 / 2 (100%)"
+    assert values["dev: fake call JSON"] == "0"
+    assert values["dev: ungrounded claims"] == "0"
+    assert values["dev: empty answers after a tool round"] == "0 of 1"
+
+
+def test_default_model_eval_reports_the_test_split_first_beside_dev(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Both splits are the dev cases here (the test split's cases are only ever run, never read
+    # by a test): what is checked is the order and the side-by-side table.
+    module = load("default_model_eval", monkeypatch)
+    monkeypatch.setitem(module.SPLITS, "test", "eval_split_dev")
+    with FakeServer(responder=scripted) as fake:
+        report = module.run(["--limit", "2", "--base-url", fake.url + "/v1", "--model", "tiny"])
+    assert list(report.splits) == ["test", "dev"]
+    figures = [row["figure"] for row in report.rows()]
+    assert figures.index("test: correct first tool call") < figures.index(
+        "dev: cases (plain / tool)"
+    )
+    table = report.markdown()
+    assert table.startswith("| figure | test | dev | goal | met (test / dev) |")
+    assert "| correct first tool call | 1 / 1 (100%) | 1 / 1 (100%) | >= 85% | yes / yes |" in table
+    assert "| first reply after the server started |" in table
+    assert "tiny server start, 4 cases" in table
+
+
+def test_default_model_eval_asks_in_a_live_notebook(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # The notebook the cases ask about: a real IPython shell that ran the cells with history,
+    # its last cell's KeyError where `last_error` finds it; put back as it was afterwards.
+    module = load("default_model_eval", monkeypatch)
+    from IPython.core.interactiveshell import InteractiveShell
+
+    with module.live_notebook(tmp_path) as shell:
+        tools = module.eval_registry(shell)
+        assert "sales['revenue']" in tools.get("read_cell")(3)
+        assert "KeyError: 'discount'" in tools.get("last_error")()
+        assert "threshold" in tools.get("list_notebook_variables")()
+        assert "north" in tools.get("describe_variable")("sales")
+        assert "read_file" in tools
+    assert not InteractiveShell.initialized()
+    assert "KeyError" not in repr(getattr(sys, "last_value", None))
+    assert module.NOTEBOOK_MODULE not in sys.modules
 
 
 def test_default_model_eval_counts_a_path_only_when_it_names_the_workspace_entry(
@@ -164,14 +212,15 @@ def test_default_model_eval_counts_a_path_only_when_it_names_the_workspace_entry
     # Scored by substring, read_file("/path/to/src/app.py") and a search of
     # "/path/to/workspace/folder" counted as right calls though they name nothing here.
     module = load("default_model_eval", monkeypatch)
-    schemas = {"read_file": {}, "list_files": {}, "search_files": {}, "run_shell": {}}
-    read = module.tool("Show me src/app.py.", {"read_file": {"path": "src/app.py"}})
-    listing = module.tool("What files are here?", {"list_files": {}})
-    search = module.tool("Search for TODO.", {"search_files": {"pattern": "TODO"}})
+    tool = importlib.import_module("eval_cases").tool
+    registry = default_registry()
+    read = tool("Show me src/app.py.", {"read_file": {"path": "src/app.py"}})
+    listing = tool("What files are here?", {"list_files": {}})
+    search = tool("Search for TODO.", {"search_files": {"pattern": "TODO"}})
 
     def right(case: Any, name: str, arguments: dict[str, Any]) -> bool:
         outcome = module.Outcome(case, calls=[(name, json.dumps(arguments))])
-        return bool(outcome.is_right_call(schemas, tmp_path))
+        return bool(outcome.is_right_call(registry, tmp_path))
 
     for good in ("src/app.py", "./src/app.py", "src/../src/app.py", str(tmp_path / "src/app.py")):
         assert right(read, "read_file", {"path": good}), good
@@ -184,6 +233,17 @@ def test_default_model_eval_counts_a_path_only_when_it_names_the_workspace_entry
     assert right(search, "search_files", {"pattern": "TODO"})
     assert not right(search, "search_files", {"pattern": "TODO", "path": "/path/to/workspace"})
     assert not right(search, "search_files", {"pattern": "FIXME"})
+
+
+@pytest.mark.slow
+@pytest.mark.model
+def test_default_model_eval_runs_on_smollm(monkeypatch: pytest.MonkeyPatch) -> None:
+    module = load("default_model_eval", monkeypatch)
+    rows = module.main(["--model", "smollm", "--split", "dev", "--limit", "2"])
+    assert_table_rows(rows)
+    values = {row["figure"]: row["value"] for row in rows}
+    assert values["dev: cases (plain / tool)"] == "1 / 1"
+    assert values["dev: turns that failed"] == "0"
 
 
 def test_notebook_tools_runs(monkeypatch: pytest.MonkeyPatch) -> None:
