@@ -3,7 +3,9 @@
 `Settings.load(**overrides)` layers, highest first: explicit arguments > `NBCHAT_<NAME>`
 environment variables > `<home>/config.toml` > defaults, validates every value and remembers
 where each one came from so an error (or `nbchat doctor`) can say so. `Settings(...)` called
-directly takes exactly the values given plus defaults, with the same validation.
+directly takes exactly the values given plus defaults, with the same validation. An NBCHAT_*
+variable that nothing reads (a misspelling, usually) gets an `UnknownVariableWarning` naming the
+closest real one; `known_variables()` is the one list of those nbchat reads.
 
 The API key is never stored here unless passed explicitly, and never shown: it is looked
 up by `resolve_api_key()` (NBCHAT_API_KEY, then OPENAI_API_KEY, else a placeholder local servers
@@ -15,10 +17,12 @@ This module reads the environment and one file; it must not open the DB or the n
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import os
 import sys
 import types
 import typing
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,7 +36,15 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - exercised on 3.10 only
     import tomli as tomllib
 
-__all__ = ["ToolPolicy", "Settings", "default_home", "API_KEY_PLACEHOLDER"]
+__all__ = [
+    "API_KEY_PLACEHOLDER",
+    "Settings",
+    "ToolPolicy",
+    "UnknownVariableWarning",
+    "default_home",
+    "known_variables",
+    "unknown_variables",
+]
 
 ToolPolicy = Literal["ask", "allow", "deny"]
 TOOL_POLICIES: tuple[str, ...] = ("ask", "allow", "deny")
@@ -40,7 +52,10 @@ API_KEY_PLACEHOLDER = "sk-no-key-required"
 API_KEY_VARIABLES = ("NBCHAT_API_KEY", "OPENAI_API_KEY")
 ENV_PREFIX = "NBCHAT_"
 CONFIG_FILE_NAME = "config.toml"
-DEFAULT_MODEL = "qwen2.5-coder-0.5b-instruct"
+# The name the embedded server answers under for the model `auto` picks where the machine can run
+# it (`nbchat.embedded.modelfiles`); where another model answers, the chat records that one's name
+# (`nbchat.llm.modelcheck`).
+DEFAULT_MODEL = "qwen2.5-coder-1.5b-instruct"
 DEFAULT_THRESHOLD = 10_000
 # The defaults below are written here only; the compaction engine and the summary writer
 # import them for callers that construct those without a `Settings`.
@@ -48,10 +63,14 @@ DEFAULT_TRIGGER_FACTOR = 0.75
 DEFAULT_MAX_TOKENS = 1024
 DEFAULT_PREPARE_MARK = 0.6
 DEFAULT_SUMMARY_MAX_TOKENS = 1024
-# The embedded server's window (also the summariser's when none is known). Qwen2.5-Coder-0.5B's
-# KV cache costs ~12 KiB a token: 8k tokens is ~100 MB and still answers quickly on two cores;
-# callers that need more pass n_ctx.
+# The embedded server's window (also the summariser's when none is known). The KV cache costs
+# 28 KiB a token on Qwen2.5-Coder-1.5B (28 layers, 2 KV heads of 128, f16) and 12 KiB on the
+# 0.5B: at 8k tokens 224 MiB and 96 MiB, in a server of 2.0 GB and 0.7 GB resident (measured
+# with xllamacpp), which still answers quickly on two cores; callers that need more pass n_ctx.
 DEFAULT_N_CTX = 8192
+# The system prompt and the tools' schemas take about 1,100 tokens, and a reply needs room too:
+# a smaller window refuses even "What is 2+2?" once tools are offered.
+MIN_N_CTX = 2048
 # Short, for a 0.5B model as much as a large one. On the embedded model the tools are offered
 # only when the user's message asks for workspace work (`tools_on_request`), so the prompt may
 # encourage them; its last sentence keeps larger models, offered tools always, from calling one
@@ -67,6 +86,16 @@ EMBEDDED_TEMPERATURE = 0.0
 # Fields that are not settings a user writes (bookkeeping) or that cannot come from the file.
 NOT_FROM_FILE = frozenset({"home"})
 BOOKKEEPING = frozenset({"api_key", "sources"})
+# NBCHAT_* variables read elsewhere than through a setting: the API key lookup above, and
+# scripts/run. With the settings' own this is the one list of the variables nbchat reads;
+# tests/test_config.py checks that every NBCHAT_ name in nbchat/ and scripts/ is on it.
+OTHER_VARIABLES = ("NBCHAT_API_KEY", "NBCHAT_RUN_SKIP_INSTALL")
+# Names longer than this are not compared for a suggestion (the comparison grows with length).
+LONGEST_SUGGESTED = 64
+
+
+class UnknownVariableWarning(UserWarning):
+    """An NBCHAT_* environment variable that nbchat does not read; it has no effect."""
 
 
 def default_home() -> Path:
@@ -117,7 +146,7 @@ class Settings:
     connect_timeout: float = 10.0
     autostart: bool = False
     notebook_tools: bool = True
-    local_model: str = "qwen"
+    local_model: str = "auto"  # qwen-1.5b where the machine can run it, else qwen-0.5b
     local_n_ctx: int = DEFAULT_N_CTX
     local_idle_timeout: float = 1800.0  # seconds without a request before the server stops
     api_key: str | None = field(default=None, repr=False, compare=False)
@@ -140,6 +169,8 @@ class Settings:
         unknown = sorted(set(overrides) - {f.name for f in _user_fields()} - {"api_key"})
         if unknown:
             raise ConfigError(f"Unknown setting(s): {', '.join(unknown)}.")
+        for notice in unknown_variables(os.environ):
+            warnings.warn(notice, UnknownVariableWarning, stacklevel=2)
         values: dict[str, Any] = {}
         sources: dict[str, str] = {}
         env_home = os.environ.get(ENV_PREFIX + "HOME")
@@ -231,6 +262,32 @@ class Settings:
         return public
 
 
+def known_variables() -> frozenset[str]:
+    """Every NBCHAT_* environment variable nbchat reads."""
+    fields = (ENV_PREFIX + f.name.upper() for f in _user_fields())
+    return frozenset((*fields, *OTHER_VARIABLES))
+
+
+def unknown_variables(environ: Mapping[str, str]) -> list[str]:
+    """A sentence for each NBCHAT_* variable in `environ` that nbchat does not read, naming the
+    closest one it does."""
+    known = known_variables()
+    # Compared without the prefix, which every name shares and would make any two look alike.
+    suffixes = sorted(name.removeprefix(ENV_PREFIX) for name in known)
+    notes = []
+    for name in sorted(n for n in environ if n.startswith(ENV_PREFIX) and n not in known):
+        close = []
+        if len(name) <= LONGEST_SUGGESTED:
+            close = difflib.get_close_matches(name.removeprefix(ENV_PREFIX), suffixes, n=1)
+        hint = (
+            f"did you mean {ENV_PREFIX}{close[0]}?"
+            if close
+            else "the README's configuration table lists those it reads."
+        )
+        notes.append(f"{name} is not a variable nbchat reads, so it has no effect; {hint}")
+    return notes
+
+
 def _user_fields() -> list[dataclasses.Field[Any]]:
     return [f for f in dataclasses.fields(Settings) if f.name not in BOOKKEEPING]
 
@@ -313,10 +370,15 @@ def _validate(settings: Settings) -> None:
         "max_tokens",
         "summary_max_tokens",
         "tool_output_limit",
-        "local_n_ctx",
     ):
         if getattr(settings, name) < 1:
             fail(name, "must be at least 1")
+    if settings.local_n_ctx != 0 and settings.local_n_ctx < MIN_N_CTX:
+        fail(
+            "local_n_ctx",
+            f"must be 0 (the model's own window) or at least {MIN_N_CTX} tokens, room for the "
+            "system prompt, the tools' schemas (about 1,100 tokens) and a reply",
+        )
     if settings.summariser_context is not None and settings.summariser_context < 256:
         fail("summariser_context", "must be at least 256 tokens")
     if not 0 < settings.trigger_factor <= 1:

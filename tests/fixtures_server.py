@@ -4,6 +4,7 @@
 or SSE events), for wire shapes the fake OpenAI server does not produce on purpose: a
 `reasoning` delta field, a stream without usage, a stream that ends without a finish reason, an
 error event inside a stream, an error that echoes the API key, llama.cpp's `/props`.
+`pretend_embedded_server` records a live-looking embedded server that loads no model.
 
 `client_for` builds the real client the way nbchat does. The fixtures themselves live in each
 test module: importing fixtures from here would shadow them in every test signature.
@@ -13,9 +14,11 @@ from __future__ import annotations
 
 import contextlib
 import json
+import subprocess
+import sys
 import threading
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -24,6 +27,7 @@ from typing import Any
 import openai
 
 from nbchat.config import Settings
+from nbchat.embedded.runtime import write_record
 from nbchat.llm.client import build_client
 
 CHAT = "/v1/chat/completions"
@@ -152,3 +156,26 @@ def settings_for(url: str, tmp_path: Path, **overrides: Any) -> Settings:
 def client_for(url: str, tmp_path: Path, **overrides: Any) -> openai.OpenAI:
     """The real client as nbchat builds it, without retries: one scripted reply, one attempt."""
     return build_client(settings_for(url, tmp_path, **overrides)).with_options(max_retries=0)
+
+
+@contextlib.contextmanager
+def pretend_embedded_server(
+    home: Path, *, model: str, n_ctx: int = 8192, idle_timeout: float | None = 1800.0
+) -> Iterator[subprocess.Popen[bytes]]:
+    """A live embedded server as `nbchat.embedded.server` sees one, without loading a model: a
+    sleeping process whose command line names nbchat, a `/health` that answers ok, and the
+    runtime record naming both (`idle_timeout=None`: a record from before it was written)."""
+    sleeper = subprocess.Popen(
+        [sys.executable, "-c", "import time; time.sleep(600)", "nbchat-pretend-server"]
+    )
+    try:
+        with ScriptedServer() as health:
+            health.add("/health", *[Canned(body={"status": "ok"})] * 50)
+            record = {"url": health.url, "pid": sleeper.pid, "model": model, "n_ctx": n_ctx}
+            if idle_timeout is not None:
+                record["idle_timeout"] = idle_timeout
+            write_record(home, record)
+            yield sleeper
+    finally:
+        sleeper.kill()
+        sleeper.wait()

@@ -1,6 +1,7 @@
 """What `Budget` learns and counts, over real HTTP with a real SQLite store: a script's
 conversation (no widget) records the model a llama.cpp server really serves, whether the session
-was created before the first connection or after it; the overhead it counts is the system prompt
+was created before the first connection or after it, and nbchat's default name gives way to it;
+the overhead it counts is the system prompt
 as sent, workspace overview included."""
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from helpers import run
 from nbchat.conversation.events import Done
 from nbchat.conversation.loop import Conversation
 from nbchat.history import request_overhead_tokens
+from nbchat.llm.modelcheck import ModelCheck
 from nbchat.store.store import Store
 
 LLAMA = {"id": "qwen", "object": "model", "owned_by": "llamacpp"}
@@ -67,6 +69,26 @@ def test_a_server_that_lists_other_names_keeps_the_configured_one(
     assert [info.model for info in store.list_sessions()] == ["gpt-4o-mini-typo"]
     assert chat.budget.model_check is not None
     assert "does not serve model 'gpt-4o-mini-typo'" in chat.budget.model_check.message
+
+
+def test_nbchats_default_name_gives_way_to_the_model_a_llama_cpp_server_runs_quietly(
+    store: Store, make_settings: Any, tmp_path: Path
+) -> None:
+    # The default names the model `auto` picks where it can; a smaller machine's model, or another
+    # kernel's server, answers under its own name, and that is what the session must record.
+    served = {"id": "smollm", "object": "model", "owned_by": "llamacpp"}
+    with ScriptedServer() as scripted:
+        scripted.add("/v1/models", Canned(body={"object": "list", "data": [served]}))
+        scripted.add(CHAT, Canned(events=REPLY))
+        settings = make_settings(base_url=scripted.url + "/v1", context_token_threshold=9000)
+        chat = Conversation(settings, store, client=client_for(scripted.url, tmp_path))
+        assert run(chat, "What is 2 + 2?")[-1] == Done()
+        chat.close()
+    session_id = chat.session_id
+    assert session_id is not None
+    assert [info.model for info in store.list_sessions()] == ["smollm"]
+    assert [record["model"] for record in store.list_requests(session_id)] == ["smollm"]
+    assert chat.budget.model_check == ModelCheck("smollm", ok=True, message="")
 
 
 def test_the_overhead_counts_the_system_prompt_as_sent_with_the_workspace_overview(

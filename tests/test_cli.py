@@ -20,9 +20,11 @@ import pytest
 from factories import assistant, user
 from fakeserver import FakeServer
 from fakeserver_replies import MODEL_NAME
-from fixtures_server import Canned, ScriptedServer
+from fixtures_server import Canned, ScriptedServer, pretend_embedded_server
 
+from nbchat.cli import doctor as doctor_module
 from nbchat.cli.command import main
+from nbchat.embedded.machine import Machine
 from nbchat.embedded.runtime import is_running
 from nbchat.embedded.server import find_running
 from nbchat.store.records import CompactionRecord
@@ -324,9 +326,166 @@ def test_serve_model_with_a_missing_file_says_what_to_use(
     missing = tmp_path / "none.gguf"
     assert main(["serve-model", "--model", str(missing), "--detach"]) == 1
     assert capsys.readouterr().err == (
-        f"nbchat: Unknown model '{missing}': use 'qwen', 'smollm' or the path of an existing "
-        ".gguf file.\n"
+        f"nbchat: Unknown model '{missing}': use 'auto', 'qwen-1.5b', 'qwen-0.5b', 'smollm' or the "
+        "path of an existing .gguf file.\n"
     )
+
+
+@pytest.fixture
+def busy_port() -> Iterator[int]:
+    """A port something listens on."""
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        yield int(listener.getsockname()[1])
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (
+            ["--model", "{missing}"],
+            "Unknown model '{missing}': use 'auto', 'qwen-1.5b', 'qwen-0.5b', 'smollm' or the path "
+            "of an existing .gguf file.",
+        ),
+        (
+            ["--model", "smollm", "--n-ctx", "100"],
+            "local_n_ctx must be 0 (the model's own window) or at least 2048 tokens, room for the "
+            "system prompt, the tools' schemas (about 1,100 tokens) and a reply, got 100 (from "
+            "argument).",
+        ),
+        (
+            ["--model", "smollm", "--port", "{port}"],
+            "Port {port} on 127.0.0.1 is not free (Address already in use); choose another "
+            "port, or 0 for any free one.",
+        ),
+    ],
+    ids=["no such model", "window too small", "port taken"],
+)
+def test_serve_model_replace_checks_everything_before_stopping_the_running_server(
+    flags: list[str],
+    message: str,
+    server_home: Path,
+    tmp_path: Path,
+    busy_port: int,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    values = {"missing": str(tmp_path / "nonexistent.gguf"), "port": str(busy_port)}
+    flags = [flag.format(**values) for flag in flags]
+    with pretend_embedded_server(server_home, model="qwen-0.5b") as running:
+        assert main(["serve-model", "--detach", "--replace", *flags]) == 1
+        assert capsys.readouterr().err == f"nbchat: {message.format(**values)}\n"
+        assert running.poll() is None  # still serving the other kernels
+        still = find_running(home=server_home)
+        assert still is not None and still.pid == running.pid
+
+
+@pytest.mark.parametrize(
+    ("flags", "recorded_idle", "difference", "left_out"),
+    [
+        (["--n-ctx", "4096"], 1800.0, "n_ctx 8192, not 4096", "--n-ctx"),
+        (["--idle-timeout", "600"], 1800.0, "idle timeout 1800 s, not 600 s", "--idle-timeout"),
+        (["--idle-timeout", "600"], None, "idle timeout unknown, not 600 s", "--idle-timeout"),
+        (
+            ["--n-ctx", "4096", "--idle-timeout", "0"],
+            1800.0,
+            "n_ctx 8192, not 4096, idle timeout 1800 s, not 0 s",
+            "--n-ctx and --idle-timeout",
+        ),
+    ],
+    ids=["n_ctx", "idle timeout", "idle timeout not recorded", "both"],
+)
+def test_serve_model_says_when_the_running_server_is_not_the_one_asked_for(
+    flags: list[str],
+    recorded_idle: float | None,
+    difference: str,
+    left_out: str,
+    server_home: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with pretend_embedded_server(server_home, model="smollm", idle_timeout=recorded_idle) as pid:
+        running = find_running(home=server_home)
+        assert running is not None
+        assert main(["serve-model", "--detach", "--model", "smollm", *flags]) == 1
+        assert capsys.readouterr().err == (
+            f"nbchat: The embedded model server at {running.url} (pid {running.pid}) already "
+            f"runs smollm with {difference}. Other kernels may be using it: pass --replace to "
+            f"restart it as asked, or leave out {left_out} to use it as it is.\n"
+        )
+        assert pid.poll() is None
+
+
+def test_serve_model_reuses_a_server_that_has_what_was_asked_for(
+    server_home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pretend_embedded_server(server_home, model="qwen", n_ctx=4096, idle_timeout=600.0):
+        running = find_running(home=server_home)
+        assert running is not None and running.model == "qwen-0.5b"  # an older record's name
+        flags = ["--model", "qwen-0.5b", "--n-ctx", "4096", "--idle-timeout", "600"]
+        assert main(["serve-model", "--detach", *flags]) == 0
+        assert capsys.readouterr().out.splitlines()[0] == (
+            "Reusing the already running embedded model server: qwen-0.5b, n_ctx 4096, "
+            f"pid {running.pid}."
+        )
+
+
+def test_doctor_lists_the_nbchat_variables_nothing_reads_once(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("NBCHAT_CONTEXT_TOKENS", "4000")
+    monkeypatch.setenv("NBCHAT_AUTOSTART", "1")
+    assert main(["doctor"]) == 1
+    shown = capsys.readouterr()
+    assert shown.out.splitlines()[:2] == [
+        "✗ Environment: unknown NBCHAT_* variables",
+        "    NBCHAT_CONTEXT_TOKENS is not a variable nbchat reads, so it has no effect; did you "
+        "mean NBCHAT_CONTEXT_TOKEN_THRESHOLD?",
+    ]
+    assert shown.err == ""  # not warned about a second time
+
+
+def test_a_command_says_in_one_line_that_a_variable_has_no_effect(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("NBCHAT_MODLE", "gpt-4o")
+    assert main(["sessions"]) == 0
+    assert capsys.readouterr().err == (
+        "nbchat: NBCHAT_MODLE is not a variable nbchat reads, so it has no effect; did you mean "
+        "NBCHAT_MODEL?\n"
+    )
+
+
+@pytest.mark.parametrize(
+    ("cores", "gib", "line"),
+    [
+        (
+            2,
+            8.0,
+            "✓ Model choice: auto picks qwen-1.5b here (2 cores, 8.0 GiB available; the 1.5B "
+            "needs 2 cores and 3 GiB available)",
+        ),
+        (
+            1,
+            8.0,
+            "✓ Model choice: auto picks qwen-0.5b here (only 1 core, 8.0 GiB available; the 1.5B "
+            "needs 2 cores and 3 GiB available)",
+        ),
+    ],
+)
+def test_doctor_says_which_model_auto_picks_and_why(
+    cores: int,
+    gib: float,
+    line: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    machine = Machine(cores=cores, available=int(gib * 1024**3))
+    monkeypatch.setattr(doctor_module, "read_machine", lambda: machine)
+    main(["doctor"])
+    lines = capsys.readouterr().out.splitlines()
+    key = line.split("picks ")[1].split()[0]
+    assert line in lines
+    assert lines[lines.index(line) + 1].startswith(f"✓ Model {key} (Qwen2.5-Coder-")
 
 
 def leftover_servers(home: Path) -> list[int]:
@@ -357,33 +516,48 @@ def test_serve_model_detached_answers_and_stop_model_ends_it(
     server_home: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.setenv("NBCHAT_MAX_TOKENS", "128")
-    assert main(["serve-model", "--detach", "--model", "smollm", "--n-ctx", "512"]) == 0
+    assert main(["serve-model", "--detach", "--model", "smollm", "--n-ctx", "2048"]) == 0
     started = capsys.readouterr()
     server = find_running(home=server_home)
     assert server is not None
     assert started.out.splitlines() == [
-        f"Started embedded model server: smollm, n_ctx 512, pid {server.pid}.",
+        f"Started embedded model server: smollm, n_ctx 2048, pid {server.pid}.",
         f"URL: {server.url}",
         f"To use it elsewhere: NBCHAT_BASE_URL={server.url}/v1",
         "It keeps running for every kernel (JupyterLab's exit included) until `nbchat "
         "stop-model`, or until local_idle_timeout passes without a request.",
     ]
-    assert started.err.splitlines()[0] == "Starting the embedded model server (smollm, n_ctx=512)…"
+    assert started.err.splitlines()[0] == "Starting the embedded model server (smollm, n_ctx=2048)…"
     models = httpx.get(server.url + "/v1/models", trust_env=False, timeout=10)
     assert [model["id"] for model in models.json()["data"]] == ["smollm"]
 
     assert main(["serve-model", "--detach", "--model", "smollm"]) == 0
     assert capsys.readouterr().out.splitlines()[0] == (
-        f"Reusing the already running embedded model server: smollm, n_ctx 512, pid {server.pid}."
+        f"Reusing the already running embedded model server: smollm, n_ctx 2048, pid {server.pid}."
     )
     assert main(["serve-model", "--detach", "--model", "qwen"]) == 1
     assert capsys.readouterr().err == (
         f"nbchat: The embedded model server at {server.url} (pid {server.pid}) runs smollm, not "
-        "qwen. Stop it with `nbchat stop-model`, or pass --replace.\n"
+        "qwen-0.5b. Stop it with `nbchat stop-model`, or pass --replace.\n"
     )
+    # Asked for another window: restarted with it, since --replace says other kernels may lose it.
+    flags = ["--model", "smollm", "--n-ctx", "4096", "--idle-timeout", "600", "--replace"]
+    assert main(["serve-model", "--detach", *flags]) == 0
+    replaced = find_running(home=server_home)
+    assert replaced is not None and replaced.pid != server.pid
+    assert (replaced.n_ctx, replaced.idle_timeout) == (4096, 600.0)
+    assert capsys.readouterr().out.splitlines()[0] == (
+        f"Started embedded model server: smollm, n_ctx 4096, pid {replaced.pid}."
+    )
+    assert not is_running(server.pid)
+    server = replaced
     assert main(["doctor"]) == 0
     doctor = capsys.readouterr().out.splitlines()
-    assert "✓ Context window: 512 tokens (from the server's /props)" in doctor
+    assert "✓ Context window: 4,096 tokens (from the server's /props)" in doctor
+    assert (
+        "✓ Model: qwen2.5-coder-1.5b-instruct (nbchat's default name; the chat records smollm, "
+        "the model served)"
+    ) in doctor
 
     assert main(["stop-model"]) == 0
     assert capsys.readouterr().out == (
@@ -398,7 +572,7 @@ def test_serve_model_detached_answers_and_stop_model_ends_it(
 @pytest.mark.model
 @pytest.mark.timeout(120)
 def test_serve_model_in_the_foreground_stops_its_server_on_sigterm(server_home: Path) -> None:
-    command = [str(NBCHAT), "serve-model", "--model", "smollm", "--n-ctx", "512"]
+    command = [str(NBCHAT), "serve-model", "--model", "smollm", "--n-ctx", "2048"]
     proc = subprocess.Popen(
         command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=dict(os.environ)
     )
@@ -410,7 +584,7 @@ def test_serve_model_in_the_foreground_stops_its_server_on_sigterm(server_home: 
         lines.append(line)
     server = find_running(home=server_home)
     assert server is not None
-    assert lines[0] == f"Started embedded model server: smollm, n_ctx 512, pid {server.pid}.\n"
+    assert lines[0] == f"Started embedded model server: smollm, n_ctx 2048, pid {server.pid}.\n"
 
     proc.send_signal(signal.SIGTERM)
     out, err = proc.communicate(timeout=60)

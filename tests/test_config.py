@@ -2,12 +2,23 @@
 
 from __future__ import annotations
 
+import re
+import warnings
 from pathlib import Path
 
 import pytest
 
-from nbchat.config import API_KEY_PLACEHOLDER, Settings
+from nbchat.config import (
+    API_KEY_PLACEHOLDER,
+    MIN_N_CTX,
+    Settings,
+    UnknownVariableWarning,
+    known_variables,
+    unknown_variables,
+)
 from nbchat.errors import ConfigError
+
+REPO = Path(__file__).resolve().parent.parent
 
 
 def write_config(home: Path, text: str) -> Path:
@@ -47,6 +58,54 @@ def test_arguments_beat_environment_beat_file_beat_defaults(
     assert settings.source_of("tail_messages") == "environment variable NBCHAT_TAIL_MESSAGES"
     assert settings.source_of("trigger_factor") == str(path)
     assert settings.source_of("max_tool_turns") == "default"
+
+
+@pytest.mark.parametrize("n_ctx", [0, MIN_N_CTX, 32768])
+def test_the_local_window_may_be_the_models_own_or_at_least_the_minimum(
+    n_ctx: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("NBCHAT_LOCAL_N_CTX", str(n_ctx))
+    assert Settings.load().local_n_ctx == n_ctx
+
+
+@pytest.mark.parametrize(
+    ("variable", "suggestion"),
+    [
+        ("NBCHAT_CONTEXT_TOKENS", "did you mean NBCHAT_CONTEXT_TOKEN_THRESHOLD?"),
+        ("NBCHAT_MODLE", "did you mean NBCHAT_MODEL?"),
+        ("NBCHAT_BASEURL", "did you mean NBCHAT_BASE_URL?"),
+        ("NBCHAT_FOO", "the README's configuration table lists those it reads."),
+        ("NBCHAT_" + "X" * 10_000, "the README's configuration table lists those it reads."),
+    ],
+    ids=["threshold", "model", "base url", "nothing close", "too long to compare"],
+)
+def test_an_nbchat_variable_nothing_reads_is_warned_about_with_the_closest_real_one(
+    variable: str, suggestion: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(variable, "4000")
+    expected = f"{variable} is not a variable nbchat reads, so it has no effect; {suggestion}"
+    with pytest.warns(UnknownVariableWarning) as caught:
+        settings = Settings.load()
+    assert [str(warning.message) for warning in caught] == [expected]
+    assert settings.context_token_threshold is None  # and nothing was taken from it
+
+
+def test_the_variables_nbchat_reads_are_not_warned_about(monkeypatch: pytest.MonkeyPatch) -> None:
+    for variable in ("NBCHAT_API_KEY", "NBCHAT_RUN_SKIP_INSTALL", "NBCHAT_TEMPERATURE"):
+        monkeypatch.setenv(variable, "1")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        Settings.load()
+    assert unknown_variables({"NBCHAT_HOME": "/x", "OTHER_THING": "1"}) == []
+
+
+def test_every_nbchat_variable_the_code_and_scripts_name_is_a_known_one() -> None:
+    files = [*REPO.joinpath("nbchat").rglob("*.py"), *REPO.joinpath("scripts").iterdir()]
+    named = set()
+    for path in files:
+        named |= set(re.findall(r"NBCHAT_[A-Z][A-Z0-9_]+", path.read_text(encoding="utf-8")))
+    assert {"NBCHAT_HOME", "NBCHAT_RUN_SKIP_INSTALL", "NBCHAT_API_KEY"} <= named
+    assert named - known_variables() == set()
 
 
 def test_summary_model_defaults_to_the_chat_model() -> None:
@@ -104,6 +163,13 @@ def test_threshold_on_the_embedded_model_is_its_window_minus_the_reply() -> None
             "many",
             "max_tool_turns has an invalid value 'many' (from environment variable "
             "NBCHAT_MAX_TOOL_TURNS): invalid literal for int() with base 10: 'many'.",
+        ),
+        (
+            "NBCHAT_LOCAL_N_CTX",
+            "10",
+            "local_n_ctx must be 0 (the model's own window) or at least 2048 tokens, room for the "
+            "system prompt, the tools' schemas (about 1,100 tokens) and a reply, got 10 (from "
+            "environment variable NBCHAT_LOCAL_N_CTX).",
         ),
         (
             "NBCHAT_AUTOSTART",

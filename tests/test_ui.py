@@ -244,7 +244,7 @@ def test_slash_model_retry_edit_and_compact(ui: ChatUI, server: FakeServer) -> N
 
 
 def test_repr_is_short_and_stable(ui: ChatUI) -> None:
-    assert repr(ui) == "ChatUI(model='qwen2.5-coder-0.5b-instruct')"
+    assert repr(ui) == "ChatUI(model='qwen2.5-coder-1.5b-instruct')"
 
 
 def test_close_ends_the_worker_thread_mid_stream(

@@ -1,7 +1,7 @@
 """The `nbchat` command: run the embedded model server, list and export sessions, check the setup.
 
-    nbchat serve-model [--model qwen|smollm|PATH] [--port N] [--n-ctx N] [--detach] [--replace]
-                       [--idle-timeout SECONDS]
+    nbchat serve-model [--model auto|qwen-1.5b|qwen-0.5b|smollm|PATH] [--port N] [--n-ctx N]
+                       [--detach] [--replace] [--idle-timeout SECONDS]
     nbchat stop-model
     nbchat sessions [--json]
     nbchat export ID [--format md|json] [--output FILE] [--requests]
@@ -23,21 +23,22 @@ import json
 import signal
 import sys
 import time
+import warnings
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import closing, contextmanager
 from dataclasses import asdict, replace
 from datetime import datetime
 from pathlib import Path
 from types import FrameType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TextIO
 
 from nbchat.cli.doctor import clip, run_doctor
-from nbchat.config import Settings
+from nbchat.config import Settings, UnknownVariableWarning
 from nbchat.conversation.inspect import export_requests
 from nbchat.conversation.steer import undo_outcome
 from nbchat.embedded.modelfiles import model_key
 from nbchat.embedded.runtime import LOG_FILE, is_running
-from nbchat.embedded.server import LocalServer, ensure_server, find_running
+from nbchat.embedded.server import LocalServer, Wanted, ensure_server, find_running
 from nbchat.errors import ConfigError, NbchatError, ServerUnavailableError
 from nbchat.history import request_overhead_tokens
 from nbchat.store.export import requests_to_markdown
@@ -52,6 +53,7 @@ __all__ = ["main"]
 # us when another process's server dies, so this is a watchdog, not a wait for an event.
 WATCH_SECONDS = 2.0
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
+FLAGS = {"n_ctx": "--n-ctx", "idle_timeout": "--idle-timeout"}
 Handler = Callable[[int, FrameType | None], None]
 
 
@@ -60,7 +62,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     command: Callable[[argparse.Namespace], int] = args.command
     try:
-        return command(args)
+        with _plain_warnings():
+            return command(args)
     except NbchatError as error:
         print(f"nbchat: {error}", file=sys.stderr)
         return 1
@@ -68,11 +71,39 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
 
 
+@contextmanager
+def _plain_warnings() -> Iterator[None]:
+    """Settings warnings (an NBCHAT_* variable nbchat does not read) as one `nbchat: …` line on
+    stderr when they happen, not in Python's file-and-line form; others as Python shows them."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("always", UnknownVariableWarning)
+        shown = warnings.showwarning
+
+        def show(
+            message: Warning | str,
+            category: type[Warning],
+            filename: str,
+            lineno: int,
+            file: TextIO | None = None,
+            line: str | None = None,
+        ) -> None:
+            if issubclass(category, UnknownVariableWarning):
+                print(f"nbchat: {message}", file=sys.stderr, flush=True)
+            else:
+                shown(message, category, filename, lineno, file, line)
+
+        warnings.showwarning = show
+        yield
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="nbchat", description="nbchat's command line.")
     commands = parser.add_subparsers(required=True, metavar="COMMAND")
     serve = commands.add_parser("serve-model", help="run the embedded llama.cpp model server")
-    serve.add_argument("--model", help="qwen, smollm or a .gguf path (default: local_model)")
+    serve.add_argument(
+        "--model",
+        help="auto, qwen-1.5b, qwen-0.5b, smollm or a .gguf path (default: local_model)",
+    )
     serve.add_argument("--port", type=int, default=0, help="default: any free port")
     serve.add_argument("--n-ctx", type=int, help="context window (default: local_n_ctx)")
     serve.add_argument("--detach", action="store_true", help="start it, leave it running, return")
@@ -82,7 +113,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="stop after this many seconds without a request; 0 never (default: "
         "local_idle_timeout with --detach, 0 in the foreground)",
     )
-    serve.add_argument("--replace", action="store_true", help="replace one running another model")
+    serve.add_argument(
+        "--replace",
+        action="store_true",
+        help="replace a running server of another model, n_ctx or idle timeout",
+    )
     serve.set_defaults(command=serve_model)
     stop = commands.add_parser("stop-model", help="stop the embedded model server")
     stop.set_defaults(command=stop_model)
@@ -112,12 +147,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def serve_model(args: argparse.Namespace) -> int:
-    settings = Settings.load()
+    settings = _serve_settings(args)
     model = model_key(args.model or settings.local_model)
-    n_ctx = settings.local_n_ctx if args.n_ctx is None else args.n_ctx
     # SIGTERM and SIGHUP end a foreground server like Ctrl-C, so every exit path cleans up.
     with _handling(STOP_SIGNALS, _interrupt):
-        server, started = _start_or_reuse(settings, model, port=args.port, n_ctx=n_ctx, args=args)
+        server, started = _start_or_reuse(settings, model, args=args)
         try:
             _announce(server, started, settings=settings, detach=args.detach)
             if not args.detach:
@@ -130,35 +164,58 @@ def serve_model(args: argparse.Namespace) -> int:
     return 0
 
 
+def _serve_settings(args: argparse.Namespace) -> Settings:
+    """The settings with --n-ctx and --idle-timeout in them, so the flags get the same checks."""
+    flags = {"local_n_ctx": args.n_ctx, "local_idle_timeout": args.idle_timeout}
+    return Settings.load().replace(**{k: v for k, v in flags.items() if v is not None})
+
+
 def _start_or_reuse(
-    settings: Settings, model: str, *, port: int, n_ctx: int, args: argparse.Namespace
+    settings: Settings, model: str, *, args: argparse.Namespace
 ) -> tuple[LocalServer, bool]:
     running = find_running(home=settings.home)
-    if running is not None and running.model != model and not args.replace:
-        raise ConfigError(
-            f"The embedded model server at {running.url} (pid {running.pid}) runs "
-            f"{running.model}, not {model}. Stop it with `nbchat stop-model`, or pass --replace."
-        )
+    wanted = Wanted(n_ctx=args.n_ctx, idle_timeout=args.idle_timeout)
+    if running is not None and not args.replace:
+        _check_reusable(running, model, wanted)
     started: list[str] = []
 
     def progress(message: str) -> None:
         started.append(message)
         print(message, file=sys.stderr, flush=True)
 
-    idle = args.idle_timeout
-    if idle is None:  # a foreground server ends with Ctrl-C; a detached one bounds itself
-        idle = settings.local_idle_timeout if args.detach else 0.0
+    # A foreground server ends with Ctrl-C; a detached one bounds itself unless told otherwise.
+    explicit = args.detach or args.idle_timeout is not None
     server = ensure_server(
         model,
         home=settings.home,
-        port=port,
-        n_ctx=n_ctx,
+        port=args.port,
+        n_ctx=settings.local_n_ctx,
         replace=args.replace,
         progress=progress,
-        idle_timeout=idle,
+        idle_timeout=settings.local_idle_timeout if explicit else 0.0,
+        wanted=wanted,
     )
     # ensure_server reports progress only when it starts a server; silence means it reused one.
     return server, bool(started)
+
+
+def _check_reusable(running: LocalServer, model: str, wanted: Wanted) -> None:
+    """Refuse to pass off `running` as the server asked for when it is not (--replace would
+    restart it, which other kernels using it notice)."""
+    where = f"The embedded model server at {running.url} (pid {running.pid})"
+    if running.model != model:
+        raise ConfigError(
+            f"{where} runs {running.model}, not {model}. Stop it with `nbchat stop-model`, or "
+            "pass --replace."
+        )
+    differences = wanted.differences(running)
+    if differences:
+        flags = " and ".join(FLAGS[name] for name in differences)
+        raise ConfigError(
+            f"{where} already runs {model} with {', '.join(differences.values())}. Other "
+            f"kernels may be using it: pass --replace to restart it as asked, or leave out "
+            f"{flags} to use it as it is."
+        )
 
 
 def _announce(server: LocalServer, started: bool, *, settings: Settings, detach: bool) -> None:

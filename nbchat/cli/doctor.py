@@ -1,5 +1,6 @@
 """`nbchat doctor`: check settings, database, model server, the model name, window and the
-embedded model's pieces, one ✓/✗ line each, saying what to fix where the value was set.
+embedded model's pieces (and which model `auto` picks, and why), one ✓/✗ line each, saying what
+to fix where the value was set; NBCHAT_* variables nbchat does not read are listed.
 
 Must not: print the API key (only whether one is set and from which variable), import
 xllamacpp (it is looked for with `find_spec`), or change anything it checks.
@@ -11,12 +12,14 @@ import argparse
 import ctypes.util
 import importlib.util
 import os
+import warnings
 from collections.abc import Sequence
 from contextlib import closing
 from typing import TYPE_CHECKING
 
-from nbchat.config import API_KEY_VARIABLES, Settings
-from nbchat.embedded.modelfiles import QWEN_PARTS, model_path
+from nbchat.config import API_KEY_VARIABLES, Settings, UnknownVariableWarning, unknown_variables
+from nbchat.embedded.machine import choose_model, read_machine
+from nbchat.embedded.modelfiles import AUTO, MODELS, missing_requirements, model_key, model_path
 from nbchat.embedded.server import find_running
 from nbchat.errors import ConfigError, NbchatError, ServerUnavailableError
 from nbchat.store.store import Store
@@ -54,8 +57,11 @@ class Doctor:
 
 def run_doctor(args: argparse.Namespace) -> int:
     doctor = Doctor()
+    _check_variables(doctor)
     try:
-        settings = Settings.load()
+        with warnings.catch_warnings():  # listed by the line above instead
+            warnings.simplefilter("ignore", UnknownVariableWarning)
+            settings = Settings.load()
     except ConfigError as error:
         doctor.report(False, f"Settings: {error}")
         return 1
@@ -70,6 +76,13 @@ def run_doctor(args: argparse.Namespace) -> int:
     else:
         doctor.report(True, f"Embedded model: not used (base_url {settings.source_of('base_url')})")
     return 1 if doctor.failed else 0
+
+
+def _check_variables(doctor: Doctor) -> None:
+    """A ✗ line listing the NBCHAT_* variables nbchat does not read (none: no line)."""
+    notes = unknown_variables(os.environ)
+    if notes:
+        doctor.report(False, "Environment: unknown NBCHAT_* variables", notes)
 
 
 def _setting_sources(settings: Settings) -> list[str]:
@@ -160,7 +173,7 @@ def _list_models(
 def _model_note(settings: Settings, served: Served) -> str:
     if settings.model in served.names:
         return "served"
-    return f"nbchat's default name; the server answers with {served.names[0]} under any name"
+    return f"nbchat's default name; the chat records {served.names[0]}, the model served"
 
 
 def _embedded_not_running(settings: Settings) -> tuple[bool, str]:
@@ -213,25 +226,32 @@ def _check_embedded(doctor: Doctor, settings: Settings) -> None:
     runtime = importlib.util.find_spec("xllamacpp") is not None
     state = "is installed" if runtime else f"is missing: {LOCAL_HINT}"
     doctor.report(runtime, f"xllamacpp (the embedded llama.cpp server) {state}")
-    doctor.report(*_model_files(settings))
+    name = settings.local_model
+    if name == AUTO:
+        choice = choose_model(read_machine())
+        doctor.report(True, f"Model choice: auto picks {choice.key} here ({choice.reason})")
+        name = choice.key
+    doctor.report(*_model_files(name, settings))
     gomp = ctypes.util.find_library("gomp")
     state = f"found ({gomp})" if gomp else f"(needed by llama.cpp) is missing: {LIBGOMP_HINT}"
     doctor.report(gomp is not None, f"libgomp {state}")
 
 
-def _model_files(settings: Settings) -> tuple[bool, str]:
-    """Whether the model file for `local_model` is there, without assembling anything."""
-    name = settings.local_model
-    if name == "qwen":
+def _model_files(name: str, settings: Settings) -> tuple[bool, str]:
+    """Whether the file for model `name` is there, without assembling anything."""
+    key = model_key(name)
+    known = MODELS.get(key)
+    if known is not None and known.is_assembled:
         # The packages, not the cached file: a cache is rebuilt from them when it goes bad.
-        missing = [
-            req for package, _, req in QWEN_PARTS if importlib.util.find_spec(package) is None
-        ]
+        missing = missing_requirements(known)
         if missing:
-            return False, f"Model qwen: {', '.join(missing)} missing: {LOCAL_HINT}"
-        return True, "Model qwen: its six chunk packages are installed (joined on first start)"
+            return False, f"Model {key}: {', '.join(missing)} missing: {LOCAL_HINT}"
+        return True, (
+            f"Model {key} ({known.display}): its {len(known.parts)} chunk packages are "
+            "installed (joined and checked on first start)"
+        )
     try:
         path = model_path(name, home=settings.home)
     except ConfigError as error:
         return False, f"Model {name}: {error}"
-    return True, f"Model {name}: {path}"
+    return True, f"Model {key}: {path}"

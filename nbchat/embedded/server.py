@@ -8,10 +8,13 @@ once the model is loaded and stops cleanly on SIGTERM, SIGINT or SIGHUP. Its log
 `<home>/run/model-server.log`. This module also asks a running server to read a prompt into its
 cache (`warm_prompt_cache`).
 
-Kernels share one server through `<home>/run/model-server.json` (url, pid, model, n_ctx, started);
+Kernels share one server through `<home>/run/model-server.json` (url, pid, model, n_ctx,
+idle_timeout, started);
 `<home>/run/model-server.lock` (flock) lets only one process at a time start, replace or forget it.
 A server counts as running when its process is alive AND `/health` answers ok quickly; anything
-else is stale and its runtime file is removed. The files themselves and the process checks live in
+else is stale and its runtime file is removed. Replacing a running server checks everything a start
+needs (arguments, port, xllamacpp, the model file, assembled if need be) before stopping it. The
+files themselves and the process checks live in
 `nbchat.embedded.runtime`; finding and assembling the model files lives in
 `nbchat.embedded.modelfiles`.
 
@@ -27,6 +30,7 @@ import json
 import logging
 import os
 import selectors
+import socket
 import subprocess
 import sys
 import time
@@ -45,6 +49,7 @@ from nbchat.errors import ConfigError, ServerUnavailableError
 __all__ = [
     "DEFAULT_MODEL",
     "LocalServer",
+    "Wanted",
     "ensure_server",
     "find_running",
     "model_path",
@@ -71,6 +76,7 @@ class LocalServer:
     pid: int
     model: str
     n_ctx: int
+    idle_timeout: float | None = field(default=None, compare=False)  # None: not recorded
     home: Path | None = field(default=None, compare=False)
 
     @property
@@ -88,6 +94,25 @@ class LocalServer:
         if self.home is not None:
             with localrun.lock(self.home):
                 localrun.forget_record(self.home, pid=self.pid)
+
+
+@dataclass(frozen=True)
+class Wanted:
+    """What a running server must have to be reused as it is; None accepts any value, and
+    n_ctx 0 (the model's own window) any window."""
+
+    n_ctx: int | None = None
+    idle_timeout: float | None = None
+
+    def differences(self, server: LocalServer) -> dict[str, str]:
+        """Each setting `server` does not have, with a phrase saying so ("n_ctx 8192, not 4096")."""
+        found = {}
+        if self.n_ctx and server.n_ctx != self.n_ctx:
+            found["n_ctx"] = f"n_ctx {server.n_ctx}, not {self.n_ctx}"
+        if self.idle_timeout is not None and server.idle_timeout != self.idle_timeout:
+            now = "unknown" if server.idle_timeout is None else f"{server.idle_timeout:g} s"
+            found["idle_timeout"] = f"idle timeout {now}, not {self.idle_timeout:g} s"
+        return found
 
 
 def find_running(*, home: Path) -> LocalServer | None:
@@ -108,7 +133,8 @@ def start_server(
     progress: Progress | None = None,
     idle_timeout: float = 0.0,
 ) -> LocalServer:
-    """Start a server for `model` (`qwen`, `smollm` or a .gguf path) and record it under `home`.
+    """Start a server for `model` (`auto`, a key of `MODELS` or a .gguf path) and record it
+    under `home`.
 
     With `idle_timeout` > 0 it stops itself after that many seconds without a request.
     Raises ConfigError when one is already running there (use `ensure_server` to share it).
@@ -142,41 +168,52 @@ def ensure_server(
     replace: bool = False,
     progress: Progress | None = None,
     idle_timeout: float = 0.0,
+    wanted: Wanted = Wanted(),
 ) -> LocalServer:
     """The live server for `model` under `home`, started when there is none.
 
-    A running server is reused whatever its n_ctx (read `.n_ctx`). One running another model is
-    stopped and replaced only when `replace` is true, since other kernels may be using it.
+    A running server of that model is reused whatever its n_ctx (read `.n_ctx`) unless `wanted`
+    says what it must have. One running another model, or lacking what `wanted` asks, is
+    replaced only when `replace` is true, since other kernels may be using it; everything a start
+    needs is checked before it is stopped.
     """
     key = model_key(model)
     with localrun.lock(home):
         running = _find_running_locked(home)
-        if running is not None and running.model == key:
+        problem = "" if running is None else _mismatch(running, key, wanted)
+        if running is not None and not problem:
             return running
-        if running is not None:
-            if not replace:
-                raise ConfigError(
-                    f"The embedded model server at {running.url} (pid {running.pid}) runs "
-                    f"{running.model}, not {key}; stop it first or pass replace=True."
-                )
-            localrun.terminate(running.pid, grace=STOP_GRACE)
-            localrun.forget_record(home, pid=running.pid)
+        if running is not None and not replace:
+            raise ConfigError(
+                f"The embedded model server at {running.url} (pid {running.pid}) runs "
+                f"{problem}; stop it first or pass replace=True."
+            )
         return _start_locked(
-            model,
+            key,
             home=home,
             port=port,
             n_ctx=n_ctx,
             timeout=timeout,
             progress=progress,
             idle_timeout=idle_timeout,
+            replacing=running,
         )
+
+
+def _mismatch(running: LocalServer, key: str, wanted: Wanted) -> str:
+    """Why `running` will not do for `key` and `wanted` ("" when it will)."""
+    if running.model != key:
+        return f"{running.model}, not {key}"
+    differences = wanted.differences(running)
+    return f"{key} with {', '.join(differences.values())}" if differences else ""
 
 
 def _find_running_locked(home: Path) -> LocalServer | None:
     record = localrun.read_record(home)
     if record is None:
         return None
-    server = LocalServer(**record, home=home)
+    # Older runtime files say `qwen` for what is now `qwen-0.5b`.
+    server = LocalServer(**{**record, "model": model_key(record["model"])}, home=home)
     if server.is_alive():
         return server
     # A process that still runs but does not answer /health is hung: stop it rather than leave
@@ -195,12 +232,15 @@ def _start_locked(
     timeout: float,
     progress: Progress | None,
     idle_timeout: float,
+    replacing: LocalServer | None = None,
 ) -> LocalServer:
-    _check_start_arguments(port=port, n_ctx=n_ctx, timeout=timeout)
-    if importlib.util.find_spec("xllamacpp") is None:
-        raise ConfigError(LOCAL_EXTRA_HINT)
+    """Start a server for `model` (stopping `replacing` first, once all is known to be ready)."""
     key = model_key(model)
-    model_path(key, home=home, progress=progress)  # assemble here, where progress is visible
+    _check_start_arguments(port=port, n_ctx=n_ctx, timeout=timeout)
+    _prepare(key, home=home, port=port, progress=progress, replacing=replacing)
+    if replacing is not None:
+        localrun.terminate(replacing.pid, grace=STOP_GRACE)
+        localrun.forget_record(home, pid=replacing.pid)
     _report(progress, f"Starting the embedded model server ({key}, n_ctx={n_ctx})…")
     log = localrun.run_dir(home) / localrun.LOG_FILE
     started = time.monotonic()
@@ -215,20 +255,54 @@ def _start_locked(
         if proc.stdout is not None:
             proc.stdout.close()
     server = LocalServer(
-        url=str(ready["url"]), pid=proc.pid, model=key, n_ctx=int(ready["n_ctx"]), home=home
+        url=str(ready["url"]),
+        pid=proc.pid,
+        model=key,
+        n_ctx=int(ready["n_ctx"]),
+        idle_timeout=idle_timeout,
+        home=home,
     )
-    localrun.write_record(
-        home,
-        {
-            "url": server.url,
-            "pid": server.pid,
-            "model": key,
-            "n_ctx": server.n_ctx,
-            "log": str(log),
-        },
-    )
+    _record(server, log=log)
     _report(progress, f"Model server ready at {server.url} in {time.monotonic() - started:.1f} s.")
     return server
+
+
+def _record(server: LocalServer, *, log: Path) -> None:
+    assert server.home is not None
+    record = {"url": server.url, "pid": server.pid, "model": server.model, "n_ctx": server.n_ctx}
+    localrun.write_record(
+        server.home, {**record, "idle_timeout": server.idle_timeout, "log": str(log)}
+    )
+
+
+def _prepare(
+    key: str,
+    *,
+    home: Path,
+    port: int,
+    progress: Progress | None,
+    replacing: LocalServer | None,
+) -> None:
+    """Check what else a start needs (xllamacpp, a free port, the model file) and assemble the
+    model here, where progress is visible: all before `replacing` is stopped."""
+    if importlib.util.find_spec("xllamacpp") is None:
+        raise ConfigError(LOCAL_EXTRA_HINT)
+    if port and not (replacing is not None and replacing.url.endswith(f":{port}")):
+        _check_port_free(port)
+    model_path(key, home=home, progress=progress)
+
+
+def _check_port_free(port: int) -> None:
+    with socket.socket() as probe:
+        # As the server binds (SO_REUSEADDR): a port a closed connection still waits on is free.
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError as error:
+            raise ConfigError(
+                f"Port {port} on 127.0.0.1 is not free ({error.strerror or error}); choose "
+                "another port, or 0 for any free one."
+            ) from error
 
 
 def _check_start_arguments(*, port: int, n_ctx: int, timeout: float) -> None:

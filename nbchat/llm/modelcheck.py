@@ -4,7 +4,8 @@
 `check_model(settings, served, base_url=...)` compares the `model` setting with it. llama.cpp
 (and so the embedded server) answers with its one loaded model whatever name a request gives, so
 a wrong name there still works but would be recorded in every session: the verdict then names
-the model really served, which the chat records instead. Any other server refuses a name it does
+the model really served, which the chat records instead (silently when the name was nbchat's
+default, which only guesses what the embedded server runs). Any other server refuses a name it does
 not list, so that is a problem to fix. Messages say what to change where the value was set.
 
 Must not: change settings, or fail a connection because the list could not be read.
@@ -79,8 +80,11 @@ def check_model(settings: Settings, served: Served | None, *, base_url: str) -> 
     where = f"model {model!r} (from {settings.source_of('model')})"
     if served.any_name:
         real = served.names[0]
-        if model == DEFAULT_MODEL:
-            return ModelCheck(model, ok=True)  # nbchat's own name for the model it serves
+        if model == DEFAULT_MODEL and settings.source_of("model") == "default":
+            # nbchat's guess at what the embedded server runs, not the user's choice: a smaller
+            # machine's model, or another kernel's server, answers under its own name, which
+            # the chat then records.
+            return ModelCheck(real, ok=True)
         return ModelCheck(
             real,
             ok=False,
