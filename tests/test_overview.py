@@ -5,7 +5,9 @@ turns, and off with `workspace_overview`."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +19,7 @@ from helpers import run
 from nbchat.config import Settings
 from nbchat.conversation.loop import Conversation
 from nbchat.store.store import Store
-from nbchat.tools.overview import MAX_NAMES, overview_text
+from nbchat.tools.overview import MAX_NAMES, MAX_READ, overview_text
 
 PROMPT = "You are a test assistant."
 
@@ -62,26 +64,40 @@ def test_hostile_names_stay_quoted_text_and_long_ones_are_cut(tmp_path: Path) ->
     assert "a" * 60 not in text and '"./' + "a" * 59 + '\\u2026"' in text  # cut, then quoted
 
 
-def test_ten_thousand_files_cost_one_listing_and_thirty_names(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+def test_a_folder_under_the_cap_shows_its_first_thirty_names_and_counts_the_rest(
+    tmp_path: Path,
 ) -> None:
-    for number in range(10_000):
+    for number in range(MAX_READ - 2):  # and one folder: one entry under the cap
         (tmp_path / f"f{number:05}.txt").touch()
     (tmp_path / "zz").mkdir()
     (tmp_path / "zz" / "inner.txt").touch()
-    listings: list[object] = []
+    text = overview_text(tmp_path)
+    assert text.count(".txt") == MAX_NAMES
+    assert '"./f00000.txt"' in text and '"./f00029.txt"' in text and "f00030.txt" not in text
+    assert f" and {MAX_READ - 1 - MAX_NAMES} more. " in text
+
+
+def test_a_huge_folder_is_read_only_up_to_the_cap_before_each_request(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Issue 20 item 11: 300,000 files added seconds before every request, the whole folder read
+    # and sorted to show 30 names. Counted, not timed: the entries scandir hands out.
+    for number in range(20_000):
+        (tmp_path / f"f{number:05}.txt").touch()
+    read: list[str] = []
     real_scandir = os.scandir
 
-    def counted(path: Any) -> Any:
-        listings.append(path)
-        return real_scandir(path)
+    @contextlib.contextmanager
+    def counted(path: Any) -> Iterator[Iterator[os.DirEntry[str]]]:
+        with real_scandir(path) as listing:
+            yield (read.append(item.name) or item for item in listing)
 
     monkeypatch.setattr(os, "scandir", counted)
     text = overview_text(tmp_path)
-    assert len(listings) == 1
+    assert len(read) == MAX_READ  # of 20,000
+    first = sorted(read)[:MAX_NAMES]  # the first names among those read, in order
+    assert ", ".join(f'"./{name}"' for name in first) + " and more (only its first 1,000" in text
     assert text.count(".txt") == MAX_NAMES
-    assert '"./f00029.txt"' in text and "f00030.txt" not in text
-    assert f" and {10_001 - MAX_NAMES} more. " in text
 
 
 def conversation_on(server: FakeServer, store: Store, settings: Settings) -> Conversation:

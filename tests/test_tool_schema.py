@@ -138,8 +138,10 @@ def test_a_signature_becomes_an_object_schema_with_only_needed_arguments_require
 def test_the_built_in_tools_schemas_stay_small() -> None:
     text = json.dumps(default_registry().schemas())
     assert all(word not in text for word in ('"title"', '"default"', '"anyOf"', '"$ref"'))
-    # The hand-written schemas of before pydantic came to 3,119 characters; not one more.
-    assert len(text) <= 3_119
+    # The hand-written schemas of before pydantic came to 3,119 characters; the only growth
+    # since is `include_hidden` on list_files and search_files (39 characters each, no
+    # description: their results say when it matters). Not one more.
+    assert len(text) <= 3_197
 
 
 def test_google_style_docstrings_give_the_description_and_parameter_texts() -> None:

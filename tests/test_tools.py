@@ -25,6 +25,7 @@ from nbchat.tools import (
     default_registry,
     tool,
 )
+from nbchat.tools.builtins import SHELL_CUT
 from nbchat.tools.context import cap_output, safe_environment
 
 
@@ -310,7 +311,10 @@ def test_search_files_caps_its_matches(workspace: Path) -> None:
     (workspace / "many.txt").write_text("hit\n" * 500)
     lines = run(executor_for(workspace), "search_files", pattern="hit").content.splitlines()
     assert len(lines) == 201
-    assert lines[-1] == "[... more than 200 matches; narrow the search]"
+    assert lines[-1] == (
+        "[... 200 of more than 200 matches shown; narrow the search: a more specific pattern, "
+        "a path, or a glob such as '*.py']"
+    )
 
 
 # The shell
@@ -367,17 +371,23 @@ def test_a_model_timeout_above_the_configured_one_is_capped(workspace: Path) -> 
     assert outcome.content.startswith("Timed out after 0.3 s:")
 
 
-def test_huge_shell_output_keeps_the_head_and_the_tail(workspace: Path) -> None:
+def test_huge_shell_output_keeps_the_head_and_the_tail_and_says_how_to_see_the_rest(
+    workspace: Path,
+) -> None:
     executor = executor_for(workspace, output_limit=1000)
     outcome = run(executor, "run_shell", command="seq 1 200000")
     produced = "".join(f"{n}\n" for n in range(1, 200001))
-    cut = len(produced) - 900
+    half = (1000 - len(SHELL_CUT) - 1 - 100) // 2  # shell.py keeps room for its marker
+    cut = len(produced) - 2 * half
     assert outcome.content == (
         "exit code: 0\n"
-        + produced[:450]
+        + produced[:half]
         + f"\n[... {cut:,} characters cut ...]\n"
-        + produced[-450:]
+        + produced[-half:]
+        + "\n[the middle of the output was cut to fit the tool output limit: filter it (grep, "
+        "head, tail) or redirect it to a file and read that with read_file]"
     )
+    assert len(outcome.content) <= 1000
 
 
 def test_the_shell_sees_only_allow_listed_variables_whatever_a_secret_is_called(
@@ -586,14 +596,25 @@ def test_long_output_of_any_tool_keeps_head_and_tail(workspace: Path) -> None:
     def long() -> str:
         return "a" * 50 + "b" * 100_000 + "c" * 50
 
-    outcome = run(executor_for(workspace, registry=registry, output_limit=100), "long")
-    assert outcome.content == "a" * 50 + "\n[... 100,000 characters cut ...]\n" + "c" * 50
+    outcome = run(executor_for(workspace, registry=registry, output_limit=300), "long")
+    advice = "one tool result holds at most 300 characters; call it again asking for less"
+
+    def marker(count: int) -> str:
+        return f"\n[... {count:,} characters cut: {advice}]\n"
+
+    text = "a" * 50 + "b" * 100_000 + "c" * 50
+    room = 300 - len(marker(len(text)))  # the marker counts: the whole fits the limit
+    head, tail = room // 2, room - room // 2
+    assert outcome.content == text[:head] + marker(len(text) - room) + text[-tail:]
+    assert len(outcome.content) <= 300
     assert outcome.ok is True
 
 
 def test_cap_output_leaves_short_text_alone() -> None:
     assert cap_output("short", 5) == "short"
-    assert cap_output("abcdef", 4) == "ab\n[... 2 characters cut ...]\nef"
+    assert (
+        cap_output("a" * 30 + "b" * 30, 40) == "a" * 5 + "\n[... 49 characters cut ...]\n" + "b" * 6
+    )
 
 
 # Approval policy

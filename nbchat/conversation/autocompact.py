@@ -3,7 +3,12 @@ reply and after each tool round (at most one a round); the forced one after a co
 and the notice when a request still goes out over the budget.
 
 A compaction that fails or cannot shrink the history is reported and the turn goes on with the
-history as it was: a reply is never lost to it. Must not import the loop, widgets, or SQL.
+history as it was: a reply is never lost to it. Every notice says what the compaction did: what
+was summarised, what was archived, what was kept; and what it says was kept stays kept while
+the model is given nothing new: a compaction that changed nothing is not tried again until a
+row the model reads comes (the notice row itself would otherwise be a new place to cut, and the
+next round would archive every row the notice had just said were kept, the tool results the
+model had not read yet among them). Must not import the loop, widgets, or SQL.
 """
 
 from __future__ import annotations
@@ -17,10 +22,13 @@ from nbchat.conversation.events import CompactionFinished, CompactionStarted, Ev
 from nbchat.conversation.steps import Steps, TurnParts, post_notice
 from nbchat.conversation.turn import Round
 from nbchat.errors import CompactionError, ContextOverflowError, NbchatError
+from nbchat.history import UNSENT_ROLES, History
 
 __all__ = ["compact", "compact_after_overflow", "compact_if_needed", "warn_over_budget"]
 
 log = logging.getLogger(__name__)
+
+NOTHING_CHANGED = "Compaction changed nothing"
 
 
 def compact(
@@ -48,6 +56,8 @@ def compact_if_needed(parts: TurnParts, state: Round, stop: threading.Event) -> 
     and the turn goes on with the history as it was: a reply is never lost to it."""
     if not state.may_compact() or not parts.engine.should_compact(parts.history):
         return
+    if _judged_already(parts.history):
+        return  # the same rows as the model will read them: the notice's answer still holds
     state.compacted = True
     try:
         result = yield from compact(parts, "budget", stop)
@@ -66,9 +76,22 @@ def compact_if_needed(parts: TurnParts, state: Round, stop: threading.Event) -> 
         if not result.changed and not result.cancelled:
             yield from post_notice(
                 parts.session,
-                f"Compaction could not shrink the history ({result.reason}); it was kept "
-                "as it was.",
+                f"{NOTHING_CHANGED}: {result.reason}. Nothing was summarised or archived; all "
+                f"{len(result.rows)} rows were kept as they were (about "
+                f"{result.tokens_before:,} tokens; compaction starts at {parts.engine.trigger:,}).",
             )
+
+
+def _judged_already(history: History) -> bool:
+    """Whether the last compaction changed nothing and only rows the model does not read
+    (notices, reasoning) came after it: it would judge the same rows again."""
+    for index in range(len(history) - 1, -1, -1):
+        row = history[index]
+        if row.role not in UNSENT_ROLES:
+            return False
+        if row.role == "system" and row.content.startswith(NOTHING_CHANGED):
+            return True
+    return False
 
 
 def compact_after_overflow(

@@ -5,7 +5,8 @@ configured) is made on first need, never at construction, so a widget can show i
 before any server answers. The engine is built once the budget is known and rebuilt after a
 model switch. On connecting, the configured model name is checked against the names the server
 lists (`nbchat.llm.modelcheck`); on llama.cpp, which answers under any name, `on_model` is told
-the name really served, so a script records it exactly as the widget does.
+the name really served, so a script records it exactly as the widget does. It also says how
+much of that budget one tool result may take (`tool_output_limit`).
 
 Must not: store rows or yield events.
 """
@@ -21,11 +22,16 @@ from nbchat.compaction.engine import CompactionEngine
 from nbchat.compaction.summariser import Summariser
 from nbchat.config import Settings
 from nbchat.errors import ContextOverflowError, ServerUnavailableError
-from nbchat.history import estimate_tokens, request_overhead_tokens
+from nbchat.history import CHARS_PER_TOKEN, estimate_tokens, request_overhead_tokens
 from nbchat.llm.endpoint import Connection, connect
 from nbchat.llm.modelcheck import ModelCheck
 
-__all__ = ["Budget"]
+__all__ = ["TOOL_OUTPUT_SHARE", "Budget"]
+
+# One tool result takes at most this share of the trigger: a search that matches everything
+# must not push the next request over the trigger on its own (a 20,000-character result is
+# ~6,700 tokens, more than the embedded model's whole trigger of 5,376).
+TOOL_OUTPUT_SHARE = 4
 
 
 class Budget:
@@ -113,6 +119,13 @@ class Budget:
         if self.settings.context_token_threshold is not None:
             return self.settings.context_token_threshold
         return self.connect().threshold
+
+    def tool_output_limit(self) -> int:
+        """How many characters one tool result may hold: a `TOOL_OUTPUT_SHARE` of the trigger
+        (in the characters the len/3 estimate counts), never more than the setting."""
+        trigger = int(self.threshold * self.settings.trigger_factor)
+        share = trigger // TOOL_OUTPUT_SHARE * CHARS_PER_TOKEN
+        return max(1, min(self.settings.tool_output_limit, share))
 
     def threshold_if_known(self) -> int:
         """The budget without contacting a server (the default until connected)."""

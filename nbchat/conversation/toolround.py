@@ -1,6 +1,7 @@
 """The tool round of a turn: each call the reply made run through the `ToolExecutor` (policy,
-approval, limits) and its result stored, every call answered even when Stop was pressed; the
-turn ends when the same call keeps failing (`FailureGuard`).
+approval, limits: one result holds at most the budget's `tool_output_limit`) and its result
+stored, every call answered even when Stop was pressed; the turn ends when the same call keeps
+failing (`FailureGuard`).
 
 Must not import the loop, widgets, or SQL.
 """
@@ -32,7 +33,8 @@ def run_tools(
 
     # Without an approver the executor's own "ask with no approver means deny" applies.
     approver = approve if parts.approver else None
-    executor = ToolExecutor.from_settings(parts.settings, parts.tools, approver=approver)
+    limited = parts.settings.replace(tool_output_limit=parts.budget.tool_output_limit())
+    executor = ToolExecutor.from_settings(limited, parts.tools, approver=approver)
     gave_up = False
     for index, call in enumerate(calls):
         if stop.is_set():  # every call still needs a result row

@@ -7,15 +7,23 @@ the call's deadline and Stop). Problems the model can fix (a missing file, an am
 raise `ToolError` with a message saying what to do; the executor turns it into the tool result.
 `write_file`, `edit_file` and `run_shell` are dangerous: the approval policy applies to them.
 
+Every result fits the call's output limit (`ToolContext.output_limit`: a share of the chat's
+budget, set by the conversation) and says what it left out and how to get it: read on from a
+line, list a subfolder, narrow a search, filter a command's output. `list_files` and
+`search_files` leave out hidden entries and what `.gitignore` files ignore, as ripgrep does,
+unless asked (`include_hidden`).
+
 Must not: check the approval policy, catch their own errors into text, or keep state between
 calls.
 """
 
 from __future__ import annotations
 
+import itertools
 import os
-from collections.abc import Iterator
-from contextlib import contextmanager
+import re
+from collections.abc import Generator, Iterator
+from contextlib import closing, contextmanager
 from pathlib import PurePosixPath
 from typing import BinaryIO
 
@@ -29,7 +37,7 @@ from nbchat.tools.fileaccess import (
     split_inside,
 )
 from nbchat.tools.lines import BinaryContentError, Pattern, find_lines, read_lines
-from nbchat.tools.listing import Entry, GlobPattern, walk
+from nbchat.tools.listing import Entry, GlobPattern, Ignoring, rules_above, walk
 from nbchat.tools.registry import Tool
 from nbchat.tools.shell import run_command
 
@@ -47,10 +55,16 @@ MAX_LISTED = 500
 MAX_MATCHES = 200
 MAX_LINE_SHOWN = 300
 MAX_EDITED_BYTES = 16 * 1024 * 1024  # edit_file holds the file in memory twice
-NOTE_ROOM = 200  # characters kept free for read_file's note, so the output cap cuts nothing
-# Directories no one wants searched: version control, caches, environments.
-SKIPPED_DIRS = frozenset({".git", ".hg", ".svn", "__pycache__", "node_modules", ".venv", "venv"})
+NOTE_ROOM = 200  # characters kept free for a tool's note, so the output cap cuts nothing
+# Folders no one wants searched even where no .gitignore names them: caches and environments.
+# Listed, not entered, unless hidden entries are asked for too (`.git` is never entered).
+SKIPPED_DIRS = frozenset({".hg", ".svn", "__pycache__", "node_modules", ".venv", "venv"})
 SKIPPED_DIRS |= {".mypy_cache", ".ruff_cache", ".pytest_cache", ".ipynb_checkpoints"}
+_CUT_MARK = re.compile(r"\n\[\.\.\. [\d,]+ characters cut \.\.\.\]\n")  # shell.py's cut_marker
+SHELL_CUT = (
+    "[the middle of the output was cut to fit the tool output limit: filter it (grep, head, "
+    "tail) or redirect it to a file and read that with read_file]"
+)
 
 
 def read_file(
@@ -136,7 +150,9 @@ def edit_file(ctx: ToolContext, path: str, old: str, new: str) -> str:
     return f"Replaced 1 occurrence in {_shown(ctx, path)}."
 
 
-def list_files(ctx: ToolContext, path: str = ".", pattern: str = "*") -> str:
+def list_files(
+    ctx: ToolContext, path: str = ".", pattern: str = "*", include_hidden: bool = False
+) -> str:
     """List the files and folders in a folder (folders end in '/').
 
     Args:
@@ -144,22 +160,42 @@ def list_files(ctx: ToolContext, path: str = ".", pattern: str = "*") -> str:
         pattern: Glob pattern such as '*.py', or '**/*.py' to look in subfolders too.
     """
     glob = GlobPattern(pattern)
-    base = PurePosixPath(*split_inside(ctx.workspace, path))
+    parts = split_inside(ctx.workspace, path)
+    base = PurePosixPath(*parts)
+    ignoring = None if include_hidden else Ignoring(rules_above(ctx.workspace, parts))
+    skip = frozenset() if include_hidden else SKIPPED_DIRS
     found: list[Entry] = []
     with _folder(ctx, path) as folder:
-        for entry in walk(folder, ctx, depth=glob.depth()):
+        for entry in walk(folder, ctx, depth=glob.depth(), skip=skip, ignoring=ignoring):
             if glob.matches(entry.relative):
                 found.append(entry)
             if len(found) > MAX_LISTED:
                 break
-    shown = [_listed(ctx, base / entry.relative, entry.kind) for entry in found[:MAX_LISTED]]
-    shown.sort()
-    if len(found) > MAX_LISTED:
-        shown.append(f"[... more than {MAX_LISTED} entries; use a narrower pattern]")
-    return "\n".join(shown) if shown else f"No entries match {pattern!r} in {path!r}."
+    listed = sorted(_listed(ctx, base / entry.relative, entry.kind) for entry in found[:MAX_LISTED])
+    shown, unshown = _fitted(listed, ctx.output_limit - NOTE_ROOM - len(glob.note))
+    lines = [glob.note] if glob.note else []
+    lines += shown or [f"No entries match {glob.text!r} in {path!r}."]
+    if unshown or len(found) > MAX_LISTED:
+        total = f"more than {MAX_LISTED}" if len(found) > MAX_LISTED else f"{len(listed)}"
+        lines.append(
+            f"[... {len(shown)} of {total} entries shown; list a subfolder (path) or use a "
+            "narrower pattern]"
+        )
+    if ignoring is not None and ignoring.left_out:
+        lines.append(
+            f"[{ignoring.left_out} hidden or .gitignore'd entries left out; include_hidden=true "
+            "lists them]"
+        )
+    return "\n".join(lines)
 
 
-def search_files(ctx: ToolContext, pattern: str, path: str = ".", glob: str | None = None) -> str:
+def search_files(
+    ctx: ToolContext,
+    pattern: str,
+    path: str = ".",
+    glob: str | None = None,
+    include_hidden: bool = False,
+) -> str:
     """Find the lines holding a text in the files under a folder; returns 'file:line: text'
     lines.
 
@@ -170,14 +206,53 @@ def search_files(ctx: ToolContext, pattern: str, path: str = ".", glob: str | No
         glob: Only files whose name matches this glob, such as '*.py'.
     """
     matcher = Pattern(pattern)
-    results: list[str] = []
-    for shown, handle in _searchable_files(ctx, path, glob):
+    names = None if glob is None else GlobPattern(glob, taker="search_files' glob argument")
+    parts = split_inside(ctx.workspace, path)
+    ignoring = None if include_hidden else Ignoring(rules_above(ctx.workspace, parts))
+    with closing(_found_lines(ctx, matcher, path, names=names, ignoring=ignoring)) as lines:
+        found = list(itertools.islice(lines, MAX_MATCHES + 1))
+    note = names.note if names is not None else ""
+    shown, unshown = _fitted(found[:MAX_MATCHES], ctx.output_limit - NOTE_ROOM - len(note))
+    results = ([note] if note else []) + shown
+    if unshown or len(found) > MAX_MATCHES:
+        total = f"more than {MAX_MATCHES}" if len(found) > MAX_MATCHES else f"{len(found)}"
+        results.append(
+            f"[... {len(shown)} of {total} matches shown; narrow the search: a more specific "
+            "pattern, a path, or a glob such as '*.py']"
+        )
+    if not found:
+        results.append(f"No matches for {pattern!r} in {path!r}.")
+        if ignoring is not None and ignoring.left_out:
+            results.append(
+                f"[{ignoring.left_out} hidden or .gitignore'd entries were not searched; "
+                "include_hidden=true searches them]"
+            )
+    return "\n".join(results)
+
+
+def _found_lines(
+    ctx: ToolContext,
+    matcher: Pattern,
+    path: str,
+    *,
+    names: GlobPattern | None,
+    ignoring: Ignoring | None,
+) -> Generator[str, None, None]:
+    """'file:line: text' for each matching line, file after file."""
+    for shown, handle in _searchable_files(ctx, path, names, ignoring):
         for number, line in _matching_lines(ctx, handle, matcher):
-            if len(results) == MAX_MATCHES:
-                results.append(f"[... more than {MAX_MATCHES} matches; narrow the search]")
-                return "\n".join(results)
-            results.append(f"{shown}:{number}: {line[:MAX_LINE_SHOWN]}")
-    return "\n".join(results) if results else f"No matches for {pattern!r} in {path!r}."
+            yield f"{shown}:{number}: {line[:MAX_LINE_SHOWN]}"
+
+
+def _fitted(lines: list[str], room: int) -> tuple[list[str], int]:
+    """The first of `lines` that fit in `room` characters (one line each), and how many did
+    not."""
+    used = 0
+    for count, line in enumerate(lines):
+        used += len(line) + 1
+        if used > room:
+            return lines[:count], len(lines) - count
+    return lines, 0
 
 
 def run_shell(ctx: ToolContext, command: str, timeout: float | None = None) -> str:
@@ -194,10 +269,12 @@ def run_shell(ctx: ToolContext, command: str, timeout: float | None = None) -> s
         cwd=ctx.workspace,
         env=ctx.child_environment(),
         timeout=limit,
-        output_limit=ctx.output_limit,
+        output_limit=max(ctx.output_limit - len(SHELL_CUT) - 1, 1),
         stop=ctx.stop,
     )
     output = result.output or "(no output)"
+    if _CUT_MARK.search(output):  # shell.py kept the head and the tail: say how to see the rest
+        output += "\n" + SHELL_CUT
     if result.ending == "timed out":
         raise ToolError(
             f"Timed out after {limit:g} s: the command and everything it started were killed. "
@@ -299,15 +376,16 @@ def _listed(ctx: ToolContext, shown: PurePosixPath, kind: str) -> str:
 
 
 def _searchable_files(
-    ctx: ToolContext, path: str, glob: str | None
+    ctx: ToolContext, path: str, glob: GlobPattern | None, ignoring: Ignoring | None
 ) -> Iterator[tuple[str, BinaryIO]]:
     """(how it is shown, an open handle) for each regular file to search under `path`."""
     base = PurePosixPath(*split_inside(ctx.workspace, path))
+    skip = frozenset() if ignoring is None else SKIPPED_DIRS
     try:
         with open_folder(ctx.workspace, path) as folder:
-            for entry in walk(folder, ctx, skip=SKIPPED_DIRS):
+            for entry in walk(folder, ctx, skip=skip, ignoring=ignoring):
                 shown = (base / entry.relative).as_posix()
-                if glob is not None and not PurePosixPath(shown).match(glob):
+                if glob is not None and not PurePosixPath(shown).match(glob.text):
                     continue
                 opened = _open_searchable(ctx, entry, shown)
                 if opened is not None:

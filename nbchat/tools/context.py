@@ -112,14 +112,21 @@ def cut_marker(count: int) -> str:
     return f"\n[... {count:,} characters cut ...]\n"
 
 
-def cap_output(text: str, limit: int) -> str:
-    """`text` as it is when it fits in `limit` characters, else its head and tail around a marker.
+def cap_output(text: str, limit: int, *, advice: str = "") -> str:
+    """`text` as it is when it fits in `limit` characters, else its head and tail around a marker
+    (saying how much was cut, and `advice`: how to get the rest), all within `limit` (unless the
+    marker alone is longer).
 
     Both ends are kept because the start says what ran and the end how it finished (the error,
     the summary line).
     """
     if len(text) <= limit:
         return text
-    head = limit // 2
-    tail = limit - head
-    return text[:head] + cut_marker(len(text) - limit) + (text[-tail:] if tail else "")
+
+    def marker(count: int) -> str:
+        return cut_marker(count) if not advice else f"\n[... {count:,} characters cut: {advice}]\n"
+
+    room = max(limit - len(marker(len(text))), 0)  # the widest marker this text can need
+    head = room // 2
+    tail = room - head
+    return text[:head] + marker(len(text) - room) + (text[-tail:] if tail else "")

@@ -3,7 +3,8 @@
 Owns the path from a `ToolCall` to a `ToolOutcome`: find the tool, parse and validate the
 arguments, apply the approval policy to dangerous tools (`allow` runs them, `deny` refuses,
 `ask` asks the approver; `ask` without an approver refuses), run the tool in a worker thread
-under a time limit and the Stop event, and cap the output (head and tail kept). Every problem
+under a time limit and the Stop event, and cap the output (head and tail kept, the whole within
+`output_limit`, which the conversation sets to a share of its budget). Every problem
 (an unknown tool, bad arguments, a refusal, an exception, a timeout, Stop) becomes the outcome's
 `content` with `ok=False`; `execute` never raises for a tool problem.
 
@@ -39,6 +40,9 @@ WAIT_GRACE = KILL_GRACE + 1.0
 TRACEBACK_FRAMES = 4
 HEADLINE_CHARS = 200
 APPROVAL_REASON = "{name} can change files or run commands, and the tool policy is 'ask'."
+# The built-in tools fit their results to the limit with advice of their own; this is for the
+# rest (notebook tools, the user's functions), whose way to ask for less only they know.
+CUT_ADVICE = "one tool result holds at most {limit:,} characters; call it again asking for less"
 
 
 @dataclass(frozen=True)
@@ -140,7 +144,8 @@ class ToolExecutor:
             content, ok = self._run(call, stop), True
         except _Failed as failure:
             content, ok = str(failure), False
-        content = cap_output(content, self.output_limit)
+        advice = CUT_ADVICE.format(limit=self.output_limit)
+        content = cap_output(content, self.output_limit, advice=advice)
         headline = None if ok else (content.splitlines() or [""])[0][:HEADLINE_CHARS]
         return ToolOutcome(content, ok, headline, time.monotonic() - started)
 

@@ -8,7 +8,9 @@ and the tool's deadline and Stop checked between lines or blocks. Owns the searc
 compiled with the `regex` library, which releases the GIL while it matches (the kernel's other
 threads, Stop and the widget keep running) and gives up after a timeout, so a pattern that
 backtracks exponentially (`(a|aa)+$`) costs at most `PATTERN_SLICE` of one line before the
-model is told.
+model is told; and a pattern in the wrong dialect is answered with what is expected: a glob of
+file names (`*.py`, invalid as a regular expression) or a regular expression for names (`.*py`,
+which as a search matches nearly every line) points to `list_files` and the `glob` argument.
 
 Must not: open files (nbchat.tools.fileaccess does) or format results for the model.
 """
@@ -22,6 +24,7 @@ import regex
 
 from nbchat.errors import ToolError
 from nbchat.tools.context import ToolContext
+from nbchat.tools.listing import MAX_PATTERN_CHARS, glob_for_regex
 
 __all__ = [
     "MAX_LINE_BYTES",
@@ -76,9 +79,16 @@ class Pattern:
 
     def __init__(self, text: str) -> None:
         self.text = text
+        _refuse_wrong_dialect(text)
         try:
             self.compiled = regex.compile(text)
         except (regex.error, OverflowError, RecursionError):
+            if _looks_like_glob(text):
+                raise ToolError(
+                    f"search_files looks for text inside files; {text!r} is a glob of file "
+                    f"names. To list files by name, call list_files with pattern={text!r}; to "
+                    f"search only such files, give the text to find as pattern and glob={text!r}."
+                ) from None
             self.compiled = regex.compile(regex.escape(text))
         # In MULTILINE mode ^ and $ match at every line of a batch as they do in one line.
         batchable = not any(mark in text for mark in LINE_BOUND_SYNTAX)
@@ -113,6 +123,34 @@ class Pattern:
                 f"than {PATTERN_SLICE:g} s and was given up. Nested repetition such as (a|aa)+ "
                 "or (x+x+)+ backtracks exponentially; use a simpler pattern or plain text."
             ) from None
+
+
+def _refuse_wrong_dialect(text: str) -> None:
+    """A pattern too long to compile quickly, or one written for file names (`.*`, `.*py`,
+    `^.*\\.py$`: a search never needs a leading `.*`, a name pattern does), is answered."""
+    if len(text) > MAX_PATTERN_CHARS:
+        raise ToolError(
+            f"The pattern is {len(text):,} characters long; give at most "
+            f"{MAX_PATTERN_CHARS:,} (a distinctive part of the text is enough)."
+        )
+    rest = text.removeprefix("^")
+    if rest[:2] not in (".*", ".+"):
+        return
+    tail = rest[2:].removesuffix("$").removeprefix("\\").removeprefix(".")
+    glob = glob_for_regex(text)
+    if glob is None or len(tail) > 10 or not (tail.isalnum() or tail == ""):
+        return
+    raise ToolError(
+        f"search_files finds lines inside files; {text!r} looks like a pattern for file names "
+        "(a search never needs a leading '.*'). To list files by name, call list_files with "
+        f"pattern={glob!r} ({'**/' + glob!r} looks in subfolders too); to search only such "
+        f"files, give the text to find as pattern and glob={glob!r}."
+    )
+
+
+def _looks_like_glob(text: str) -> bool:
+    """Whether an invalid regular expression reads as a glob: `*.py`, `?x`, `**/*.py`."""
+    return text.startswith(("*", "?")) or "**" in text or "/*" in text
 
 
 def find_lines(handle: BinaryIO, pattern: Pattern, ctx: ToolContext) -> Iterator[tuple[int, str]]:

@@ -3,11 +3,13 @@
 A 0.5B model asked "Show me src/app.py" called `read_file("/path/to/src/app.py")`, and asked
 which files there are it invented some. Naming the top-level entries in the system prompt (when
 tools are offered) gives it real paths to use. Bounded and safe by construction: one listing of
-the workspace folder itself (`listing.walk` at depth 1, from a descriptor opened by
+the workspace folder itself (`listing.entries_of`, from a descriptor opened by
 `fileaccess.open_folder`), never entering a subfolder or following a link (links are left out,
-as are hidden names), at most `MAX_NAMES` names, each cut to `MAX_NAME_CHARS`, written `./name`
-and quoted as a JSON string, so a hostile name stays a name and never reads as an instruction on
-a line of its own.
+as are hidden names), at most `MAX_READ` entries read and the time limit checked while reading
+(it runs before every request: a folder of 300,000 files must not add seconds to each), the
+`MAX_NAMES` first names picked without sorting the rest, each cut to `MAX_NAME_CHARS`, written
+`./name` and quoted as a JSON string, so a hostile name stays a name and never reads as an
+instruction on a line of its own.
 
 `WorkspaceOverview` keeps the text between turns: `refresh()` lists again at the start of a
 turn, and the text only changes when the listing does, so the prompt stays byte-identical for
@@ -18,37 +20,47 @@ Must not: read file contents, or list anything below the top level.
 
 from __future__ import annotations
 
+import heapq
 import json
+import time
 from pathlib import Path
 
 from nbchat.errors import NbchatError
 from nbchat.tools.context import ToolContext
 from nbchat.tools.fileaccess import open_folder
-from nbchat.tools.listing import walk
+from nbchat.tools.listing import entries_of
 
 __all__ = ["MAX_NAMES", "MAX_NAME_CHARS", "WorkspaceOverview", "overview_text", "with_overview"]
 
 MAX_NAMES = 30
 MAX_NAME_CHARS = 60
+# Of a huge folder only the first entries (in the folder's own order, stable while it does not
+# change) are read: the names shown are the first among them, and the rest is "more".
+MAX_READ = 1_000
 LIST_TIMEOUT = 5.0  # one folder's listing; a hung network mount must not hold up a turn
 
 
 def overview_text(workspace: Path) -> str:
     """One paragraph naming the workspace's top-level files and folders ("" when unreadable)."""
-    ctx = ToolContext(workspace, timeout=LIST_TIMEOUT)
-    names: list[str] = []
+    ctx = ToolContext(workspace, timeout=LIST_TIMEOUT, deadline=time.monotonic() + LIST_TIMEOUT)
     try:
         with open_folder(ctx.workspace, ".") as folder:
-            for entry in walk(folder, ctx, depth=1):
-                if entry.name.startswith(".") or entry.kind not in ("file", "folder"):
-                    continue
-                names.append(entry.name + ("/" if entry.kind == "folder" else ""))
+            read = list(entries_of(folder, ctx, limit=MAX_READ))
     except (OSError, NbchatError):
         return ""  # no overview is better than a failed turn
+    names = [
+        name + ("/" if kind == "folder" else "")
+        for name, kind in read
+        if not name.startswith(".") and kind in ("file", "folder")
+    ]
     if not names:
         return "The workspace is empty."
-    shown = ", ".join(_quoted(name) for name in names[:MAX_NAMES])
-    more = f" and {len(names) - MAX_NAMES} more" if len(names) > MAX_NAMES else ""
+    first = heapq.nsmallest(MAX_NAMES, names, key=lambda name: name.rstrip("/"))
+    shown = ", ".join(_quoted(name) for name in first)
+    if len(read) >= MAX_READ:
+        more = f" and more (only its first {MAX_READ:,} entries were read)"
+    else:
+        more = f" and {len(names) - MAX_NAMES} more" if len(names) > MAX_NAMES else ""
     return (
         f"The workspace is the current folder '.'. Its top level (folders end in '/'): "
         f"{shown}{more}. Paths given to tools are relative to '.'."
