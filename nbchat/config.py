@@ -326,7 +326,7 @@ def _validate(settings: Settings) -> None:
     if settings.local_idle_timeout < 0:
         fail("local_idle_timeout", "must be 0 (keep the server running) or a number of seconds")
     for name in ("tool_timeout", "request_timeout", "connect_timeout"):
-        if getattr(settings, name) <= 0:
+        if not getattr(settings, name) > 0:  # NaN too: a deadline that never comes
             fail(name, "must be a positive number of seconds")
     if settings.tool_policy not in TOOL_POLICIES:
         fail("tool_policy", "must be one of ask, allow, deny")

@@ -1,9 +1,10 @@
 """`ToolContext`: what a running tool may know about where and how it runs.
 
 Owns the per-call context (workspace root, time limit and the deadline it sets, output limit,
-the environment for child processes, the Stop event), the lexical workspace rule (`resolve`;
-opening files race-free is `nbchat.tools.fileaccess`), the allow-list of environment variables a
-tool's child process inherits (`safe_environment`) and how long output is cut (`cap_output`).
+the environment for child processes, the Stop event), the limit a model may ask for within it
+(`time_limit`), the lexical workspace rule (`resolve`; opening files race-free is
+`nbchat.tools.fileaccess`), the allow-list of environment variables a tool's child process
+inherits (`safe_environment`) and how long output is cut (`cap_output`).
 
 A tool asks for it by declaring a parameter annotated `ToolContext`; the executor fills it in and
 the schema never shows it to the model. Must not: run tools, read files or start processes.
@@ -70,6 +71,15 @@ class ToolContext:
         if self.deadline is None:
             return self.timeout
         return self.deadline - time.monotonic()
+
+    def time_limit(self, requested: float | None) -> float:
+        """The seconds a tool may take when the model asks for `requested`: the one place a
+        time limit from the model is read. A shorter limit is kept; anything else (none, 0,
+        negative, NaN, infinite or longer) gets the call's own `timeout`. `min` alone would
+        keep a NaN, a deadline that never comes."""
+        if requested is None or not 0 < requested < self.timeout:
+            return self.timeout
+        return requested
 
     def check(self, doing: str) -> None:
         """Raise a `ToolError` saying so once Stop was pressed or the deadline has passed.
