@@ -9,6 +9,8 @@ message with what to do instead of a traceback, and is left exactly as it was.
 from __future__ import annotations
 
 import sqlite3
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -161,3 +163,23 @@ def test_on_llama_cpp_the_session_records_the_model_really_served(
             assert [info.model for info in ui.store.list_sessions()] == ["qwen"]
         finally:
             ui.close()
+
+
+def test_a_chat_that_cannot_be_built_says_why_and_nothing_else() -> None:
+    # In a script (NBCHAT_HOME is the test's) a half-built widget's `__del__` once printed
+    # "Exception ignored in ... Widget.__del__ ... no attribute '_stop'" after the real error.
+    script = (
+        "import gc\n"
+        "from nbchat.errors import ConfigError\n"
+        "from nbchat.ui import ChatUI\n"
+        "try:\n"
+        "    ChatUI(base_url='not a url')\n"
+        "except ConfigError as error:\n"
+        "    print(error)\n"
+        "gc.collect()\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=True
+    )
+    assert done.stdout.startswith("base_url must be an http:// or https:// URL")
+    assert done.stderr == ""
