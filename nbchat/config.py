@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
-from urllib.parse import urlsplit
+from urllib.parse import urlsplit, urlunsplit
 
 from nbchat.errors import ConfigError
 
@@ -32,7 +32,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - exercised on 3.10 only
     import tomli as tomllib
 
-__all__ = ["ToolPolicy", "Settings", "default_home", "API_KEY_PLACEHOLDER"]
+__all__ = ["ToolPolicy", "Settings", "default_home", "public_url", "API_KEY_PLACEHOLDER"]
 
 ToolPolicy = Literal["ask", "allow", "deny"]
 TOOL_POLICIES: tuple[str, ...] = ("ask", "allow", "deny")
@@ -299,10 +299,32 @@ def _to_bool(raw: Any) -> bool:
     raise ValueError("expected true/false, 1/0, yes/no or on/off")
 
 
+def public_url(url: str) -> str:
+    """`url` as it may be stored, shown or logged: without a `user:password@` part (and without
+    a trailing slash). Every place nbchat keeps or shows a server's URL goes through this."""
+    parts = urlsplit(url.rstrip("/"))
+    netloc = parts.netloc.rsplit("@", 1)[-1]
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+def _check_url_credentials(settings: Settings) -> None:
+    """Refuse a base_url that carries a user name or password: it would be kept with every
+    session and shown, and the HTTP client would send it as Basic auth instead of the key."""
+    url = settings.base_url
+    if url is None or "@" not in urlsplit(url).netloc:
+        return
+    raise ConfigError(
+        f"base_url must not hold a user name or password (from {settings.source_of('base_url')}):"
+        " nbchat would store it with every session and the server would get it instead of "
+        f"your API key. Set base_url to {public_url(url)} and the key in NBCHAT_API_KEY."
+    )
+
+
 def _validate(settings: Settings) -> None:
     def fail(name: str, rule: str) -> None:
         value = getattr(settings, name)
-        raise ConfigError(f"{name} {rule}, got {value!r} (from {settings.source_of(name)}).")
+        shown = public_url(value) if name == "base_url" else value  # never echo a password
+        raise ConfigError(f"{name} {rule}, got {shown!r} (from {settings.source_of(name)}).")
 
     threshold = settings.context_token_threshold
     if threshold is not None and threshold <= 0:
@@ -332,6 +354,7 @@ def _validate(settings: Settings) -> None:
         fail("tool_policy", "must be one of ask, allow, deny")
     if settings.base_url is not None and not _is_http_url(settings.base_url):
         fail("base_url", "must be an http:// or https:// URL such as http://127.0.0.1:8080/v1")
+    _check_url_credentials(settings)
     if not settings.model:
         fail("model", "must not be empty")
 

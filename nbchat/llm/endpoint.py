@@ -19,7 +19,7 @@ from urllib.parse import urlsplit
 
 import openai
 
-from nbchat.config import Settings
+from nbchat.config import Settings, public_url
 from nbchat.embedded import server as local
 from nbchat.embedded.runtime import read_stop_note
 from nbchat.errors import ServerUnavailableError
@@ -62,7 +62,7 @@ def connect(
     n_ctx = server_context_size(client) if settings.context_token_threshold is None else None
     return Connection(
         client=client,
-        base_url=str(client.base_url),
+        base_url=public_url(str(client.base_url)),  # shown in notices; a client may hold a password
         n_ctx=n_ctx,
         threshold=settings.threshold_for(n_ctx),
         embedded=embedded,

@@ -16,13 +16,13 @@ import json
 import re
 from collections.abc import Iterator, Sequence
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 import openai
 
+from nbchat.config import public_url
 from nbchat.errors import ContextOverflowError, NbchatError, ServerError, ServerUnavailableError
 
-__all__ = ["midstream_error", "partial_note", "public_url", "translate_error"]
+__all__ = ["midstream_error", "partial_note", "translate_error"]
 
 UNAVAILABLE_HINT = "start one with `nbchat serve-model` or set NBCHAT_BASE_URL."
 OVERFLOW_PATTERNS = (
@@ -206,10 +206,3 @@ def _first_number(patterns: Sequence[str], text: str) -> int | None:
         if match:
             return int(match.group(1))
     return None
-
-
-def public_url(url: str) -> str:
-    """The URL without any user:password part, and without a trailing slash."""
-    parts = urlsplit(url.rstrip("/"))
-    netloc = parts.netloc.rsplit("@", 1)[-1]
-    return urlunsplit(parts._replace(netloc=netloc))
