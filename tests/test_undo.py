@@ -5,6 +5,7 @@ preview card and Undo button (the real widget tree)."""
 from __future__ import annotations
 
 import json
+import re
 import tempfile
 from collections.abc import Iterator
 from contextlib import closing
@@ -302,6 +303,33 @@ def test_accept_after_the_history_changed_is_refused(chat: Conversation, store: 
     assert snapshot(store, str(chat.session_id)) == before
 
 
+def test_an_edited_summary_over_the_trigger_is_refused_until_forced(
+    chat: Conversation, store: Store
+) -> None:
+    session = str(chat.session_id)
+    before = snapshot(store, session)
+    result = chat.preview_compaction()
+    huge = "remember this " * 43_000  # 602,000 characters: ~200,000 tokens
+    with pytest.raises(NbchatError) as refused:
+        chat.accept_compaction(result, text=huge)
+    warning = chat.steering.edit_warning(result, huge)
+    assert re.fullmatch(
+        r"The edited summary is ~[\d,]+ tokens: the history would be ~[\d,]+ tokens, over the "
+        r"compaction trigger \(37,500 of the 50,000 budget\), so the next message compacts it "
+        r"again\.",
+        warning,
+    )
+    assert str(refused.value) == (
+        f"{warning} Nothing was changed. Shorten the summary, or accept anyway with "
+        "accept_compaction(result, text, force=True)."
+    )
+    assert snapshot(store, session) == before
+    assert chat.steering.edit_warning(result, "We fixed the parser.") == ""
+    applied = chat.accept_compaction(result, text=huge, force=True)
+    assert applied.tokens_after > 200_000
+    assert store.load_active(session)[0].content.startswith("remember this")
+
+
 def test_undo_compaction_brings_the_history_back(chat: Conversation, store: Store) -> None:
     session = str(chat.session_id)
     rows, before = list(chat.history.rows), active_ids(store, session)
@@ -482,6 +510,26 @@ def test_edit_in_the_widget_applies_the_edited_text(ui: ChatUI, store: Store) ->
     assert ui.wait(20)
     summary = store.load_active(str(ui.conversation.session_id))[0].content
     assert summary.startswith("Only the parser matters.\n\n# Recorded facts")
+
+
+def test_an_edited_summary_over_the_trigger_asks_first_in_the_widget(
+    ui: ChatUI, store: Store
+) -> None:
+    session = str(ui.conversation.session_id)
+    before = snapshot(store, session)
+    card = proposed(ui)
+    card.edit("remember this " * 43_000)
+    card.accept()
+    assert ui.wait(20)
+    confirmation = ui.compaction.confirmation
+    assert confirmation is not None
+    assert "over the compaction trigger (37,500 of the 50,000 budget)" in shown(ui)
+    assert card.decision == "" and card.editing  # still open, to shorten the text
+    assert snapshot(store, session) == before
+    confirmation.confirm()
+    assert ui.wait(20)
+    assert card.decision == "accepted"
+    assert store.load_active(session)[0].content.startswith("remember this")
 
 
 def test_discard_in_the_widget_leaves_everything(ui: ChatUI, store: Store) -> None:
