@@ -181,6 +181,12 @@ class Settings:
             return max(n_ctx - self.max_tokens, n_ctx // 2)
         return DEFAULT_THRESHOLD
 
+    def offline_threshold(self) -> int:
+        """The budget known before any server is asked: on the embedded model, for the window
+        it is started with (`local_n_ctx`; a running server's own is read once connected), not
+        the 10,000 of an unknown server."""
+        return self.threshold_for(self.local_n_ctx if self.is_embedded else None)
+
     def uses_json_tool_fallback(self) -> bool:
         """Read a plain-JSON reply as a tool call? By default only on the embedded model."""
         return self.is_embedded if self.json_tool_fallback is None else self.json_tool_fallback

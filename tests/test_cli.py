@@ -27,6 +27,7 @@ from nbchat.embedded.runtime import is_running
 from nbchat.embedded.server import find_running
 from nbchat.store.records import CompactionRecord
 from nbchat.store.store import Store
+from nbchat.ui import ChatUI
 
 MARKER = "sk-marker-never-printed-7f3a"
 NBCHAT = Path(sys.executable).with_name("nbchat")
@@ -216,6 +217,26 @@ def test_doctor_fails_when_the_configured_server_is_unreachable(
         f"✗ Model server: nothing answers at {url} (base_url, from environment variable "
         "NBCHAT_BASE_URL). Start that server, or change NBCHAT_BASE_URL to its right address."
     ) in out.splitlines()
+
+
+def test_the_chat_and_doctor_say_the_same_for_a_configured_server_that_is_down(
+    closed_port: int, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Not "start one with nbchat serve-model": that cannot help while base_url points elsewhere.
+    url = f"http://127.0.0.1:{closed_port}/v1"
+    monkeypatch.setenv("NBCHAT_BASE_URL", url)
+    ui = ChatUI(notebook_tools=False)
+    ui.send("hi")
+    assert ui.wait(30) is False
+    ui.close()
+    printed = [line for line in capsys.readouterr().err.splitlines() if line.startswith("nbchat")]
+    advice = (
+        f"nothing answers at {url} (base_url, from environment variable NBCHAT_BASE_URL). "
+        "Start that server, or change NBCHAT_BASE_URL to its right address."
+    )
+    assert printed == [f"nbchat: N{advice[1:]}"]
+    assert main(["doctor"]) == 1
+    assert f"✗ Model server: {advice}" in capsys.readouterr().out.splitlines()
 
 
 def test_doctor_flags_a_model_name_the_server_does_not_serve(

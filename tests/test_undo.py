@@ -388,6 +388,38 @@ def test_undo_from_a_kernel_that_does_not_hold_the_session_is_refused(
 # The command line
 
 
+EMBEDDED_TRIGGER = "over the compaction trigger (5,376 of the 7,168 budget)"  # 8,192 - 1,024
+
+
+def test_cli_undo_compact_without_a_server_judges_by_the_embedded_models_budget(
+    home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # No base_url, no threshold, nothing running: the embedded model's window decides, not the
+    # 10,000 of an unknown server (~6,100 tokens would pass under its 7,500 trigger).
+    with closing(Store(home / "nbchat.db")) as db:
+        session = db.create_session("cli")
+        db.append_rows(session, chat_rows(10, size=900))
+        summarised(db, session)
+    assert main(["undo-compact", session]) == 1
+    assert EMBEDDED_TRIGGER in capsys.readouterr().err
+    assert main(["undo-compact", session, "--force"]) == 0
+
+
+def test_undo_before_connecting_judges_by_the_embedded_models_budget(
+    store: Store, make_settings: Any
+) -> None:
+    session = store.create_session("embedded")
+    store.append_rows(session, chat_rows(10, size=900))
+    summarised(store, session)
+    chat = Conversation(make_settings(base_url=None), store, session_id=session)
+    try:
+        outcome = chat.undo_compaction()
+        assert not outcome.done and EMBEDDED_TRIGGER in outcome.warning
+        assert chat.budget.threshold_if_known() == 7_168  # the meter's budget too
+    finally:
+        chat.close()
+
+
 def test_cli_undo_compact_restores_the_rows(home: Path, capsys: pytest.CaptureFixture[str]) -> None:
     with closing(Store(home / "nbchat.db")) as db:
         session = db.create_session("cli")

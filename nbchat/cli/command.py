@@ -273,7 +273,7 @@ def undo_compaction(args: argparse.Namespace) -> int:
         undo = store.plan_undo(args.session_id)
         overhead = request_overhead_tokens(settings.system_prompt, ())
         check = undo_outcome(
-            undo, settings, overhead=overhead, threshold=settings.threshold_for(None)
+            undo, settings, overhead=overhead, threshold=settings.offline_threshold()
         )
         if check.warning and not args.force:
             raise NbchatError(f"{check.warning} Nothing was changed; pass --force to undo anyway.")

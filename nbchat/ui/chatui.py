@@ -355,7 +355,7 @@ class ChatUI(widgets.VBox):
     def _database_failed(self, error: StoreError) -> None:
         """The store cannot be opened: one message, in the widget and for the cell; nothing
         else runs (no session is read or written, the file is not touched again)."""
-        self.unavailable = database_message(error, self.store.path)
+        self.unavailable = database_message(error)
         self.messages.add(widgets.HTML(value=render_notice(self.unavailable, error=True)))
         self.view.set_status("the session database cannot be opened", error=True)
         self.controls.disable()
