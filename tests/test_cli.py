@@ -22,6 +22,7 @@ from fakeserver import FakeServer
 from fakeserver_replies import MODEL_NAME
 from fixtures_server import Canned, ScriptedServer
 
+import nbchat
 from nbchat.cli.command import main
 from nbchat.embedded.runtime import is_running
 from nbchat.embedded.server import find_running
@@ -237,6 +238,31 @@ def test_the_chat_and_doctor_say_the_same_for_a_configured_server_that_is_down(
     assert printed == [f"nbchat: N{advice[1:]}"]
     assert main(["doctor"]) == 1
     assert f"✗ Model server: {advice}" in capsys.readouterr().out.splitlines()
+
+
+def test_version_prints_the_packages_version(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--version"])
+    assert exit_info.value.code == 0
+    assert capsys.readouterr().out == f"nbchat {nbchat.__version__}\n"
+
+
+@pytest.mark.parametrize("command", [["sessions"], ["sessions", "--json"]])
+def test_a_reader_that_stops_early_ends_the_command_quietly(
+    two_sessions: tuple[str, str], command: list[str]
+) -> None:
+    # `nbchat sessions | head -3`: the reader is gone before anything is written.
+    script = "import sys; from nbchat.cli.command import main; sys.exit(main(sys.argv[1:]))"
+    child = subprocess.Popen(
+        [sys.executable, "-c", script, *command],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert child.stdout is not None and child.stderr is not None
+    child.stdout.close()
+    errors = child.stderr.read().decode()
+    child.stderr.close()
+    assert (child.wait(timeout=60), errors) == (128 + signal.SIGPIPE, "")
 
 
 def test_doctor_flags_a_model_name_the_server_does_not_serve(

@@ -7,6 +7,7 @@
     nbchat export ID [--format md|json] [--output FILE] [--requests]
     nbchat undo-compact ID [--force]
     nbchat doctor
+    nbchat --version
 
 Everything reads `Settings.load()` (so NBCHAT_HOME, the other NBCHAT_* variables and
 `<home>/config.toml` apply). Results go to stdout, progress to stderr; an `NbchatError` becomes one
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import signal
 import sys
 import time
@@ -31,6 +33,7 @@ from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
+from nbchat import __version__
 from nbchat.cli.doctor import clip, run_doctor
 from nbchat.config import Settings
 from nbchat.conversation.inspect import export_requests
@@ -66,10 +69,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        return _reader_left()
+
+
+def _reader_left() -> int:
+    """Whoever read stdout stopped (`nbchat sessions | head -3`): not an error to report.
+    stdout is pointed at /dev/null so the interpreter's last flush fails no more; the exit
+    code is the shell's for a writer that SIGPIPE ended."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    return 128 + signal.SIGPIPE
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="nbchat", description="nbchat's command line.")
+    parser.add_argument("--version", action="version", version=f"nbchat {__version__}")
     commands = parser.add_subparsers(required=True, metavar="COMMAND")
     serve = commands.add_parser("serve-model", help="run the embedded llama.cpp model server")
     serve.add_argument("--model", help="qwen, smollm or a .gguf path (default: local_model)")
