@@ -13,6 +13,7 @@ import socket
 import subprocess
 import sys
 from collections.abc import Iterator
+from importlib import metadata
 from pathlib import Path
 
 import httpx
@@ -22,7 +23,6 @@ from fakeserver import FakeServer
 from fakeserver_replies import MODEL_NAME
 from fixtures_server import Canned, ScriptedServer
 
-import nbchat
 from nbchat.cli.command import main
 from nbchat.embedded.runtime import is_running
 from nbchat.embedded.server import find_running
@@ -244,7 +244,7 @@ def test_version_prints_the_packages_version(capsys: pytest.CaptureFixture[str])
     with pytest.raises(SystemExit) as exit_info:
         main(["--version"])
     assert exit_info.value.code == 0
-    assert capsys.readouterr().out == f"nbchat {nbchat.__version__}\n"
+    assert capsys.readouterr().out == f"nbchat {metadata.version('nbchat')}\n"
 
 
 @pytest.mark.parametrize("command", [["sessions"], ["sessions", "--json"]])

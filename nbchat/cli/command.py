@@ -29,11 +29,11 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import closing, contextmanager
 from dataclasses import asdict, replace
 from datetime import datetime
+from importlib import metadata
 from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
-from nbchat import __version__
 from nbchat.cli.doctor import clip, run_doctor
 from nbchat.config import Settings
 from nbchat.conversation.inspect import export_requests
@@ -85,7 +85,8 @@ def _reader_left() -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="nbchat", description="nbchat's command line.")
-    parser.add_argument("--version", action="version", version=f"nbchat {__version__}")
+    version = f"nbchat {metadata.version('nbchat')}"
+    parser.add_argument("--version", action="version", version=version)
     commands = parser.add_subparsers(required=True, metavar="COMMAND")
     serve = commands.add_parser("serve-model", help="run the embedded llama.cpp model server")
     serve.add_argument("--model", help="qwen, smollm or a .gguf path (default: local_model)")
