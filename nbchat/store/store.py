@@ -355,10 +355,6 @@ class Store:
         """Whether this store still holds `session_id`'s writer lease, as recorded now."""
         return self.claims.holds(session_id)
 
-    def renew_leases(self) -> None:
-        """Push the expiry of every lease we hold forward (the heartbeat's beat)."""
-        self.claims.renew()
-
     # Export
 
     def export_json(self, session_id: str) -> str:
