@@ -183,7 +183,7 @@ def test_server_down_fails_clearly_and_keeps_the_message(
     events = run(chat, "anyone there?")
     failed = events[-1]
     assert isinstance(failed, Failed) and isinstance(failed.error, ServerUnavailableError)
-    assert "nbchat serve-model" in failed.message and server.url in failed.message
+    assert "Start that server" in failed.message and server.url in failed.message
     assert failed.unsent_text == ""  # it was saved
     assert chat.store.load_active(str(chat.session_id)) == [user("anyone there?")]
     server.up()
