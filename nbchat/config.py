@@ -27,7 +27,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
-from urllib.parse import urlsplit
+from urllib.parse import urlsplit, urlunsplit
 
 from nbchat.errors import ConfigError
 
@@ -44,6 +44,7 @@ __all__ = [
     "default_home",
     "known_variables",
     "unknown_variables",
+    "public_url",
 ]
 
 ToolPolicy = Literal["ask", "allow", "deny"]
@@ -212,6 +213,12 @@ class Settings:
             return max(n_ctx - self.max_tokens, n_ctx // 2)
         return DEFAULT_THRESHOLD
 
+    def offline_threshold(self) -> int:
+        """The budget known before any server is asked: on the embedded model, for the window
+        it is started with (`local_n_ctx`; a running server's own is read once connected), not
+        the 10,000 of an unknown server."""
+        return self.threshold_for(self.local_n_ctx if self.is_embedded else None)
+
     def uses_json_tool_fallback(self) -> bool:
         """Read a plain-JSON reply as a tool call? By default only on the embedded model."""
         return self.is_embedded if self.json_tool_fallback is None else self.json_tool_fallback
@@ -356,10 +363,32 @@ def _to_bool(raw: Any) -> bool:
     raise ValueError("expected true/false, 1/0, yes/no or on/off")
 
 
+def public_url(url: str) -> str:
+    """`url` as it may be stored, shown or logged: without a `user:password@` part (and without
+    a trailing slash). Every place nbchat keeps or shows a server's URL goes through this."""
+    parts = urlsplit(url.rstrip("/"))
+    netloc = parts.netloc.rsplit("@", 1)[-1]
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+def _check_url_credentials(settings: Settings) -> None:
+    """Refuse a base_url that carries a user name or password: it would be kept with every
+    session and shown, and the HTTP client would send it as Basic auth instead of the key."""
+    url = settings.base_url
+    if url is None or "@" not in urlsplit(url).netloc:
+        return
+    raise ConfigError(
+        f"base_url must not hold a user name or password (from {settings.source_of('base_url')}):"
+        " nbchat would store it with every session and the server would get it instead of "
+        f"your API key. Set base_url to {public_url(url)} and the key in NBCHAT_API_KEY."
+    )
+
+
 def _validate(settings: Settings) -> None:
     def fail(name: str, rule: str) -> None:
         value = getattr(settings, name)
-        raise ConfigError(f"{name} {rule}, got {value!r} (from {settings.source_of(name)}).")
+        shown = public_url(value) if name == "base_url" else value  # never echo a password
+        raise ConfigError(f"{name} {rule}, got {shown!r} (from {settings.source_of(name)}).")
 
     threshold = settings.context_token_threshold
     if threshold is not None and threshold <= 0:
@@ -388,12 +417,13 @@ def _validate(settings: Settings) -> None:
     if settings.local_idle_timeout < 0:
         fail("local_idle_timeout", "must be 0 (keep the server running) or a number of seconds")
     for name in ("tool_timeout", "request_timeout", "connect_timeout"):
-        if getattr(settings, name) <= 0:
+        if not getattr(settings, name) > 0:  # NaN too: a deadline that never comes
             fail(name, "must be a positive number of seconds")
     if settings.tool_policy not in TOOL_POLICIES:
         fail("tool_policy", "must be one of ask, allow, deny")
     if settings.base_url is not None and not _is_http_url(settings.base_url):
         fail("base_url", "must be an http:// or https:// URL such as http://127.0.0.1:8080/v1")
+    _check_url_credentials(settings)
     if not settings.model:
         fail("model", "must not be empty")
 

@@ -6,6 +6,7 @@ import json
 
 from hypothesis import strategies as st
 
+from nbchat.compaction.split import TailBudget
 from nbchat.history import ROLES, Row
 
 # Short ids so that collisions (duplicated tool ids, results for other calls) are common.
@@ -73,3 +74,7 @@ def tool_turns(draw: st.DrawFn) -> list[Row]:
 
 histories = st.lists(rows(), max_size=25)
 well_formed_histories = st.lists(tool_turns(), max_size=6).map(lambda turns: sum(turns, []))
+# What a kept tail may hold over the trigger: an aim at or under the fit.
+tail_budgets = st.tuples(st.integers(0, 50_000), st.integers(0, 50_000)).map(
+    lambda pair: TailBudget(aim=min(pair), fit=max(pair))
+)

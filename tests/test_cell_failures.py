@@ -9,6 +9,8 @@ message with what to do instead of a traceback, and is left exactly as it was.
 from __future__ import annotations
 
 import sqlite3
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -78,29 +80,31 @@ def test_without_a_server_or_autostart_wait_is_false_and_says_what_to_do(
         ui.close()
 
 
-def test_a_corrupt_database_gives_one_message_with_what_to_do_and_is_left_alone(
+def test_a_file_that_is_no_database_gives_one_message_with_what_to_do_and_is_left_alone(
     make_settings: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    path = tmp_path / "garbage.db"
+    path = tmp_path / "notes.txt"  # NBCHAT_DB_PATH pointed at the user's own file
     garbage = bytes(range(256)) * 40
     path.write_bytes(garbage)
     ui = ChatUI(make_settings(db_path=path))  # no traceback: the widget says what happened
     try:
         shown = shown_text(ui)
-        assert shown.count("The chat cannot start") == 1
-        assert f"mv {path} {path}.bad" in shown and "nbchat doctor" in shown
-        assert "unavailable" in repr(ui)
+        message = (
+            f"The chat cannot start: Could not open the session database: {path} is not a "
+            "SQLite database, so it is not nbchat's; it was left as it is. Point NBCHAT_DB_PATH "
+            "at nbchat's database or at a file that does not exist yet (nbchat creates it)."
+        )
+        assert shown.count(message) == 1
+        assert "mv " not in shown and "nbchat doctor" not in shown  # advice given once, and
+        assert "unavailable" in repr(ui)  # never to move the user's file
         assert capsys.readouterr().err == ""  # the widget shows it; the cell gets it on wait()
         ui.send("Hi")
         assert ui.wait(timeout=10) is False
-        printed = errors_in(capsys)
-        assert len(printed) == 1 and "nbchat doctor" in printed[0]
+        assert errors_in(capsys) == [f"nbchat: {message}"]
     finally:
         ui.close()
     assert path.read_bytes() == garbage
-    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("garbage")) == [
-        "garbage.db"
-    ]
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("notes")) == ["notes.txt"]
 
 
 def test_a_locked_database_says_to_close_the_other_program(
@@ -115,7 +119,7 @@ def test_a_locked_database_says_to_close_the_other_program(
         try:
             shown = shown_text(ui)
             assert shown.count("The chat cannot start") == 1
-            assert "Close the program that holds" in shown and "nbchat doctor" in shown
+            assert shown.count("Close ") == 1  # the advice once, in the store's words
             assert ui.wait(timeout=10) is False
             assert len(errors_in(capsys)) == 1
         finally:
@@ -161,3 +165,23 @@ def test_on_llama_cpp_the_session_records_the_model_really_served(
             assert [info.model for info in ui.store.list_sessions()] == ["qwen"]
         finally:
             ui.close()
+
+
+def test_a_chat_that_cannot_be_built_says_why_and_nothing_else() -> None:
+    # In a script (NBCHAT_HOME is the test's) a half-built widget's `__del__` once printed
+    # "Exception ignored in ... Widget.__del__ ... no attribute '_stop'" after the real error.
+    script = (
+        "import gc\n"
+        "from nbchat.errors import ConfigError\n"
+        "from nbchat.ui import ChatUI\n"
+        "try:\n"
+        "    ChatUI(base_url='not a url')\n"
+        "except ConfigError as error:\n"
+        "    print(error)\n"
+        "gc.collect()\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=True
+    )
+    assert done.stdout.startswith("base_url must be an http:// or https:// URL")
+    assert done.stderr == ""

@@ -16,11 +16,13 @@ from helpers import is_summary_request, run, saved
 from nbchat.config import Settings
 from nbchat.conversation.events import CompactionFinished, Done, Event, Failed, Notice, ToolFinished
 from nbchat.conversation.loop import Conversation
+from nbchat.conversation.session import TITLE_CHARS
 from nbchat.errors import ContextOverflowError, NbchatError, ServerUnavailableError
 from nbchat.history import History, Row, build_messages
 from nbchat.llm.stream import TextDelta
 from nbchat.stopping import StopSignal
 from nbchat.store.store import Store
+from nbchat.ui.attach import Attachment, with_attachments
 
 SUMMARY = json.dumps(
     {
@@ -181,7 +183,7 @@ def test_server_down_fails_clearly_and_keeps_the_message(
     events = run(chat, "anyone there?")
     failed = events[-1]
     assert isinstance(failed, Failed) and isinstance(failed.error, ServerUnavailableError)
-    assert "nbchat serve-model" in failed.message and server.url in failed.message
+    assert "Start that server" in failed.message and server.url in failed.message
     assert failed.unsent_text == ""  # it was saved
     assert chat.store.load_active(str(chat.session_id)) == [user("anyone there?")]
     server.up()
@@ -497,3 +499,49 @@ def test_the_meter_counts_the_next_request_as_the_engine_does(
     assert chat.context_tokens() == chat.engine.context_tokens(chat.history)
     chat.history.forget_usage()
     assert chat.context_tokens() == chat.engine.context_tokens(chat.history)
+
+
+# The session's title
+
+
+@pytest.mark.parametrize(
+    ("message", "title"),
+    [
+        ("  Why does\n my   parser fail on week 53?  ", "Why does my parser fail on week 53?"),
+        (
+            "Please read every module in src and tell me which of them parse ISO dates wrongly",
+            "Please read every module in src and tell me which of them…",
+        ),
+        ("x" * 80, "x" * 59 + "…"),
+    ],
+    ids=["spaces", "long", "one long word"],
+)
+def test_the_first_message_names_the_session_on_one_short_line(
+    chat: Conversation, store: Store, message: str, title: str
+) -> None:
+    run(chat, message)
+    run(chat, "a second message names nothing")
+    assert [info.title for info in store.list_sessions()] == [title]
+    assert len(title) <= TITLE_CHARS
+
+
+def test_attached_blocks_leave_the_typed_words_for_the_title(
+    chat: Conversation, store: Store
+) -> None:
+    blocks = [Attachment("Source of cell 3", "x = 1\n```py\n", fence="python")]
+    run(chat, with_attachments("Why is x one?", blocks))
+    assert [info.title for info in store.list_sessions()] == ["Why is x one?"]
+
+
+def test_a_session_the_user_named_keeps_its_name_and_new_ones_are_named_too(
+    chat: Conversation, store: Store
+) -> None:
+    named = chat.new_session()
+    store.rename_session(named, "My own name")
+    run(chat, "hello there")
+    untitled = chat.new_session()
+    run(chat, "/attach only")  # typed words, even if they look like a command here
+    assert {info.id: info.title for info in store.list_sessions()} == {
+        named: "My own name",
+        untitled: "/attach only",
+    }

@@ -13,6 +13,7 @@ import socket
 import subprocess
 import sys
 from collections.abc import Iterator
+from importlib import metadata
 from pathlib import Path
 
 import httpx
@@ -29,6 +30,7 @@ from nbchat.embedded.runtime import is_running
 from nbchat.embedded.server import find_running
 from nbchat.store.records import CompactionRecord
 from nbchat.store.store import Store
+from nbchat.ui import ChatUI
 
 MARKER = "sk-marker-never-printed-7f3a"
 NBCHAT = Path(sys.executable).with_name("nbchat")
@@ -218,6 +220,51 @@ def test_doctor_fails_when_the_configured_server_is_unreachable(
         f"✗ Model server: nothing answers at {url} (base_url, from environment variable "
         "NBCHAT_BASE_URL). Start that server, or change NBCHAT_BASE_URL to its right address."
     ) in out.splitlines()
+
+
+def test_the_chat_and_doctor_say_the_same_for_a_configured_server_that_is_down(
+    closed_port: int, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Not "start one with nbchat serve-model": that cannot help while base_url points elsewhere.
+    url = f"http://127.0.0.1:{closed_port}/v1"
+    monkeypatch.setenv("NBCHAT_BASE_URL", url)
+    ui = ChatUI(notebook_tools=False)
+    ui.send("hi")
+    assert ui.wait(30) is False
+    ui.close()
+    printed = [line for line in capsys.readouterr().err.splitlines() if line.startswith("nbchat")]
+    advice = (
+        f"nothing answers at {url} (base_url, from environment variable NBCHAT_BASE_URL). "
+        "Start that server, or change NBCHAT_BASE_URL to its right address."
+    )
+    assert printed == [f"nbchat: N{advice[1:]}"]
+    assert main(["doctor"]) == 1
+    assert f"✗ Model server: {advice}" in capsys.readouterr().out.splitlines()
+
+
+def test_version_prints_the_packages_version(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--version"])
+    assert exit_info.value.code == 0
+    assert capsys.readouterr().out == f"nbchat {metadata.version('nbchat')}\n"
+
+
+@pytest.mark.parametrize("command", [["sessions"], ["sessions", "--json"]])
+def test_a_reader_that_stops_early_ends_the_command_quietly(
+    two_sessions: tuple[str, str], command: list[str]
+) -> None:
+    # `nbchat sessions | head -3`: the reader is gone before anything is written.
+    script = "import sys; from nbchat.cli.command import main; sys.exit(main(sys.argv[1:]))"
+    child = subprocess.Popen(
+        [sys.executable, "-c", script, *command],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert child.stdout is not None and child.stderr is not None
+    child.stdout.close()
+    errors = child.stderr.read().decode()
+    child.stderr.close()
+    assert (child.wait(timeout=60), errors) == (128 + signal.SIGPIPE, "")
 
 
 def test_doctor_flags_a_model_name_the_server_does_not_serve(

@@ -20,6 +20,7 @@ from fixtures_server import CHAT, Canned, ScriptedServer, chunk, client_for, set
 from nbchat.errors import ContextOverflowError, NbchatError, ServerError, ServerUnavailableError
 from nbchat.history import ToolCall
 from nbchat.llm.client import build_client, server_context_size, stream_chat
+from nbchat.llm.servererrors import translate_error
 from nbchat.llm.stream import Finish, ReasoningDelta, StreamEvent, TextDelta, ToolCallsReady, Usage
 from nbchat.stopping import StopSignal
 from nbchat.tools import Tool, ToolRegistry
@@ -256,9 +257,16 @@ def test_a_closed_port_is_reported_as_no_model_server(
     fake.down()
     with pytest.raises(ServerUnavailableError) as caught:
         collect(client)
-    assert str(caught.value) == (
-        f"No model server at {fake.url}/v1 — start one with `nbchat serve-model` "
-        "or set NBCHAT_BASE_URL."
+    # What to do depends on where the URL came from: the chat's budget says it (test_cli).
+    assert str(caught.value) == f"No model server answers at {fake.url}/v1."
+
+
+def test_an_unexpected_failure_says_what_to_do_without_sending_to_doctor() -> None:
+    # `nbchat doctor` prints these messages itself: "run nbchat doctor" there goes in a circle.
+    error = translate_error(RuntimeError("boom"), base_url="http://127.0.0.1:9/v1")
+    assert str(error) == (
+        "The request to the model server at http://127.0.0.1:9/v1 failed: RuntimeError: boom. "
+        "Retry; if it keeps failing, check the server and its log."
     )
 
 

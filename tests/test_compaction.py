@@ -17,10 +17,17 @@ from fakeserver import FakeServer, Reply
 from fakeserver_replies import count_prompt_tokens
 from hypothesis import given
 from hypothesis import strategies as st
-from strategies import histories, well_formed_histories
+from strategies import histories, tail_budgets, well_formed_histories
 
 from nbchat.compaction.engine import CompactionEngine
 from nbchat.compaction.result import CompactionResult, apply_compaction
+from nbchat.compaction.split import (
+    Split,
+    TailBudget,
+    choose_split,
+    compactable_before,
+    find_user_tail,
+)
 from nbchat.config import Settings
 from nbchat.errors import CompactionError, NbchatError
 from nbchat.history import History, Message, Row, build_messages, estimate_tokens, repair_rows
@@ -252,6 +259,24 @@ def one_long_turn(steps: int = 10) -> list[Row]:
     return rows
 
 
+def three_turns(*, first_output: int, last_reply: int) -> list[Row]:
+    """12 rows, user rows at 0, 4 and 8, a tool round in each of the first two turns."""
+    return [
+        user("please look at the parser"),
+        tool_call(("c1", "read_file", {"path": "parser.py"})),
+        tool_result("c1", "x" * first_output),
+        assistant("the parser reads tokens"),
+        user("now fix the bug in it"),
+        tool_call(("c2", "edit_file", {"path": "parser.py"})),
+        tool_result("c2", "edited " + "z" * 300),
+        assistant("fixed it " + "y" * 120),
+        user("thanks, and the docs?"),
+        analysis("they mean the README"),
+        assistant("the README says " + "w" * last_reply),
+        Row("system", "Stopped."),
+    ]
+
+
 # A server whose tokenizer counts far fewer tokens than the len/3 estimate: its figure is the
 # "before", and the "after" must be in the same units (it once went below zero).
 SERVER_COUNTS = [
@@ -313,6 +338,30 @@ class TestSplit:
     def test_under_the_trigger_a_single_turn_is_left_alone(self) -> None:
         rows = one_long_turn(3)
         assert engine_with(threshold=100_000).compact_history(rows) == rows
+
+    @pytest.mark.parametrize("tail_messages", [3, 4, 5, 6])
+    def test_over_the_trigger_a_deeper_cut_is_made_only_at_a_user_row(
+        self, tail_messages: int
+    ) -> None:
+        # The last turn's tail fits the aim (half the trigger): the cut moves to its user row,
+        # never inside the turn before it (it once kept the tail from the tool call, row 5 or 7).
+        rows = three_turns(first_output=1500, last_reply=60)
+        engine = engine_with(threshold=1000, tail_messages=tail_messages)
+        assert engine.should_compact(rows)
+        out = engine.compact_history(rows)
+        assert out[1:] == rows[8:]
+
+    @pytest.mark.parametrize("tail_messages", [3, 4, 5, 6])
+    def test_over_the_trigger_the_user_row_tail_is_kept_when_the_result_fits(
+        self, tail_messages: int
+    ) -> None:
+        # No user row's tail fits the aim, but the baseline's leaves the result under the
+        # trigger: it is kept exactly (it once kept only the last row, a notice).
+        rows = three_turns(first_output=1500, last_reply=900)
+        engine = engine_with(threshold=1000, tail_messages=tail_messages)
+        out = engine.compact_history(rows)
+        assert out[1:] == rows[find_user_tail(rows, tail_messages) :]
+        assert engine.context_tokens(out) < engine.trigger
 
 
 class TestLayers:
@@ -457,6 +506,45 @@ class TestProperties:
         assert result.changed == (result.rows != tuple(rows))
         again = engine.compact(list(result.rows), force=force)
         assert (again.changed, again.rows) == (False, result.rows)
+
+
+class TestSplitRule:
+    """Over the trigger, the cut moves deeper only to a user row, and inside a turn only when no
+    user row's tail leaves the result under the trigger (DESIGN.md, issue 20)."""
+
+    @given(st.one_of(well_formed_histories, working_histories), st.integers(1, 8), tail_budgets)
+    def test_over_the_trigger_a_cut_is_the_first_user_row_that_fits_else_inside_a_turn(
+        self, rows: list[Row], tail_messages: int, budget: TailBudget
+    ) -> None:
+        estimates = [estimate_tokens(row) for row in rows]
+        split = choose_split(
+            rows, estimates, tail_messages=tail_messages, budget=budget, over_trigger=True
+        )
+        baseline = find_user_tail(rows, tail_messages)
+        tails = {
+            index: sum(estimates[index:])
+            for index, row in enumerate(rows)
+            if row.role == "user" and index >= max(baseline, 1)
+        }
+        fitting = [index for index, tokens in tails.items() if tokens <= budget.fit]
+        if split is None:
+            assert not fitting or compactable_before(rows, fitting[0]) < 2
+        elif split.rule == "turn":
+            assert not fitting
+        else:
+            assert split.start == fitting[0] or tails[split.start] <= budget.aim
+            earlier = [tails[index] for index in tails if index < split.start]
+            assert all(tokens > budget.aim for tokens in earlier)
+
+    @given(st.one_of(well_formed_histories, working_histories), st.integers(1, 8), tail_budgets)
+    def test_under_the_trigger_the_cut_is_the_baseline_user_row(
+        self, rows: list[Row], tail_messages: int, budget: TailBudget
+    ) -> None:
+        estimates = [estimate_tokens(row) for row in rows]
+        split = choose_split(
+            rows, estimates, tail_messages=tail_messages, budget=budget, over_trigger=False
+        )
+        assert split is None or split == Split(find_user_tail(rows, tail_messages), "user")
 
 
 def test_a_result_is_a_frozen_value() -> None:

@@ -119,6 +119,18 @@ def test_threshold_on_the_embedded_model_is_its_window_minus_the_reply() -> None
     assert Settings(max_tokens=1024).threshold_for(512) == 256
 
 
+@pytest.mark.parametrize("variable", ["NBCHAT_TOOL_TIMEOUT", "NBCHAT_REQUEST_TIMEOUT"])
+def test_a_timeout_of_nan_is_refused(monkeypatch: pytest.MonkeyPatch, variable: str) -> None:
+    monkeypatch.setenv(variable, "nan")
+    with pytest.raises(ConfigError) as caught:
+        Settings.load()
+    name = variable.removeprefix("NBCHAT_").lower()
+    assert str(caught.value) == (
+        f"{name} must be a positive number of seconds, got nan (from environment variable "
+        f"{variable})."
+    )
+
+
 @pytest.mark.parametrize(
     ("variable", "value", "message"),
     [

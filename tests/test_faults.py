@@ -120,8 +120,8 @@ def test_a_server_refusing_mid_turn_keeps_the_tool_round_and_the_next_send_works
     events = run(chat, "restart it")
     failed = failure(events)
     assert failed.message == (
-        f"No model server at {server.url}/v1 — start one with `nbchat serve-model` or set "
-        "NBCHAT_BASE_URL."
+        f"Nothing answers at {server.url}/v1 (the client given to the chat). Start that server, "
+        "or give the chat a client for one that runs."
     )
     assert failed.unsent_text == ""
     assert [row.role for row in active(chat)] == ["user", "assistant_full", "tool"]

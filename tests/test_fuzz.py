@@ -26,6 +26,7 @@ from fuzz_strategies import hostile_histories, hostile_rows, read_file_arguments
 from helpers import is_loadable, saved
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from strategies import tail_budgets
 from test_render import executable_parts
 
 from nbchat.compaction.engine import CompactionEngine
@@ -35,7 +36,7 @@ from nbchat.compaction.prune import (
     is_placeholder,
     protected_start,
 )
-from nbchat.compaction.split import choose_split, is_cut_point
+from nbchat.compaction.split import TailBudget, choose_split, is_cut_point
 from nbchat.config import Settings
 from nbchat.conversation.events import Done
 from nbchat.conversation.loop import Conversation
@@ -112,15 +113,10 @@ def test_build_messages_takes_any_history_and_sends_only_paired_valid_text(
     assert [m["content"] for m in messages if m["role"] == "user"] == users
 
 
-@given(
-    hostile_histories,
-    st.integers(1, 8),
-    st.integers(0, 50_000),
-    st.booleans(),
-)
+@given(hostile_histories, st.integers(1, 8), tail_budgets, st.booleans())
 @SAFE_SETTINGS
 def test_the_split_never_parts_a_result_from_its_call(
-    rows: list[Row], tail_messages: int, budget: int, over_trigger: bool
+    rows: list[Row], tail_messages: int, budget: TailBudget, over_trigger: bool
 ) -> None:
     estimates = [max(1, len(row.content) // 3) for row in rows]
     split = choose_split(

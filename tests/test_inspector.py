@@ -175,6 +175,64 @@ def test_requests_are_rebuilt_as_sent_after_compaction_and_a_new_system_prompt(
     assert len(parts) == 3
 
 
+def test_the_json_fallbacks_corrected_retry_is_rebuilt_exactly_as_sent(
+    server: FakeServer, store: Store, settings: Settings
+) -> None:
+    # The retry sends the rows plus two messages that are no rows: the bad reply and the note.
+    wrong = '{"name": "delete_file", "arguments": {"target": "old.log"}}'
+    right = json.dumps({"name": "list_files", "arguments": {"path": "."}})
+    server.enqueue(Reply(text=wrong), Reply(text=right), Reply(text="Nothing to delete."))
+    client = openai.OpenAI(base_url=server.url + "/v1", api_key=API_KEY, max_retries=0)
+    chat = Conversation(settings.replace(json_tool_fallback=True), store, client=client)
+    try:
+        run(chat, "delete old.log")
+        received = server.chat_requests()  # the retry has a response_format: no summary here
+        requests = rebuilt(chat)
+    finally:
+        chat.close()
+    assert received[1]["messages"][-2:] == [
+        {"role": "assistant", "content": wrong},
+        {"role": "user", "content": received[1]["messages"][-1]["content"]},
+    ]
+    assert len(requests) == len(received) == 3
+    assert [same_bytes(r, body) for r, body in zip(requests, received, strict=True)] == [
+        True,
+        True,
+        True,
+    ]
+    retry_parts = [part for part in requests[1].parts if part.kind == "message"]
+    assert [(part.label, part.row_id) for part in retry_parts[-2:]] == [
+        ("assistant", None),
+        ("user", None),
+    ]
+
+
+@pytest.mark.parametrize(
+    "sent",
+    [
+        [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "hi"}],
+        [
+            {"role": "system", "content": "Be brief."},
+            {"role": "user", "content": "hi"},
+            {"role": "user", "content": "a note no row holds"},
+        ],
+        [{"role": "system", "content": "Another prompt."}, {"role": "user", "content": "hi"}],
+        [{"role": "user", "content": "hi"}, {"role": "system", "content": "Be brief."}],
+    ],
+    ids=["the rows", "the rows and more", "another prompt", "reordered"],
+)
+def test_any_messages_a_request_sent_are_rebuilt_to_the_same_bytes(
+    store: Store, sent: list[dict[str, Any]]
+) -> None:
+    session_id = store.create_session("s")
+    store.append_rows(session_id, [user("hi")])
+    body = {"model": "m", "stream": True, "messages": sent, "max_tokens": 5}
+    request_id = store.record_sent(session_id, body, system_prompt="Be brief.")
+    inspected = inspect_request(store, request_id)
+    assert inspected is not None
+    assert same_bytes(inspected, body)
+
+
 def test_the_api_key_is_never_stored(
     chat: Conversation, server: FakeServer, store: Store, tmp_path: Path
 ) -> None:

@@ -221,6 +221,43 @@ def test_the_notebook_runs_under_nbval_and_its_strict_outputs_match(
     assert "failed" not in result.stdout.splitlines()[-1]
 
 
+@pytest.mark.slow
+@pytest.mark.notebook
+@pytest.mark.model
+@pytest.mark.timeout(2 * RUN_TIMEOUT + 60)
+def test_the_demos_run_in_order_in_one_home_as_a_user_runs_them(
+    notebook_home: Path, tmp_path: Path
+) -> None:
+    # The quickstart leaves its session in the database; the sessions demo shows its own only.
+    env = notebook_environment(notebook_home, tmp_path)
+    for notebook in (NOTEBOOK_DIR / "01-quickstart.ipynb", NOTEBOOK_DIR / "04-sessions.ipynb"):
+        result = run_nbval(notebook, env)
+        output = f"{result.stdout}\n{result.stderr}"
+        assert result.returncode == 0, output[-4000:]
+
+
+@pytest.mark.notebook
+@pytest.mark.timeout(300)
+def test_the_quickstart_without_a_model_server_stops_and_says_what_to_do(
+    home: Path, tmp_path: Path
+) -> None:
+    # nbconvert --execute without NBCHAT_AUTOSTART=1 once ran every cell and exited 0.
+    from nbclient import NotebookClient
+    from nbclient.exceptions import CellExecutionError
+
+    env = notebook_environment(home, tmp_path)
+    del env["NBCHAT_AUTOSTART"]
+    document = nbformat.read(NOTEBOOK_DIR / "01-quickstart.ipynb", as_version=4)
+    client = NotebookClient(document, timeout=240, resources={"metadata": {"path": str(tmp_path)}})
+    with pytest.raises(CellExecutionError) as stopped:
+        client.execute(env=env)
+    assert "AssertionError" in str(stopped.value)
+    code = [cell for cell in document.cells if cell.cell_type == "code"]
+    said = [o.text for o in code[1].outputs if o.get("name") == "stderr"]
+    assert len(said) == 1 and "set NBCHAT_AUTOSTART=1" in said[0]
+    assert code[2].outputs == []  # it stopped at the first wait: nothing was sent
+
+
 def refresh_outputs(notebook: Path) -> None:
     """Execute `notebook` as the tests do and store only the outputs nbval compares."""
     from nbclient import NotebookClient

@@ -36,6 +36,7 @@ from ipywidgets.widgets.widget import _instances
 from test_render import XSS_PAYLOADS, executable_parts
 
 from nbchat.config import Settings
+from nbchat.errors import ConfigError
 from nbchat.history import ToolCall
 from nbchat.store.store import Store
 from nbchat.tools import ApprovalRequest, ToolExecutor, default_registry
@@ -401,6 +402,105 @@ def test_the_api_key_appears_nowhere_after_a_full_session(
     loggers = {record.name.split(".")[0].rstrip("2") for record in caplog.records}
     assert {"nbchat", "openai", "httpx", "httpcore"} <= loggers
     assert {place: key in text for place, text in places.items()} == dict.fromkeys(places, False)
+
+
+# A password in the base URL
+
+
+def with_password(url: str, password: str) -> str:
+    return url.replace("http://", f"http://someone:{password}@", 1)
+
+
+@pytest.mark.parametrize("place", ["environment", "config.toml", "argument", "bad port"])
+def test_a_password_in_the_base_url_is_refused_without_being_repeated_or_sent(
+    server: FakeServer, home: Path, monkeypatch: pytest.MonkeyPatch, place: str
+) -> None:
+    password = f"pw-{uuid.uuid4().hex}"
+    url = with_password(server.url + "/v1", password)
+    source = {
+        "environment": "environment variable NBCHAT_BASE_URL",
+        "config.toml": str(home / "config.toml"),
+        "argument": "argument",
+        "bad port": "argument",
+    }[place]
+    overrides: dict[str, Any] = {}
+    if place == "environment":
+        monkeypatch.setenv("NBCHAT_BASE_URL", url)
+    elif place == "config.toml":
+        home.mkdir(parents=True)
+        (home / "config.toml").write_text(f'base_url = "{url}"\n', encoding="utf-8")
+    else:
+        overrides["base_url"] = url if place == "argument" else url.replace("/v1", "99999/v1")
+    with pytest.raises(ConfigError) as caught:
+        ChatUI(**overrides)
+    message = str(caught.value)
+    assert password not in message
+    if place == "bad port":
+        assert message.startswith("base_url must be an http:// or https:// URL")
+        return
+    assert message == (
+        f"base_url must not hold a user name or password (from {source}): nbchat would store "
+        "it with every session and the server would get it instead of your API key. Set "
+        f"base_url to {server.url}/v1 and the key in NBCHAT_API_KEY."
+    )
+    assert server.requests == []
+    assert not (home / "nbchat.db").exists()
+
+
+def test_the_advice_for_a_password_in_the_base_url_sends_the_key_as_bearer(
+    server: FakeServer, home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    key = f"sk-nbchat-marker-{uuid.uuid4().hex}"
+    monkeypatch.setenv("NBCHAT_API_KEY", key)
+    monkeypatch.setenv("NBCHAT_BASE_URL", with_password(server.url + "/v1", key))
+    with pytest.raises(ConfigError) as caught:
+        Settings.load()
+    advised = re.search(r"Set base_url to (\S+) and", str(caught.value))
+    assert advised is not None
+    monkeypatch.setenv("NBCHAT_BASE_URL", advised.group(1))
+    server.enqueue(Reply(text="hello"))
+    ui = ChatUI(notebook_tools=False)
+    ui.send("hi")
+    assert ui.wait(30)
+    ui.close()
+    chats = [r for r in server.requests if r.path.endswith("/chat/completions")]
+    assert [r.headers["authorization"] for r in chats] == [f"Bearer {key}"]
+
+
+def test_a_clients_password_is_never_stored_shown_or_logged_by_nbchat(
+    server: FakeServer,
+    settings: Settings,
+    caplog: pytest.LogCaptureFixture,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # The user's own client is theirs to configure; what nbchat keeps and shows is nbchat's.
+    password = f"pw-{uuid.uuid4().hex}"
+    caplog.set_level(logging.DEBUG, logger="nbchat")
+    client = openai.OpenAI(
+        base_url=with_password(server.url + "/v1", password), api_key="k", max_retries=0
+    )
+    server.enqueue(Reply(text="hello"), Reply(fault="http500"))
+    store = Store(settings.database_path)
+    ui = ChatUI(settings, store=store, client=client)
+    ui.send("hi")
+    assert ui.wait(30)
+    ui.send("again")
+    assert ui.wait(30) is False  # the 500, printed with the server's address
+    printed = capsys.readouterr().err
+    assert f"{server.url}/v1" in printed
+    assert ui.conversation.budget.connect().base_url == server.url + "/v1"
+    shown = every_widget_state()
+    ui.close()
+    store.close()
+    places = {
+        "widget state": shown,
+        "cell output": printed,
+        "nbchat's logs": caplog.text,
+        "database": settings.database_path.read_bytes().decode("latin-1"),
+    }
+    assert {place: password in text for place, text in places.items()} == dict.fromkeys(
+        places, False
+    )
 
 
 # The embedded model server

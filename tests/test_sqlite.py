@@ -6,12 +6,13 @@ code, and `Store()` opens the settings' database, the one the CLI lists.
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
 import sqlite3
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -87,19 +88,31 @@ def saved_session(tmp_path: Path) -> Iterator[tuple[Path, str]]:
     path.chmod(0o644)
 
 
-def without_write_access(target: Path) -> tuple[list[str], str]:
-    """A command prefix that runs its command unable to write `target`, and the reason the
-    store will give. As root, file modes are ignored, so `target` is bind-mounted read-only
-    in a private mount namespace (the kernel then refuses every write: EROFS)."""
-    if os.geteuid() != 0:
-        target.chmod(0o555 if target.is_dir() else 0o444)
-        return [], "its folder is read-only" if target.is_dir() else "the file is read-only"
-    prefix = ["unshare", "--user", "--map-root-user", "--mount", "sh", "-c"]
-    prefix += ['mount --bind "$0" "$0" && mount -o remount,bind,ro "$0" && exec "$@"', str(target)]
-    probe = subprocess.run([*prefix, "true"], capture_output=True, text=True)
-    if probe.returncode != 0:
-        pytest.skip(f"running as root without user namespaces: {probe.stderr.strip()}")
-    return prefix, "it is on a read-only file system"
+# Linux capabilities (<linux/capability.h>) that let root ignore file modes, and the prctl that
+# takes one out of the bounding set, so a program root execs never has it.
+CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH, CAP_FOWNER = 1, 2, 3
+PR_CAPBSET_DROP = 24
+
+
+def without_file_override() -> None:
+    """`preexec_fn` for a child started by root: it keeps uid 0, but loses the capabilities that
+    skip permission checks, so file modes hold for it as for any user (and `os.access` says
+    so). Needs CAP_SETPCAP, which a container's root has (Docker grants it by default); no user
+    namespace, mount or other user is needed."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    for capability in (CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH, CAP_FOWNER):
+        if libc.prctl(PR_CAPBSET_DROP, capability, 0, 0, 0) != 0:
+            error = ctypes.get_errno()
+            raise OSError(error, f"cannot drop capability {capability}: {os.strerror(error)}")
+
+
+def without_write_access(target: Path) -> tuple[Callable[[], None] | None, str]:
+    """`target` made read-only by its mode, a `preexec_fn` that makes the mode hold for the
+    child (None unless this runs as root, whom modes do not bind), and the reason the store
+    will give."""
+    target.chmod(0o555 if target.is_dir() else 0o444)
+    why = "its folder is read-only" if target.is_dir() else "the file is read-only"
+    return (without_file_override if os.geteuid() == 0 else None), why
 
 
 @pytest.mark.timeout(60)
@@ -109,11 +122,11 @@ def test_a_database_that_cannot_be_written_opens_read_only(
 ) -> None:
     path, session_id = saved_session
     before = state(path)
-    prefix, why = without_write_access(path.parent if part == "folder" else path)
+    preexec, why = without_write_access(path.parent if part == "folder" else path)
     environment = {**os.environ, "NBCHAT_DB_PATH": str(path)}
     command = [sys.executable, "-c", READER, str(path), session_id, str(tmp_path), str(tmp_path)]
     child = subprocess.run(
-        [*prefix, *command], capture_output=True, text=True, env=environment, timeout=50
+        command, capture_output=True, text=True, env=environment, timeout=50, preexec_fn=preexec
     )
     assert child.returncode == 0, child.stderr
     seen = json.loads(child.stdout)
@@ -155,12 +168,31 @@ def damaged_database(path: Path) -> str:
     return "database disk image is malformed"
 
 
-@pytest.mark.parametrize("damage", [not_a_database, damaged_database])
+def someone_elses_file_message(path: Path, sqlite_says: str) -> str:
+    # Not "move it aside and nbchat starts a new one there": it is the user's own file.
+    return (
+        f"Could not open the session database: {path} is not a SQLite database, so it is not "
+        "nbchat's; it was left as it is. Point NBCHAT_DB_PATH at nbchat's database or at a "
+        "file that does not exist yet (nbchat creates it)."
+    )
+
+
+def damaged_database_message(path: Path, sqlite_says: str) -> str:
+    return (
+        f"Could not open the session database: {path} is a damaged SQLite database "
+        f"({sqlite_says}); it was left as it is. Move it aside (`mv {path} {path}.broken`) and "
+        "nbchat starts a new one there, or point NBCHAT_DB_PATH at another file."
+    )
+
+
+@pytest.mark.parametrize(
+    ("damage", "message"),
+    [(not_a_database, someone_elses_file_message), (damaged_database, damaged_database_message)],
+)
 def test_a_file_that_is_not_a_readable_database_is_refused_once_and_left_alone(
-    tmp_path: Path, damage: object
+    tmp_path: Path, damage: Callable[[Path], str], message: Callable[[Path, str], str]
 ) -> None:
-    path = tmp_path / "nbchat.db"
-    assert callable(damage)
+    path = tmp_path / "notes.txt"
     sqlite_says = damage(path)
     os.utime(path, ns=(1_000_000_000, 1_000_000_000))
     before = state(path)
@@ -168,14 +200,79 @@ def test_a_file_that_is_not_a_readable_database_is_refused_once_and_left_alone(
     for _ in range(2):  # every use says the same, and nothing is left open or written
         with pytest.raises(StoreError) as caught:
             store.list_sessions()
-        assert str(caught.value) == (
-            f"Could not open the session database: {path} is not a readable nbchat database "
-            f"({sqlite_says}). Move it aside (`mv {path} {path}.broken`) and nbchat starts a "
-            "new one there, or set NBCHAT_DB_PATH to another file; `nbchat doctor` checks the "
-            "setup. The file was not changed."
-        )
+        assert str(caught.value) == message(path, sqlite_says)
     store.close()
     assert state(path) == before
+
+
+def test_a_folder_as_the_database_is_refused_saying_to_name_a_file(tmp_path: Path) -> None:
+    with pytest.raises(StoreError) as caught:
+        Store(tmp_path).list_sessions()
+    assert str(caught.value) == (
+        f"Could not open the session database: {tmp_path} is a folder. Point NBCHAT_DB_PATH at "
+        f"a file, such as {tmp_path / 'nbchat.db'}."
+    )
+    assert os.listdir(tmp_path) == []
+
+
+OPENER = r"""
+import sys
+from nbchat.errors import StoreError
+from nbchat.store.store import Store
+try:
+    Store(sys.argv[1]).list_sessions()
+except StoreError as error:
+    print(error)
+"""
+
+
+@pytest.mark.timeout(60)
+def test_a_database_that_cannot_be_created_says_its_folder_is_read_only(tmp_path: Path) -> None:
+    folder = tmp_path / "read-only"
+    folder.mkdir()
+    path = folder / "nbchat.db"
+    preexec, _ = without_write_access(folder)
+    try:
+        child = subprocess.run(
+            [sys.executable, "-c", OPENER, str(path)],
+            capture_output=True,
+            text=True,
+            timeout=50,
+            preexec_fn=preexec,
+        )
+    finally:
+        folder.chmod(0o755)
+    assert child.stdout == (
+        f"Could not open the session database: {path} does not exist and cannot be created: "
+        f"its folder {folder} is read-only here. Point NBCHAT_DB_PATH (or NBCHAT_HOME) at a "
+        "folder you can write.\n"
+    ), child.stderr
+    assert os.listdir(folder) == []
+
+
+@pytest.mark.timeout(60)
+def test_doctor_fails_a_database_the_chat_cannot_write_in_the_chats_words(
+    saved_session: tuple[Path, str], tmp_path: Path
+) -> None:
+    path, _ = saved_session
+    preexec, why = without_write_access(path.parent)
+    environment = {
+        **os.environ,
+        "NBCHAT_DB_PATH": str(path),
+        "NBCHAT_BASE_URL": "http://127.0.0.1:9/v1",
+    }
+    doctor = "import sys; from nbchat.cli.command import main; sys.exit(main(['doctor']))"
+    child = subprocess.run(
+        [sys.executable, "-c", doctor],
+        capture_output=True,
+        text=True,
+        env=environment,
+        timeout=50,
+        preexec_fn=preexec,
+    )
+    lines = [line for line in child.stdout.splitlines() if "Session database" in line]
+    assert lines == [f"✗ Session database: {read_only_message(path, 'save a chat', why)}"]
+    assert child.returncode == 1
 
 
 @pytest.mark.timeout(30)
@@ -198,7 +295,7 @@ def test_a_database_locked_when_opened_is_refused_with_what_to_do_and_left_alone
     assert str(caught.value) == (
         f"Could not open the session database: the session database {path} stayed locked by "
         "another process for more than 0.2s. Close other kernels or programs using it and try "
-        "again (`nbchat doctor` checks the database); nothing was written."
+        "again; nothing was written."
     )
     assert after == before
 
@@ -207,8 +304,9 @@ def test_sqlite_errors_are_told_apart_by_their_code_not_their_wording(store: Sto
     with pytest.raises(StoreError) as caught, store.transaction("read the rows") as db:
         db.execute("SELECT * FROM locked_or_full")  # "locked", "full": only in the words
     assert str(caught.value) == (
-        f"Could not read the rows in {store.path}: no such table: locked_or_full. Run "
-        "`nbchat doctor` to check the setup."
+        f"Could not read the rows in {store.path}: no such table: locked_or_full. Check that "
+        "the file and its folder can be read and written, or point NBCHAT_DB_PATH at another "
+        "file."
     )
 
 
@@ -217,7 +315,7 @@ def test_sqlite_errors_are_told_apart_by_their_code_not_their_wording(store: Sto
     [
         ("database is locked", "Could not save: the session database {path} stayed locked"),
         ("database or disk is full", "Could not save: the disk holding {path} is full."),
-        ("file is not a database", "Could not save: {path} is not a readable nbchat database"),
+        ("file is not a database", "Could not save: {path} is a damaged SQLite database"),
         ("no such table: locked_or_full", "Could not save in {path}: no such table"),
     ],
 )
@@ -225,6 +323,7 @@ def test_an_error_without_a_code_is_classified_only_by_sqlite_s_whole_text(
     store: Store, sqlite_says: str, start: str
 ) -> None:
     # As Python 3.10 raises them: no `sqlite_errorcode`, only SQLite's text for the code.
+    store.list_sessions()  # the file exists, as nbchat's database
     with pytest.raises(StoreError) as caught, store.connections.errors("save"):
         raise sqlite3.OperationalError(sqlite_says)
     assert str(caught.value).startswith(start.format(path=store.path))

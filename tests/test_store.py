@@ -546,3 +546,26 @@ def test_archive_last_keeps_the_rows_in_the_transcript(store: Store) -> None:
     assert store.list_compactions(session_id)[0]["kind"] == "retry"
     with pytest.raises(StoreError, match=r"^Cannot archive 5 of 3 active rows\.$"):
         store.archive_last(session_id, 5, expected_active=3, kind="retry")
+
+
+def test_every_public_store_method_has_a_caller_outside_the_store() -> None:
+    # No dead API that reads as if it were used (a `renew_leases` once said it was the
+    # heartbeat's beat; the heartbeat calls the claims' own).
+    repo = Path(__file__).resolve().parent.parent
+    sources = [p for p in (repo / "nbchat").rglob("*.py") if p.name != "store.py"]
+    sources += [*(repo / "notebooks").glob("*.ipynb"), *(repo / "bench").rglob("*.py")]
+    text = "\n".join(path.read_text(encoding="utf-8") for path in sources)
+    text += (repo / "README.md").read_text(encoding="utf-8")
+    public = [
+        name
+        for name, member in vars(Store).items()
+        if callable(member) and not name.startswith("_")
+    ]
+    assert [name for name in public if f".{name}(" not in text] == []
+
+
+def test_has_session_says_whether_a_session_is_there(store: Store) -> None:
+    session_id = store.create_session("here")
+    assert store.has_session(session_id)
+    store.delete_session(session_id)
+    assert not store.has_session(session_id)

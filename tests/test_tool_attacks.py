@@ -25,6 +25,7 @@ from nbchat.history import ToolCall
 from nbchat.stopping import StopSignal
 from nbchat.tools import ToolContext, ToolExecutor, ToolOutcome
 from nbchat.tools.builtins import list_files, read_file, search_files, write_file
+from nbchat.tools.shell import run_command
 
 GIB = 1024**3
 MIB = 1024**2
@@ -390,6 +391,41 @@ def test_a_timed_out_command_takes_its_escaped_daemons_with_it(
         "Output so far:\n(no output)"
     )
     assert marked_processes(marker) == []
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("timeout", ["NaN", "Infinity", "-Infinity", "1e999", "-1", "0", "99"])
+def test_any_timeout_the_model_asks_for_ends_the_command_by_the_configured_limit(
+    workspace: Path, marker: str, timeout: str
+) -> None:
+    # Python's json reads NaN and Infinity; min(nan, limit) is nan, a deadline that never came.
+    arguments = f'{{"command": "sleep {marker}", "timeout": {timeout}}}'
+    outcome = executor_for(workspace, timeout=0.5).execute(ToolCall("c1", "run_shell", arguments))
+    assert outcome.content == (
+        "Timed out after 0.5 s: the command and everything it started were killed. "
+        "Output so far:\n(no output)"
+    )
+    assert marked_processes(marker) == []
+
+
+@pytest.mark.parametrize("timeout", [float("nan"), 0.0, -1.0])
+def test_a_command_is_never_started_with_a_deadline_that_cannot_come(
+    workspace: Path, timeout: float
+) -> None:
+    touched = workspace / "ran"
+    with pytest.raises(ValueError, match="timeout must be a positive number of seconds"):
+        run_command(f"touch {touched}", cwd=workspace, env={}, timeout=timeout, output_limit=100)
+    assert not touched.exists()
+
+
+def test_a_shorter_timeout_the_model_asks_for_is_kept(workspace: Path, marker: str) -> None:
+    context = ToolContext(workspace, timeout=30)
+    assert [context.time_limit(asked) for asked in (0.25, None, float("nan"), -1.0)] == [
+        0.25,
+        30,
+        30,
+        30,
+    ]
 
 
 def test_a_command_that_starts_nothing_says_nothing_about_background(workspace: Path) -> None:

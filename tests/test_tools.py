@@ -416,6 +416,43 @@ def test_safe_environment_keeps_only_the_base_names_and_the_allowed_ones() -> No
     }
 
 
+@pytest.mark.parametrize(
+    ("allow", "passed"),
+    [
+        (["AWS_*"], {"AWS_REGION"}),
+        (["aws_*", "aws_secret_access_key"], {"AWS_REGION", "AWS_SECRET_ACCESS_KEY"}),
+        (["*"], {"AWS_REGION", "PLAIN"}),
+        (["*TOKEN*"], set()),
+        (["github_token"], {"GITHUB_TOKEN"}),
+    ],
+    ids=["pattern", "exact name", "everything", "a pattern of the word", "named"],
+)
+def test_a_secret_looking_name_passes_only_when_allowed_by_its_exact_name(
+    allow: list[str], passed: set[str]
+) -> None:
+    environ = {
+        "AWS_REGION": "eu-west-1",
+        "AWS_ACCESS_KEY_ID": "AKIA",
+        "AWS_SECRET_ACCESS_KEY": "s3cr3t",
+        "AWS_SESSION_TOKEN": "t0k3n",
+        "GITHUB_TOKEN": "ghp",
+        "DB_PASSWORD": "pw",
+        "PLAIN": "1",
+    }
+    assert set(safe_environment(environ, allow=allow)) == passed
+
+
+def test_the_shell_gets_no_secret_through_an_allow_pattern(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("AWS_REGION", "eu-west-1")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "hidden-value")
+    executor = executor_for(workspace, env_allow=["AWS_*"])
+    shown = run(executor, "run_shell", command="env").content
+    assert "AWS_REGION=eu-west-1" in shown.splitlines()
+    assert "hidden-value" not in shown
+
+
 # The executor: bad calls become readable outcomes
 
 

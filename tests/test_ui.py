@@ -108,7 +108,7 @@ def test_a_server_error_shows_a_bubble_and_the_input_is_usable_again(
     server.down()
     ui.send("anyone?")
     assert ui.wait(20) is False  # done, and failed (printed for the cell too)
-    assert "nbchat-error" in texts(ui) and "No model server" in texts(ui)
+    assert "nbchat-error" in texts(ui) and "Nothing answers at" in texts(ui)
     assert ui.can_send
     server.up()
     server.enqueue(Reply(text="back"))
@@ -408,3 +408,13 @@ def test_the_header_badge_says_local_for_the_test_server_and_the_host_otherwise(
     finally:
         local.close()
         remote.close()
+
+
+def test_the_picker_shows_the_session_named_by_its_first_message(
+    ui: ChatUI, server: FakeServer
+) -> None:
+    server.enqueue(Reply(text="Sure."))
+    ui.send("Plot the sales by month")
+    assert ui.wait(20)
+    labels = [label for label, _ in ui.session_choices]
+    assert len(labels) == 1 and labels[0].startswith("Plot the sales by month · ")

@@ -5,6 +5,7 @@ preview card and Undo button (the real widget tree)."""
 from __future__ import annotations
 
 import json
+import re
 import tempfile
 from collections.abc import Iterator
 from contextlib import closing
@@ -302,6 +303,33 @@ def test_accept_after_the_history_changed_is_refused(chat: Conversation, store: 
     assert snapshot(store, str(chat.session_id)) == before
 
 
+def test_an_edited_summary_over_the_trigger_is_refused_until_forced(
+    chat: Conversation, store: Store
+) -> None:
+    session = str(chat.session_id)
+    before = snapshot(store, session)
+    result = chat.preview_compaction()
+    huge = "remember this " * 43_000  # 602,000 characters: ~200,000 tokens
+    with pytest.raises(NbchatError) as refused:
+        chat.accept_compaction(result, text=huge)
+    warning = chat.steering.edit_warning(result, huge)
+    assert re.fullmatch(
+        r"The edited summary is ~[\d,]+ tokens: the history would be ~[\d,]+ tokens, over the "
+        r"compaction trigger \(37,500 of the 50,000 budget\), so the next message compacts it "
+        r"again\.",
+        warning,
+    )
+    assert str(refused.value) == (
+        f"{warning} Nothing was changed. Shorten the summary, or accept anyway with "
+        "accept_compaction(result, text, force=True)."
+    )
+    assert snapshot(store, session) == before
+    assert chat.steering.edit_warning(result, "We fixed the parser.") == ""
+    applied = chat.accept_compaction(result, text=huge, force=True)
+    assert applied.tokens_after > 200_000
+    assert store.load_active(session)[0].content.startswith("remember this")
+
+
 def test_undo_compaction_brings_the_history_back(chat: Conversation, store: Store) -> None:
     session = str(chat.session_id)
     rows, before = list(chat.history.rows), active_ids(store, session)
@@ -358,6 +386,38 @@ def test_undo_from_a_kernel_that_does_not_hold_the_session_is_refused(
 
 
 # The command line
+
+
+EMBEDDED_TRIGGER = "over the compaction trigger (5,376 of the 7,168 budget)"  # 8,192 - 1,024
+
+
+def test_cli_undo_compact_without_a_server_judges_by_the_embedded_models_budget(
+    home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # No base_url, no threshold, nothing running: the embedded model's window decides, not the
+    # 10,000 of an unknown server (~6,100 tokens would pass under its 7,500 trigger).
+    with closing(Store(home / "nbchat.db")) as db:
+        session = db.create_session("cli")
+        db.append_rows(session, chat_rows(10, size=900))
+        summarised(db, session)
+    assert main(["undo-compact", session]) == 1
+    assert EMBEDDED_TRIGGER in capsys.readouterr().err
+    assert main(["undo-compact", session, "--force"]) == 0
+
+
+def test_undo_before_connecting_judges_by_the_embedded_models_budget(
+    store: Store, make_settings: Any
+) -> None:
+    session = store.create_session("embedded")
+    store.append_rows(session, chat_rows(10, size=900))
+    summarised(store, session)
+    chat = Conversation(make_settings(base_url=None), store, session_id=session)
+    try:
+        outcome = chat.undo_compaction()
+        assert not outcome.done and EMBEDDED_TRIGGER in outcome.warning
+        assert chat.budget.threshold_if_known() == 7_168  # the meter's budget too
+    finally:
+        chat.close()
 
 
 def test_cli_undo_compact_restores_the_rows(home: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -482,6 +542,26 @@ def test_edit_in_the_widget_applies_the_edited_text(ui: ChatUI, store: Store) ->
     assert ui.wait(20)
     summary = store.load_active(str(ui.conversation.session_id))[0].content
     assert summary.startswith("Only the parser matters.\n\n# Recorded facts")
+
+
+def test_an_edited_summary_over_the_trigger_asks_first_in_the_widget(
+    ui: ChatUI, store: Store
+) -> None:
+    session = str(ui.conversation.session_id)
+    before = snapshot(store, session)
+    card = proposed(ui)
+    card.edit("remember this " * 43_000)
+    card.accept()
+    assert ui.wait(20)
+    confirmation = ui.compaction.confirmation
+    assert confirmation is not None
+    assert "over the compaction trigger (37,500 of the 50,000 budget)" in shown(ui)
+    assert card.decision == "" and card.editing  # still open, to shorten the text
+    assert snapshot(store, session) == before
+    confirmation.confirm()
+    assert ui.wait(20)
+    assert card.decision == "accepted"
+    assert store.load_active(session)[0].content.startswith("remember this")
 
 
 def test_discard_in_the_widget_leaves_everything(ui: ChatUI, store: Store) -> None:

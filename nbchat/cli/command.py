@@ -7,6 +7,7 @@
     nbchat export ID [--format md|json] [--output FILE] [--requests]
     nbchat undo-compact ID [--force]
     nbchat doctor
+    nbchat --version
 
 Everything reads `Settings.load()` (so NBCHAT_HOME, the other NBCHAT_* variables and
 `<home>/config.toml` apply). Results go to stdout, progress to stderr; an `NbchatError` becomes one
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import signal
 import sys
 import time
@@ -28,6 +30,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import closing, contextmanager
 from dataclasses import asdict, replace
 from datetime import datetime
+from importlib import metadata
 from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Any, TextIO
@@ -69,6 +72,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        return _reader_left()
+
+
+def _reader_left() -> int:
+    """Whoever read stdout stopped (`nbchat sessions | head -3`): not an error to report.
+    stdout is pointed at /dev/null so the interpreter's last flush fails no more; the exit
+    code is the shell's for a writer that SIGPIPE ended."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    return 128 + signal.SIGPIPE
 
 
 @contextmanager
@@ -98,6 +113,8 @@ def _plain_warnings() -> Iterator[None]:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="nbchat", description="nbchat's command line.")
+    version = f"nbchat {metadata.version('nbchat')}"
+    parser.add_argument("--version", action="version", version=version)
     commands = parser.add_subparsers(required=True, metavar="COMMAND")
     serve = commands.add_parser("serve-model", help="run the embedded llama.cpp model server")
     serve.add_argument(
@@ -330,7 +347,7 @@ def undo_compaction(args: argparse.Namespace) -> int:
         undo = store.plan_undo(args.session_id)
         overhead = request_overhead_tokens(settings.system_prompt, ())
         check = undo_outcome(
-            undo, settings, overhead=overhead, threshold=settings.threshold_for(None)
+            undo, settings, overhead=overhead, threshold=settings.offline_threshold()
         )
         if check.warning and not args.force:
             raise NbchatError(f"{check.warning} Nothing was changed; pass --force to undo anyway.")

@@ -104,11 +104,17 @@ def _api_key_line(settings: Settings) -> str:
 
 
 def _check_database(doctor: Doctor, settings: Settings) -> None:
+    """✓ only for a database the chat can write: one it can only read fails, in the words the
+    chat uses when it tries to save."""
     try:
         with closing(Store(settings.database_path)) as store:
             count = len(store.list_sessions())
+            cannot_write = store.read_only_message("save a chat") if store.read_only else ""
     except NbchatError as error:
         doctor.report(False, f"Session database: {error}")
+        return
+    if cannot_write:
+        doctor.report(False, f"Session database: {cannot_write}")
         return
     doctor.report(True, f"Session database {store.path} opens and is migrated ({count} sessions)")
 
@@ -146,7 +152,8 @@ def _list_models(
 ) -> Served | None:
     import openai
 
-    from nbchat.llm.modelcheck import how_to_set, served_from
+    from nbchat.llm.endpoint import unreachable
+    from nbchat.llm.modelcheck import served_from
     from nbchat.llm.servererrors import translate_error
 
     try:
@@ -155,12 +162,7 @@ def _list_models(
         error = translate_error(exc, base_url=url)
         if settings.base_url is not None and isinstance(error, ServerUnavailableError):
             # Not "set NBCHAT_BASE_URL": it is set, to an address where nothing answers.
-            doctor.report(
-                False,
-                f"Model server: nothing answers at {url} (base_url, from "
-                f"{settings.source_of('base_url')}). Start that server, or "
-                f"{how_to_set(settings, 'base_url', 'its right address')}.",
-            )
+            doctor.report(False, f"Model server: {unreachable(settings, url)}")
         else:
             where = (
                 f" (base_url from {settings.source_of('base_url')})" if settings.base_url else ""

@@ -138,7 +138,7 @@ class CompactionEngine(PreparedCompaction):
     ) -> CompactionEngine:
         """An engine with the settings' threshold, tail, trigger factor and summary options."""
         return cls(
-            settings.threshold_for(None),
+            settings.offline_threshold(),
             settings.tail_messages,
             None,
             settings.summary_model,

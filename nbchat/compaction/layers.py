@@ -27,7 +27,7 @@ from nbchat.compaction.prompts import (
 from nbchat.compaction.prune import apply_replacements, find_prunable, protected_start
 from nbchat.compaction.result import CompactionResult, Layer, in_units_of
 from nbchat.compaction.sizing import EngineSizing
-from nbchat.compaction.split import Split, choose_split
+from nbchat.compaction.split import Split, TailBudget, choose_split
 from nbchat.compaction.summariser import Summariser
 from nbchat.compaction.writer import Digest, SummaryWriter, joined
 from nbchat.history import Row, estimate_tokens
@@ -244,7 +244,8 @@ class LayeredCompaction(EngineSizing):
         carried = estimate_tokens(render_latest(latest)) if latest else 0
         small = self.small_checkpoint
         facts = estimate_tokens(render_facts(facts_of(original[: split.start]), small=small))
-        budget = max(0, budget - carried - facts)
+        beside = carried + facts
+        budget = TailBudget(aim=max(0, budget.aim - beside), fit=max(0, budget.fit - beside))
         narrower = choose_split(
             rows, estimates, tail_messages=self.tail_messages, budget=budget, over_trigger=over
         )

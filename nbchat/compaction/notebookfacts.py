@@ -35,6 +35,7 @@ __all__ = [
     "parse_variables",
     "render_cells",
     "render_variables",
+    "typed_text",
 ]
 
 VARIABLES_HEADING = "## Notebook variables"
@@ -52,7 +53,7 @@ NOTE_CHARS = 160
 ATTACHMENT = re.compile(
     r"^(?P<label>(?P<kind>Source|Output) of cell (?P<number>\d+)"
     r"|The variable (?P<name>[^\s()]+) \((?P<type>[^()\n]*)\)"
-    r"|The last error):\n`{3,}(?P<info>\w*)\n",
+    r"|The last error):\n(?P<fence>`{3,})(?P<info>\w*)\n",
     re.MULTILINE,
 )
 TRACEBACK_CELL = re.compile(r"Cell In\s?\[(\d+)\]|<ipython-input-(\d+)-")
@@ -65,6 +66,21 @@ Notes = dict[str, str]  # a variable's name, or a cell's execution number → wh
 def attachments_in(text: str) -> list[str]:
     """The labels of the `/attach` blocks in a user's message, in order."""
     return [match["label"] for match in ATTACHMENT.finditer(text)]
+
+
+def typed_text(text: str) -> str:
+    """A user's message without the `/attach` blocks that come first: the words they typed.
+    Each block ends with its fence alone on a line, which no line inside it repeats
+    (`Attachment.to_markdown` makes the fence longer than any run of backticks inside)."""
+    blocks = list(ATTACHMENT.finditer(text))
+    if not blocks:
+        return text
+    last = blocks[-1]
+    closing = f"\n{last['fence']}"
+    end = text.find(closing + "\n", last.end() - 1)
+    if end < 0:
+        return ""  # the block runs to the end: nothing was typed after it
+    return text[end + len(closing) + 1 :].removeprefix("\n")  # blocks and text: "\n\n" apart
 
 
 def notebook_references(rows: Sequence[Row]) -> tuple[Notes, Notes]:

@@ -47,8 +47,8 @@ class PreparedCompaction(LayeredCompaction):
         When the summary would now replace exactly those rows, it is rebuilt at once, with no
         model call; when it would replace more, only the rows added since are sent, to update
         the prepared summary. None when `prepared` cannot serve (unforced: under the trigger,
-        or the prune layer is enough; or the cut now falls before what it covers): compact as
-        usual then.
+        or the prune layer is enough; or the cut now falls before what it covers, unless that
+        is a deeper cut at a user row, see `_serving`): compact as usual then.
         """
         started = time.monotonic()
         rows, estimates = rows_and_estimates(history)
@@ -58,10 +58,10 @@ class PreparedCompaction(LayeredCompaction):
             return None
         pruned, pruned_estimates = self._prune(rows, estimates, before)
         split = self._split(list(pruned.rows), pruned_estimates, original=rows, over=True)
-        enough = self._prune_is_enough(pruned, force=force)
-        if enough or split is None or split.start < prepared.rows_summarised:
-            return None
         covered = prepared.rows_summarised
+        split = _serving(rows, split, covered)
+        if self._prune_is_enough(pruned, force=force) or split is None:
+            return None
         if split.start > covered and not force:
             # At the trigger the user is waiting: the prepared cut, if it lands under the
             # trigger, beats a deeper one that needs a model call now. (Forced, from an idle
@@ -129,3 +129,14 @@ class PreparedCompaction(LayeredCompaction):
             instruction=self.summary_prompt,
             cancel=cancel,
         )
+
+
+def _serving(rows: list[Row], split: Split | None, covered: int) -> Split | None:
+    """The cut a summary of `rows[:covered]` can serve, or None. A cut before what it covers is
+    served by it only when the user-row tail is kept and `covered` starts a turn: a deeper cut
+    at a user row is what the split would make itself when that fits its aim
+    (`nbchat.compaction.split`)."""
+    if split is None or split.start >= covered:
+        return split
+    deeper_at_user = covered < len(rows) and rows[covered].role == "user"
+    return Split(covered, "user") if split.rule == "user" and deeper_at_user else None

@@ -3,7 +3,8 @@
 The first layer of `CompactionEngine` (`nbchat.compaction.engine`), read by every other: the
 trigger (`threshold * trigger_factor`), the system prompt's and tool schemas' share, the
 summary's reply cap (smaller on a small trigger: the small checkpoint), and how much a kept tail
-may hold so that the request after a compaction stands at about half the trigger. Pure: no model
+may hold: aiming at a request after a compaction at about half the trigger, and fitting under
+the trigger (`nbchat.compaction.split.TailBudget`). Pure: no model
 call, no I/O.
 """
 
@@ -13,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from nbchat.compaction.prompts import SMALL_CHECKPOINT_TOKENS
+from nbchat.compaction.split import TailBudget
 from nbchat.history import (
     History,
     Row,
@@ -100,13 +102,17 @@ class EngineSizing:
         """The loop guard: `[compacted, <= tail rows]` is never compacted again."""
         return 0 < len(rows) <= self.tail_messages + 1 and rows[0][0] == "compacted"
 
-    def _keep_budget(self) -> int:
-        """How many tokens a tail may keep when over the trigger: the request after a compaction
-        should stand at about half the trigger (so at most half the threshold), system prompt,
-        tool schemas and a checkpoint of the usual size included, so that the next compaction
-        is many turns away. (`_split` then takes the facts and the carried message off too.)"""
-        checkpoint = min(self.checkpoint_tokens, CHECKPOINT_TOKENS)
-        return max(0, self.trigger // 2 - self.overhead_tokens - checkpoint)
+    def _keep_budget(self) -> TailBudget:
+        """How many tokens a tail may keep when over the trigger, a checkpoint of the usual size,
+        the system prompt and the tool schemas beside it (`_split` then takes the facts and the
+        carried message off too). The aim: the request after a compaction stands at about half
+        the trigger (so at most half the threshold), so that the next compaction is many turns
+        away. The fit: the result is under the trigger, which is enough to keep the user-row
+        tail (`nbchat.compaction.split`)."""
+        beside = self.overhead_tokens + min(self.checkpoint_tokens, CHECKPOINT_TOKENS)
+        return TailBudget(
+            aim=max(0, self.trigger // 2 - beside), fit=max(0, self.trigger - 1 - beside)
+        )
 
 
 def rows_and_estimates(history: HistoryLike) -> tuple[list[Row], list[int]]:

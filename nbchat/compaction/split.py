@@ -3,11 +3,15 @@
 Two rules, tried in order:
 
 1. The baseline's user-row rule: the tail starts `tail_messages` rows from the end and moves
-   back to the nearest `user` row, so a tool result is never separated from its call. When it
-   works its tail is kept exactly.
-2. When the history is over the trigger and rule 1 compacts nothing (a single long turn) or
-   keeps a tail too big for the budget, a safe cut inside the turn: the earliest cut point whose
-   tail fits the budget, else the last cut point. A cut point is a `user`, `assistant`,
+   back to the nearest `user` row, so a tool result is never separated from its call. Under
+   the trigger its tail is kept exactly. Over the trigger a tail has two budgets (`TailBudget`):
+   the `aim` (the request after a compaction at about half the trigger, so the next one is
+   many turns away) and the `fit` (the result just under the trigger). A deeper cut is made
+   only at a later `user` row, the first whose tail fits the aim; else the user-row tail is
+   kept when it fits; else the first later user row that fits.
+2. Only when no user row at or after rule 1's leaves the result under the trigger (or rule 1
+   compacts nothing: a single long turn), a safe cut inside the turn: the earliest cut point
+   whose tail fits the aim, else the last cut point. A cut point is a `user`, `assistant`,
    `assistant_full` or `system` row that is not inside a call's block of results, so the tail
    never starts on a `tool` or `analysis` row nor between an `assistant_full` and its results.
 
@@ -27,7 +31,14 @@ from typing import Literal
 
 from nbchat.history import UNSENT_ROLES, Row
 
-__all__ = ["Split", "choose_split", "compactable_before", "find_user_tail", "is_cut_point"]
+__all__ = [
+    "Split",
+    "TailBudget",
+    "choose_split",
+    "compactable_before",
+    "find_user_tail",
+    "is_cut_point",
+]
 
 CUT_ROLES = frozenset({"user", "assistant", "assistant_full", "system"})
 MIN_COMPACTABLE = 2
@@ -39,6 +50,16 @@ class Split:
 
     start: int
     rule: Literal["user", "turn"]
+
+
+@dataclass(frozen=True)
+class TailBudget:
+    """How many tokens a kept tail may hold over the trigger: `aim` for a deeper cut at a user
+    row or inside a turn, `fit` for the user-row tail to be kept (the result under the
+    trigger)."""
+
+    aim: int
+    fit: int
 
 
 def find_user_tail(rows: Sequence[Row], tail_messages: int) -> int:
@@ -70,22 +91,28 @@ def choose_split(
     estimates: Sequence[int],
     *,
     tail_messages: int,
-    budget: int,
+    budget: TailBudget,
     over_trigger: bool,
 ) -> Split | None:
     """Where to cut, or None when nothing should be compacted.
 
-    `budget` is how many tokens the kept tail may hold when the history is over the trigger;
-    under the trigger only the user-row rule applies (the baseline).
+    Under the trigger only the user-row rule applies (the baseline); over it, `budget` says how
+    much a tail may keep (see the module docstring for the order the rules are tried in).
     """
     user = find_user_tail(rows, tail_messages)
     works = user > 0 and compactable_before(rows, user) >= MIN_COMPACTABLE
-    suffix = _suffix_sums(estimates)
-    if works and (not over_trigger or suffix[user] <= budget):
-        return Split(user, "user")
     if not over_trigger:
-        return None
-    start = _turn_cut(rows, suffix, budget)
+        return Split(user, "user") if works else None
+    suffix = _suffix_sums(estimates)
+    starts = [index for index in range(max(user, 1), len(rows)) if rows[index].role == "user"]
+    for allowance in (budget.aim, budget.fit):
+        fits = next((index for index in starts if suffix[index] <= allowance), None)
+        if fits is not None:
+            # The earliest user row whose tail fits: with too little before it, nothing needs
+            # compacting (and a cut inside a turn is only for a tail that fits nowhere else).
+            enough = compactable_before(rows, fits) >= MIN_COMPACTABLE
+            return Split(fits, "user") if enough else None
+    start = _turn_cut(rows, suffix, budget.aim)
     if start is None or compactable_before(rows, start) < MIN_COMPACTABLE:
         return None
     return Split(start, "turn")

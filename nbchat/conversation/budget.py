@@ -23,8 +23,8 @@ from nbchat.compaction.summariser import Summariser
 from nbchat.config import Settings
 from nbchat.errors import ContextOverflowError, ServerUnavailableError
 from nbchat.history import CHARS_PER_TOKEN, estimate_tokens, request_overhead_tokens
-from nbchat.llm.endpoint import Connection, connect
-from nbchat.llm.modelcheck import ModelCheck
+from nbchat.llm.endpoint import Connection, connect, unreachable
+from nbchat.llm.modelcheck import ModelCheck, sentence
 
 __all__ = ["TOOL_OUTPUT_SHARE", "Budget"]
 
@@ -81,11 +81,19 @@ class Budget:
             self._on_model(check.model)
 
     def lost(self, error: ServerUnavailableError) -> ServerUnavailableError:
-        """The server stopped answering. An embedded one is forgotten, so the next request
-        finds (or starts) it again; returns the error to show."""
+        """The server stopped answering: the error to show, with what to do for where its URL
+        came from. An embedded one is forgotten, so the next request finds (or starts) it
+        again."""
         connection = self._connection
-        if connection is None or not connection.embedded:
-            return error
+        if connection is None:
+            return error  # raised while connecting, which said what to do
+        if not connection.embedded:
+            if self._client is not None:
+                return ServerUnavailableError(
+                    f"Nothing answers at {connection.base_url} (the client given to the chat). "
+                    "Start that server, or give the chat a client for one that runs."
+                )
+            return ServerUnavailableError(sentence(unreachable(self.settings, connection.base_url)))
         self._connection = self._engine = None
         return ServerUnavailableError(
             f"The embedded model server at {connection.base_url} stopped. Start it again with "
@@ -131,7 +139,7 @@ class Budget:
         """The budget without contacting a server (the default until connected)."""
         if self._connection is not None:
             return self._connection.threshold
-        return self.settings.threshold_for(None)
+        return self.settings.offline_threshold()
 
     def overhead_tokens(self) -> int:
         """What every request spends besides its rows: the system prompt as sent (with the

@@ -255,10 +255,11 @@ class Conversation:
         return self.steering.preview(focus, stop)
 
     def accept_compaction(
-        self, result: CompactionResult, text: str | None = None
+        self, result: CompactionResult, text: str | None = None, *, force: bool = False
     ) -> CompactionResult:
-        """Apply the previewed `result`, with `text` as the summary's own words if given."""
-        return self.steering.accept(result, text)
+        """Apply the previewed `result`, with `text` as the summary's own words if given (an
+        edit that puts the history over the trigger only with `force`)."""
+        return self.steering.accept(result, text, force=force)
 
     def undo_compaction(self, *, force: bool = False, record_id: int | None = None) -> UndoOutcome:
         """Undo the latest compaction (if that puts the history over the trigger, only with

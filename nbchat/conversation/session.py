@@ -1,5 +1,6 @@
 """`Session`: one conversation's persisted side — which session, its active rows, the writer
-lease, and every write, done so that memory and the store never disagree.
+lease, every write, done so that memory and the store never disagree, and the session's title
+(from its first message).
 
 Rows go to the store first and into the in-memory `History` only once written, so a failed
 write leaves both as they were. Compactions and retries archive rows through the store and then
@@ -24,6 +25,7 @@ import os
 import uuid
 from collections.abc import Iterator, Sequence
 
+from nbchat.compaction.notebookfacts import typed_text
 from nbchat.compaction.result import CompactionResult, apply_compaction
 from nbchat.config import Settings
 from nbchat.errors import LeaseLostError, SessionLockedError, StoreError
@@ -31,7 +33,9 @@ from nbchat.history import History, Row, ToolCall, to_row
 from nbchat.store import lease
 from nbchat.store.store import Store
 
-__all__ = ["Session"]
+__all__ = ["TITLE_CHARS", "Session", "title_from"]
+
+TITLE_CHARS = 60  # a session picker's line
 
 READ_ONLY_MESSAGE = (
     "This session is open for writing in another kernel, so it is read-only here. Close it "
@@ -152,13 +156,23 @@ class Session:
 
     def save(self, rows: Sequence[Row]) -> list[Row]:
         """Write rows (one transaction), then append them to the active history; returns them
-        as stored (`to_row`: text made valid Unicode)."""
+        as stored (`to_row`: text made valid Unicode). The session's first user message, as
+        in any chat app, names it."""
         checked = [to_row(row) for row in rows]
         if checked:
+            first = self._first_user_text(checked)
             with self._writing() as session_id:
                 self.store.append_rows(session_id, checked)
+                if first is not None and (title := title_from(first)):
+                    self.store.name_untitled(session_id, title)
             self.history.extend(checked)
         return checked
+
+    def _first_user_text(self, rows: Sequence[Row]) -> str | None:
+        """The text of the session's first user message, when it is among `rows`."""
+        if any(row.role == "user" for row in self.history.rows):
+            return None
+        return next((row.content for row in rows if row.role == "user"), None)
 
     def apply(self, result: CompactionResult) -> None:
         """Store a compaction (archiving what it replaced), then use its rows."""
@@ -203,3 +217,13 @@ class Session:
     def last_user_index(self) -> int | None:
         rows = self.history.rows
         return next((i for i in range(len(rows) - 1, -1, -1) if rows[i].role == "user"), None)
+
+
+def title_from(message: str) -> str:
+    """A session's title from its first message: the words typed (no `/attach` blocks), on one
+    line, cut at a word to at most `TITLE_CHARS` ("" when nothing was typed)."""
+    words = " ".join(typed_text(message).split())
+    if len(words) <= TITLE_CHARS:
+        return words
+    cut = words[: TITLE_CHARS - 1]
+    return (cut.rsplit(" ", 1)[0] if " " in cut else cut) + "…"

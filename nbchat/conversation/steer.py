@@ -5,10 +5,12 @@ it) or drop it, and undo the latest one.
 it, with the rows it was computed from; nothing is written. `accept` applies that proposal only
 while the history is still exactly what the preview covered; `text` replaces the model-written
 part of the summary, and the code-kept part (the recorded facts, the carried latest message)
-stays as the code wrote it. `undo` takes the latest compaction back (`nbchat.store.undo`),
-first checking the lease (refused, naming the holder, when another kernel writes the session)
-and the size the history would have: over the point where compaction triggers it is not undone
-unless forced, and the outcome says so. Automatic compaction and `compact_now` are untouched.
+stays as the code wrote it; an edit that would put the history over the compaction trigger is
+refused unless forced, as an undo is (`edit_warning`, in the same words). `undo` takes the
+latest compaction back (`nbchat.store.undo`), first checking the lease (refused, naming the
+holder, when another kernel writes the session) and the size the history would have: over the
+point where compaction triggers it is not undone unless forced, and the outcome says so.
+Automatic compaction and `compact_now` are untouched.
 
 Must not: import widgets, contain SQL, or hold the turn lock longer than one call.
 """
@@ -33,7 +35,7 @@ from nbchat.store.undo import UndoPlan, held_message
 if TYPE_CHECKING:  # a type only: `budget` imports openai (~1 s), which `nbchat undo-compact` skips
     from nbchat.conversation.budget import Budget
 
-__all__ = ["Steering", "UndoOutcome", "split_summary", "undo_outcome"]
+__all__ = ["Steering", "UndoOutcome", "over_trigger_warning", "split_summary", "undo_outcome"]
 
 BUSY = "A reply is still running; wait for it or press Stop, then try again."
 # Where the code-kept part of a summary starts: the facts block, else the carried message.
@@ -74,6 +76,15 @@ def split_summary(text: str) -> tuple[str, str]:
     return text[:start].rstrip(), text[start:]
 
 
+def over_trigger_warning(what: str, *, tokens: int, trigger: int, threshold: int) -> str:
+    """The one wording for a change that would put the history over the compaction trigger
+    (an undo, an edited summary): `what` the change does, then the size it leaves."""
+    return (
+        f"{what}: the history would be ~{tokens:,} tokens, over the compaction trigger "
+        f"({trigger:,} of the {threshold:,} budget), so the next message compacts it again."
+    )
+
+
 def undo_outcome(
     undo: UndoPlan, settings: Settings, *, overhead: int, threshold: int, done: bool = False
 ) -> UndoOutcome:
@@ -82,11 +93,8 @@ def undo_outcome(
     trigger = int(threshold * settings.trigger_factor)
     warning = ""
     if tokens >= trigger:
-        warning = (
-            f"Undoing compaction {undo.record_id} brings back {len(undo.restored_ids)} row(s): "
-            f"the history would be ~{tokens:,} tokens, over the compaction trigger ({trigger:,} "
-            f"of the {threshold:,} budget), so the next message compacts it again."
-        )
+        what = f"Undoing compaction {undo.record_id} brings back {len(undo.restored_ids)} row(s)"
+        warning = over_trigger_warning(what, tokens=tokens, trigger=trigger, threshold=threshold)
     return UndoOutcome(
         done=done,
         record_id=undo.record_id,
@@ -124,9 +132,12 @@ class Steering:
             self._proposal = _Proposal(result, self.session.id, rows)
             return result
 
-    def accept(self, result: CompactionResult, text: str | None = None) -> CompactionResult:
+    def accept(
+        self, result: CompactionResult, text: str | None = None, *, force: bool = False
+    ) -> CompactionResult:
         """Apply the previewed `result` (its summary's model-written part replaced by `text`);
-        returns what was applied. Refused when the history changed since the preview."""
+        returns what was applied. Refused when the history changed since the preview, and,
+        unless `force`, when `text` would put the history over the trigger (`edit_warning`)."""
         with self._turn():
             proposal = self._proposal
             if proposal is None or proposal.result != result:
@@ -136,10 +147,34 @@ class Steering:
                 )
             self._check_unchanged(proposal)
             applied = result if text is None else with_summary_text(result, text)
+            warning = self._edited_warning(result, applied)
+            if warning and not force:
+                raise NbchatError(
+                    f"{warning} Nothing was changed. Shorten the summary, or accept anyway with "
+                    "accept_compaction(result, text, force=True)."
+                )
             if applied.changed:
                 self.session.apply(applied)
             self._proposal = None
             return applied
+
+    def edit_warning(self, result: CompactionResult, text: str | None) -> str:
+        """Why accepting `result` with `text` needs a confirmation (the history would be over
+        the compaction trigger, and bigger than without the edit), or ""."""
+        if text is None or result.summary_row is None or not text.strip():
+            return ""  # nothing edited, or refused by `accept` with its own reason
+        return self._edited_warning(result, with_summary_text(result, text))
+
+    def _edited_warning(self, result: CompactionResult, applied: CompactionResult) -> str:
+        engine = self.budget.engine
+        tokens = applied.tokens_after
+        if applied is result or tokens < engine.trigger or tokens <= result.tokens_after:
+            return ""
+        assert applied.summary_row is not None  # an edit replaced the summary
+        what = f"The edited summary is ~{estimate_tokens(applied.summary_row):,} tokens"
+        return over_trigger_warning(
+            what, tokens=tokens, trigger=engine.trigger, threshold=engine.threshold
+        )
 
     def discard(self) -> None:
         """Forget the preview (nothing was written, so there is nothing else to do)."""

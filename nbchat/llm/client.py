@@ -29,7 +29,7 @@ from typing import Any
 import openai
 from openai.types.chat import ChatCompletionChunk
 
-from nbchat.config import Settings
+from nbchat.config import Settings, public_url
 from nbchat.errors import ServerError, ServerUnavailableError
 from nbchat.history import ToolCall
 from nbchat.llm.correction import ChatRequest, has_whole_call, second_chance
@@ -37,7 +37,7 @@ from nbchat.llm.eventlimit import IDENTITY, bound_events, event_byte_limit
 from nbchat.llm.fallback import ArgumentCheck, forced_call_format, text_only_grammar
 from nbchat.llm.idle import IdleWatch
 from nbchat.llm.reader import ReplyReader
-from nbchat.llm.servererrors import midstream_error, partial_note, public_url, translate_error
+from nbchat.llm.servererrors import midstream_error, partial_note, translate_error
 from nbchat.llm.stream import Finish, ReasoningDelta, StreamEvent, TextDelta, ToolCallsReady, Usage
 from nbchat.stopping import StopSignal
 
@@ -381,7 +381,7 @@ def server_context_size(client: openai.OpenAI) -> int | None:
             )
         except openai.OpenAIError as exc:
             # Most servers have no /props; that is an answer ("unknown"), not a failure.
-            log.debug("no context size from %s: %s", url, type(exc).__name__)
+            log.debug("no context size from %s: %s", public_url(url), type(exc).__name__)
             continue
         size = _context_size_of(props)
         if size is not None:

@@ -19,14 +19,14 @@ from urllib.parse import urlsplit
 
 import openai
 
-from nbchat.config import Settings
+from nbchat.config import Settings, public_url
 from nbchat.embedded import server as local
 from nbchat.embedded.runtime import read_stop_note
 from nbchat.errors import ServerUnavailableError
 from nbchat.llm.client import build_client, server_context_size
-from nbchat.llm.modelcheck import ModelCheck, Served, check_model, served_models
+from nbchat.llm.modelcheck import ModelCheck, Served, check_model, how_to_set, served_models
 
-__all__ = ["LOCAL", "Connection", "connect", "destination_of"]
+__all__ = ["LOCAL", "Connection", "connect", "destination_of", "unreachable"]
 
 LOCAL = "local"
 
@@ -62,7 +62,7 @@ def connect(
     n_ctx = server_context_size(client) if settings.context_token_threshold is None else None
     return Connection(
         client=client,
-        base_url=str(client.base_url),
+        base_url=public_url(str(client.base_url)),  # shown in notices; a client may hold a password
         n_ctx=n_ctx,
         threshold=settings.threshold_for(n_ctx),
         embedded=embedded,
@@ -114,3 +114,13 @@ def destination_of(base_url: str | None) -> str:
         return host or base_url
     mapped = getattr(address, "ipv4_mapped", None)
     return LOCAL if (mapped or address).is_loopback else host
+
+
+def unreachable(settings: Settings, url: str) -> str:
+    """Nothing answers at `url`, the configured base_url: where that was set and what to do
+    (the one wording of the chat and `nbchat doctor`; "start `nbchat serve-model`" cannot help
+    while base_url points elsewhere)."""
+    return (
+        f"nothing answers at {url} (base_url, from {settings.source_of('base_url')}). Start that "
+        f"server, or {how_to_set(settings, 'base_url', 'its right address')}."
+    )

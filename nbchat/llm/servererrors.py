@@ -16,15 +16,17 @@ import json
 import re
 from collections.abc import Iterator, Sequence
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 import openai
 
+from nbchat.config import public_url
 from nbchat.errors import ContextOverflowError, NbchatError, ServerError, ServerUnavailableError
 
-__all__ = ["midstream_error", "partial_note", "public_url", "translate_error"]
+__all__ = ["midstream_error", "partial_note", "translate_error"]
 
-UNAVAILABLE_HINT = "start one with `nbchat serve-model` or set NBCHAT_BASE_URL."
+# What to do depends on where the URL came from (the embedded server, base_url, a client passed
+# in), which only the caller knows: `nbchat.conversation.budget.Budget.lost` says it.
+UNAVAILABLE = "No model server answers at {url}."
 OVERFLOW_PATTERNS = (
     "maximum context length",
     "context length exceeded",
@@ -65,7 +67,7 @@ def _classify(exc: BaseException, url: str) -> NbchatError:
         return _answered_error(exc, url)
     return ServerError(
         f"The request to the model server at {url} failed: {type(exc).__name__}: {exc}. "
-        "Retry; if it keeps failing, run `nbchat doctor`."
+        "Retry; if it keeps failing, check the server and its log."
     )
 
 
@@ -81,7 +83,7 @@ def _finished(error: NbchatError, exc: BaseException, note: str = "") -> NbchatE
 def _connection_error(exc: openai.APIConnectionError, url: str) -> NbchatError:
     causes = {type(cause).__name__ for cause in _causes(exc)}
     if causes & UNREACHABLE_CAUSES:
-        return ServerUnavailableError(f"No model server at {url} — {UNAVAILABLE_HINT}")
+        return ServerUnavailableError(UNAVAILABLE.format(url=url))
     if isinstance(exc, openai.APITimeoutError):
         return ServerError(
             f"The model server at {url} stopped answering (the read timed out). Retry; if it "
@@ -206,10 +208,3 @@ def _first_number(patterns: Sequence[str], text: str) -> int | None:
         if match:
             return int(match.group(1))
     return None
-
-
-def public_url(url: str) -> str:
-    """The URL without any user:password part, and without a trailing slash."""
-    parts = urlsplit(url.rstrip("/"))
-    netloc = parts.netloc.rsplit("@", 1)[-1]
-    return urlunsplit(parts._replace(netloc=netloc))

@@ -20,7 +20,16 @@ from nbchat.errors import StoreError
 from nbchat.store import requests, rowsql
 from nbchat.store.records import SessionInfo, StoredRow, now, to_stored_row
 
-__all__ = ["delete_session", "insert_session", "read_rows", "session_infos"]
+__all__ = [
+    "DEFAULT_TITLE",
+    "delete_session",
+    "insert_session",
+    "name_untitled",
+    "read_rows",
+    "session_infos",
+]
+
+DEFAULT_TITLE = "New chat"  # until the first message names the session
 
 
 def insert_session(db: Database, title: str, *, model: str, settings: Mapping[str, Any]) -> str:
@@ -29,7 +38,7 @@ def insert_session(db: Database, title: str, *, model: str, settings: Mapping[st
     stamp = now()
     record = {
         "id": session_id,
-        "title": title or "New chat",
+        "title": title or DEFAULT_TITLE,
         "model": model,
         "created": stamp,
         "updated": stamp,
@@ -37,6 +46,16 @@ def insert_session(db: Database, title: str, *, model: str, settings: Mapping[st
     }
     db.table("sessions").insert(record)
     return session_id
+
+
+def name_untitled(db: Database, session_id: str, title: str) -> bool:
+    """Give a session still called `DEFAULT_TITLE` the title `title` (a name the user chose is
+    kept); whether it was renamed."""
+    cursor = db.execute(
+        "UPDATE sessions SET title = ? WHERE id = ? AND title = ?",
+        [title, session_id, DEFAULT_TITLE],
+    )
+    return cursor.rowcount == 1
 
 
 def session_infos(db: Database, where: str, params: list[Any]) -> list[SessionInfo]:

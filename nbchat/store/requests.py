@@ -8,11 +8,15 @@ A record is a `requests` row (the same row that later gets the reply's usage). I
   tool schemas, whose text is kept once in `request_parts` however many requests used it;
 - `body`: the rest of the JSON body (model, stream options, max_tokens, temperature,
   tool_choice, response_format, extra body fields), with `messages` and `tools` standing as
-  null placeholders, so the body's keys keep their order.
+  placeholders, so the body's keys keep their order.
 
 Rebuilding (`SentRequest.to_body`) runs the rows through `build_messages` with that system
 prompt and puts the messages and tools back in their places. No second copy of any row's text
-is kept. The API key is a header, never part of the body, so it is never stored.
+is kept. The record is checked when it is written, so that every request rebuilds to the very
+bytes sent, whatever built it: the `messages` placeholder is null when the rows rebuild them
+exactly, `{"after_rows": [...]}` when messages that are no rows followed them (the JSON
+fallback's corrected retry sends the bad reply and a note), and the messages whole otherwise.
+The API key is a header, never part of the body, so it is never stored.
 
 Every function runs inside the caller's transaction or connection. Must not: open connections,
 call the model, or know about widgets.
@@ -45,6 +49,7 @@ __all__ = [
 ]
 
 PLACED = ("messages", "tools")  # body keys rebuilt from the rows and the parts table
+AFTER_ROWS = "after_rows"  # messages sent after the rows' own (a corrected retry's)
 
 
 @dataclass(frozen=True)
@@ -62,7 +67,14 @@ class SentRequest:
     completion_tokens: int | None
 
     def messages(self) -> list[Message]:
-        return build_messages([stored.row for stored in self.rows], self.system_prompt)
+        """The messages as sent: rebuilt from the rows, with what followed them (see the
+        module docstring), or as stored whole."""
+        stored = self.body.get("messages")
+        if isinstance(stored, list):
+            return list(stored)
+        built = build_messages([row.row for row in self.rows], self.system_prompt)
+        after: list[Message] = (stored or {}).get(AFTER_ROWS, [])
+        return built + after
 
     def to_body(self) -> dict[str, Any]:
         """The JSON body exactly as it was sent."""
@@ -105,6 +117,8 @@ def record_sent(
             [session_id],
         ).fetchall()
     ]
+    built = build_messages([row.row for row in _rows(db, session_id, ids)], system_prompt)
+    placeholders = {"messages": _messages_placeholder(body.get("messages"), built), "tools": None}
     tools = body.get("tools")
     record = {
         "session_id": session_id,
@@ -115,7 +129,7 @@ def record_sent(
         "row_ids": to_runs(ids),
         "system_hash": _put_part(db, system_prompt),
         "tools_hash": None if tools is None else _put_part(db, json.dumps(tools)),
-        "body": json.dumps({k: None if k in PLACED else v for k, v in body.items()}),
+        "body": json.dumps({k: placeholders[k] if k in PLACED else v for k, v in body.items()}),
     }
     cursor = db.conn.execute(
         f"INSERT INTO requests ({', '.join(record)}) VALUES ({', '.join('?' * len(record))})",
@@ -123,6 +137,19 @@ def record_sent(
     )
     assert cursor.lastrowid is not None
     return cursor.lastrowid
+
+
+def _messages_placeholder(sent: Any, built: list[Message]) -> Any:
+    """What stands for the messages sent: None when the rows rebuild them to the same bytes,
+    `{AFTER_ROWS: [...]}` when they rebuild a beginning of them, else the messages whole."""
+
+    def wire(value: Any) -> str:
+        return json.dumps(value, ensure_ascii=False)
+
+    if not isinstance(sent, list) or wire(sent[: len(built)]) != wire(built):
+        return sent
+    after = sent[len(built) :]
+    return {AFTER_ROWS: after} if after else None
 
 
 def add_usage(

@@ -39,6 +39,7 @@ __all__ = ["Connections"]
 SQLITE_BUSY, SQLITE_LOCKED, SQLITE_READONLY, SQLITE_CORRUPT = 5, 6, 8, 11
 SQLITE_FULL, SQLITE_CANTOPEN, SQLITE_NOTADB = 13, 14, 26
 OPEN = "open the session database"
+SQLITE_HEADER = b"SQLite format 3\x00"  # the first 16 bytes of every SQLite database file
 ERRSTR_CODES = {
     "database is locked": SQLITE_BUSY,
     "database table is locked": SQLITE_LOCKED,
@@ -134,8 +135,9 @@ class Connections:
             raise self._translate(exc, OPEN) from exc
         except OSError as exc:
             raise StoreError(
-                f"Cannot open the session database {self.path}: {exc}. "
-                "Check that the directory is writable or set NBCHAT_HOME."
+                f"Could not {OPEN}: its folder {self.path.parent} cannot be made "
+                f"({exc.strerror or exc}). Point NBCHAT_DB_PATH (or NBCHAT_HOME) at a folder "
+                "you can write."
             ) from exc
 
     def _why_read_only(self) -> str:
@@ -199,13 +201,14 @@ class Connections:
             raise self._translate(exc, action) from exc
 
     def _translate(self, exc: sqlite3.Error, action: str) -> StoreError:
+        """The one message for each way SQLite refuses: what happened to which file, and what
+        the user can do about it (never "run nbchat doctor": doctor shows these very words)."""
         code = _code(exc)
         if code in (SQLITE_BUSY, SQLITE_LOCKED):
-            hint = " (`nbchat doctor` checks the database)" if action == OPEN else ""
             return StoreError(
                 f"Could not {action}: the session database {self.path} stayed locked by another "
                 f"process for more than {self.busy_timeout:g}s. Close other kernels or programs "
-                f"using it and try again{hint}; nothing was written."
+                "using it and try again; nothing was written."
             )
         if code == SQLITE_FULL:
             return StoreError(
@@ -213,16 +216,46 @@ class Connections:
                 "try again; nothing was written."
             )
         if code in (SQLITE_NOTADB, SQLITE_CORRUPT):
-            return StoreError(
-                f"Could not {action}: {self.path} is not a readable nbchat database ({exc}). "
-                f"Move it aside (`mv {self.path} {self.path}.broken`) and nbchat starts a new "
-                "one there, or set NBCHAT_DB_PATH to another file; `nbchat doctor` checks the "
-                "setup. The file was not changed."
-            )
+            return StoreError(f"Could not {action}: {self._unreadable(exc)}")
         if code == SQLITE_READONLY:
             return StoreError(self.read_only_message(action))
+        if code == SQLITE_CANTOPEN:
+            return StoreError(f"Could not {action}: {self._unopenable()}")
         return StoreError(
-            f"Could not {action} in {self.path}: {exc}. Run `nbchat doctor` to check the setup."
+            f"Could not {action} in {self.path}: {exc}. Check that the file and its folder can "
+            "be read and written, or point NBCHAT_DB_PATH at another file."
+        )
+
+    def _unreadable(self, exc: sqlite3.Error) -> str:
+        """A file SQLite cannot read: someone else's file (leave it be) or a damaged database."""
+        if not _is_sqlite_file(self.path):
+            return (
+                f"{self.path} is not a SQLite database, so it is not nbchat's; it was left as it "
+                "is. Point NBCHAT_DB_PATH at nbchat's database or at a file that does not exist "
+                "yet (nbchat creates it)."
+            )
+        return (
+            f"{self.path} is a damaged SQLite database ({exc}); it was left as it is. Move it "
+            f"aside (`mv {self.path} {self.path}.broken`) and nbchat starts a new one there, or "
+            "point NBCHAT_DB_PATH at another file."
+        )
+
+    def _unopenable(self) -> str:
+        """Why SQLite could not open or create the file at all."""
+        if self.path.is_dir():
+            return (
+                f"{self.path} is a folder. Point NBCHAT_DB_PATH at a file, such as "
+                f"{self.path / 'nbchat.db'}."
+            )
+        folder = self.path.parent
+        if not self.path.exists() and not _is_writable_folder(folder):
+            return (
+                f"{self.path} does not exist and cannot be created: its folder {folder} is "
+                "read-only here. Point NBCHAT_DB_PATH (or NBCHAT_HOME) at a folder you can write."
+            )
+        return (
+            f"SQLite cannot open {self.path}. Check that it and its folder can be read and "
+            "written, or point NBCHAT_DB_PATH at another file."
         )
 
     def read_only_message(self, action: str) -> str:
@@ -254,6 +287,24 @@ class Connections:
                 db.conn.rollback()
                 raise
             db.conn.commit()
+
+
+def _is_sqlite_file(path: Path) -> bool:
+    """Whether `path` starts with SQLite's header (so it is a database, if a damaged one)."""
+    try:
+        with open(path, "rb") as handle:
+            return handle.read(len(SQLITE_HEADER)) == SQLITE_HEADER
+    except OSError:
+        return False
+
+
+def _is_writable_folder(folder: Path) -> bool:
+    """Whether new files can be made in `folder` (a read-only mount, or no permission)."""
+    try:
+        read_only_mount = hasattr(os, "statvfs") and os.statvfs(folder).f_flag & os.ST_RDONLY
+    except OSError:  # it cannot even be looked at
+        return False
+    return not read_only_mount and os.access(folder, os.W_OK | os.X_OK)
 
 
 def _code(exc: sqlite3.Error) -> int | None:

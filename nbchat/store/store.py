@@ -124,6 +124,10 @@ class Store:
             )
         return found[0]
 
+    def has_session(self, session_id: str) -> bool:
+        """Whether `session_id` is in this database (a deleted one is not)."""
+        return bool(self._session_infos("WHERE s.id = ?", [session_id]))
+
     def list_sessions(self) -> list[SessionInfo]:
         """Every session, most recently updated first."""
         return self._session_infos("", [])
@@ -138,6 +142,11 @@ class Store:
         self.get_session(session_id)
         with self._write(session_id, "rename the session") as db:
             db.table("sessions").update(session_id, {"title": title.strip(), "updated": now()})
+
+    def name_untitled(self, session_id: str, title: str) -> bool:
+        """Title a session still called "New chat" (one the user renamed keeps its name)."""
+        with self._write(session_id, "title the session") as db:
+            return catalog.name_untitled(db, session_id, title)
 
     def set_session_model(self, session_id: str, model: str) -> None:
         """Record the model a session talks to (the name the server really serves)."""
@@ -345,10 +354,6 @@ class Store:
     def holds_lease(self, session_id: str) -> bool:
         """Whether this store still holds `session_id`'s writer lease, as recorded now."""
         return self.claims.holds(session_id)
-
-    def renew_leases(self) -> None:
-        """Push the expiry of every lease we hold forward (the heartbeat's beat)."""
-        self.claims.renew()
 
     # Export
 

@@ -263,7 +263,7 @@ def run_shell(ctx: ToolContext, command: str, timeout: float | None = None) -> s
         command: The command line, such as `git status`.
         timeout: Seconds before it is killed.
     """
-    limit = ctx.timeout if timeout is None or timeout <= 0 else min(timeout, ctx.timeout)
+    limit = ctx.time_limit(timeout)
     result = run_command(
         command,
         cwd=ctx.workspace,

@@ -1,9 +1,11 @@
 """`ToolContext`: what a running tool may know about where and how it runs.
 
 Owns the per-call context (workspace root, time limit and the deadline it sets, output limit,
-the environment for child processes, the Stop event), the lexical workspace rule (`resolve`;
-opening files race-free is `nbchat.tools.fileaccess`), the allow-list of environment variables a
-tool's child process inherits (`safe_environment`) and how long output is cut (`cap_output`).
+the environment for child processes, the Stop event), the limit a model may ask for within it
+(`time_limit`), the lexical workspace rule (`resolve`; opening files race-free is
+`nbchat.tools.fileaccess`), the allow-list of environment variables a tool's child process
+inherits, with secret-looking names withheld unless named exactly (`safe_environment`), and how
+long output is cut (`cap_output`).
 
 A tool asks for it by declaring a parameter annotated `ToolContext`; the executor fills it in and
 the schema never shows it to the model. Must not: run tools, read files or start processes.
@@ -21,13 +23,24 @@ from pathlib import Path
 
 from nbchat.errors import ToolError
 
-__all__ = ["BASE_ENVIRONMENT", "ToolContext", "cap_output", "cut_marker", "safe_environment"]
+__all__ = [
+    "BASE_ENVIRONMENT",
+    "SECRET_WORDS",
+    "ToolContext",
+    "cap_output",
+    "cut_marker",
+    "safe_environment",
+]
 
 # What a command needs to behave as in a terminal, and nothing that could hold a credential:
 # secrets hide under any name (DATABASE_URL, GH_PAT, MYSQL_PWD), so names are allowed, not
 # blocked. Shell-style patterns; the user adds more with `tool_env_allow`.
 BASE_ENVIRONMENT: tuple[str, ...] = ("PATH", "HOME", "USER", "LOGNAME", "SHELL", "TERM", "TZ")
 BASE_ENVIRONMENT += ("LANG", "LANGUAGE", "LC_*", "TMPDIR")
+# The second line of defence: a name holding one of these words is withheld even when an allow
+# pattern matches it (`AWS_*` must not pass AWS_SECRET_ACCESS_KEY), unless it is allowed by its
+# exact name.
+SECRET_WORDS = ("KEY", "TOKEN", "SECRET", "PASSWORD")
 
 
 @dataclass(frozen=True)
@@ -71,6 +84,15 @@ class ToolContext:
             return self.timeout
         return self.deadline - time.monotonic()
 
+    def time_limit(self, requested: float | None) -> float:
+        """The seconds a tool may take when the model asks for `requested`: the one place a
+        time limit from the model is read. A shorter limit is kept; anything else (none, 0,
+        negative, NaN, infinite or longer) gets the call's own `timeout`. `min` alone would
+        keep a NaN, a deadline that never comes."""
+        if requested is None or not 0 < requested < self.timeout:
+            return self.timeout
+        return requested
+
     def check(self, doing: str) -> None:
         """Raise a `ToolError` saying so once Stop was pressed or the deadline has passed.
 
@@ -97,14 +119,20 @@ def safe_environment(
     environ: Mapping[str, str] | None = None, *, allow: Sequence[str] = ()
 ) -> dict[str, str]:
     """The variables of `environ` (default: this process's) named in `BASE_ENVIRONMENT` or
-    `allow` (names or shell-style patterns such as `AWS_*`, any case); nothing else."""
+    `allow` (names or shell-style patterns such as `AWS_*`, any case); nothing else. A name
+    with a `SECRET_WORDS` word in it passes only when named exactly."""
     source = os.environ if environ is None else environ
-    patterns = (*BASE_ENVIRONMENT, *allow)
-    return {
-        name: value
-        for name, value in source.items()
-        if any(fnmatch.fnmatchcase(name.upper(), pattern.upper()) for pattern in patterns)
-    }
+    patterns = tuple(pattern.upper() for pattern in (*BASE_ENVIRONMENT, *allow))
+    exact = {pattern for pattern in patterns if not any(c in pattern for c in "*?[")}
+    return {name: value for name, value in source.items() if _passes(name.upper(), patterns, exact)}
+
+
+def _passes(name: str, patterns: Sequence[str], exact: set[str]) -> bool:
+    if name in exact:
+        return True
+    if any(word in name for word in SECRET_WORDS):
+        return False
+    return any(fnmatch.fnmatchcase(name, pattern) for pattern in patterns)
 
 
 def cut_marker(count: int) -> str:

@@ -60,7 +60,13 @@ def run_command(
     output_limit: int,
     stop: threading.Event | None = None,
 ) -> ShellResult:
-    """Run `command`; keep at most about `output_limit` characters of its output."""
+    """Run `command`; keep at most about `output_limit` characters of its output.
+
+    `timeout` must be positive (infinite waits for the command): a NaN would never arrive, so it
+    is refused before anything starts (a model's request goes through `ToolContext.time_limit`).
+    """
+    if not timeout > 0:
+        raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")
     status_read, status_write = os.pipe()
     try:
         process = _start(command, cwd=cwd, env=env, status_fd=status_write)

@@ -66,6 +66,10 @@ __all__ = ["ChatUI", "ready_status", "transcript_factories"]
 class ChatUI(widgets.VBox):
     """A chat in a notebook cell. `ChatUI()` uses `Settings.load(**overrides)`."""
 
+    # Closed until the parts `close` ends exist: a constructor that failed (bad settings, say)
+    # leaves nothing to end when ipywidgets calls `close` from `__del__`.
+    _closed = True
+
     def __init__(
         self,
         settings: Settings | None = None,
@@ -105,6 +109,7 @@ class ChatUI(widgets.VBox):
         self._turn_queued = threading.Event()
         self.attachments: list[Attachment] = []
         self.transcript = TranscriptDisplay(self.store, lambda: self.conversation.session_id)
+        self._closed = False
         self._build_widgets(live_limit, max_rate)
         self.compaction = CompactionFlow(self)  # preview, accept, undo (`ui/compactflow.py`)
         self.view.compaction_widget = self.compaction.live_card
@@ -180,7 +185,7 @@ class ChatUI(widgets.VBox):
         """Stop the turn, end the worker thread, release the session, close the widgets. Once:
         ipywidgets calls `close` again when the widget is garbage-collected, which at the
         interpreter's exit may come after the store's connections were closed."""
-        if getattr(self, "_closed", False):
+        if self._closed:
             return
         self._closed = True
         self.stop()
@@ -350,7 +355,7 @@ class ChatUI(widgets.VBox):
     def _database_failed(self, error: StoreError) -> None:
         """The store cannot be opened: one message, in the widget and for the cell; nothing
         else runs (no session is read or written, the file is not touched again)."""
-        self.unavailable = database_message(error, self.store.path)
+        self.unavailable = database_message(error)
         self.messages.add(widgets.HTML(value=render_notice(self.unavailable, error=True)))
         self.view.set_status("the session database cannot be opened", error=True)
         self.controls.disable()

@@ -1,7 +1,7 @@
 """The compaction cards: the preview card (a proposed compaction with Accept, Edit then
 accept, or Discard), the compaction card in the chat (what was replaced, and Undo while it is
-the latest compaction), and the confirmation an undo asks for when the history would be over
-the compaction trigger again.
+the latest compaction), and the confirmation an undo or an edited summary asks for when the
+history would be over the compaction trigger.
 
 Widgets only: each button calls the callback it was given (`nbchat.ui.compactflow` queues the
 work); model text is escaped or goes through `render`. No SQL, HTTP or prompt text.
@@ -25,7 +25,7 @@ __all__ = [
     "CompactionCard",
     "LazyCollapsible",
     "PreviewCard",
-    "UndoConfirmation",
+    "Confirmation",
     "render_replaced",
 ]
 
@@ -231,13 +231,14 @@ class CompactionCard:
             self._on_undo(self)
 
 
-class UndoConfirmation:
-    """An undo that would put the history over the trigger: Undo anyway, or Keep it."""
+class Confirmation:
+    """A change that would put the history over the trigger (an undo, an edited summary):
+    `confirm` it anyway (the warning's button), or `cancel` (the other one)."""
 
-    def __init__(self, warning: str, *, on_confirm: Callable[[], None]) -> None:
+    def __init__(self, warning: str, *, on_confirm: Callable[[], None], yes: str, no: str) -> None:
         self._on_confirm = on_confirm
-        self._yes = widgets.Button(description="Undo anyway", button_style="warning")
-        self._no = widgets.Button(description="Keep it")
+        self._yes = widgets.Button(description=yes, button_style="warning")
+        self._no = widgets.Button(description=no)
         self._yes.on_click(self._on_yes_click)
         self._no.on_click(self._on_no_click)
         self.decision = ""

@@ -1,11 +1,13 @@
 """`CompactionFlow`: what a `ChatUI` does for compaction you steer.
 
 `/compact [focus]` and the Compact button ask for a preview and show it as a `PreviewCard`;
-Accept (or Edit, then accept) applies it, Discard drops it. Every compaction card in the chat,
-automatic ones too, shows what it replaced and an Undo button while it is the latest; Undo
-(or `/undo-compact`) takes it back, first asking for a confirmation when the history would be
-over the compaction trigger again. The work runs as turns on the chat's worker (`run_turn`), so
-Stop, the busy state and the failure reporting work as for a reply; clicks only queue it.
+Accept (or Edit, then accept) applies it, first asking for a confirmation when the edited
+summary would put the history over the compaction trigger; Discard drops it. Every compaction
+card in the chat, automatic ones too, shows what it replaced and an Undo button while it is the
+latest; Undo (or `/undo-compact`) takes it back, first asking for a confirmation when the
+history would be over the compaction trigger again. The work runs as turns on the chat's worker
+(`run_turn`), so Stop, the busy state and the failure reporting work as for a reply; clicks only
+queue it.
 
 No SQL, HTTP or prompt text: the conversation (`nbchat.conversation.steer`) does the work; the
 store is only read (the compaction records, the rows a record archived).
@@ -15,6 +17,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterator
+from functools import partial
 from typing import Any, Protocol
 
 import ipywidgets as widgets
@@ -27,7 +30,7 @@ from nbchat.history import Row
 from nbchat.store.store import Store
 from nbchat.store.undo import KINDS
 from nbchat.ui.cards import row_widget
-from nbchat.ui.compactcard import CompactionCard, PreviewCard, UndoConfirmation
+from nbchat.ui.compactcard import CompactionCard, Confirmation, PreviewCard
 from nbchat.ui.messages import MessageList
 from nbchat.ui.render import render_notice
 
@@ -56,7 +59,7 @@ class CompactionFlow:
     def __init__(self, host: FlowHost) -> None:
         self.host = host
         self.preview_card: PreviewCard | None = None  # the newest one, decided or not
-        self.confirmation: UndoConfirmation | None = None
+        self.confirmation: Confirmation | None = None
         self._cards: list[CompactionCard] = []
 
     # What the buttons and commands start (kernel thread: they only queue work)
@@ -141,13 +144,21 @@ class CompactionFlow:
             self.host.messages.add(card.widget)
         yield Done(stopped=stop.is_set())
 
-    def _accept(self, card: PreviewCard, text: str | None) -> Steps:
+    def _accept(self, card: PreviewCard, text: str | None, *, force: bool = False) -> Steps:
         if card.decision:  # accepted or discarded while this job waited
+            return
+        conversation = self.host.conversation
+        warning = "" if force else conversation.steering.edit_warning(card.result, text)
+        if warning:  # the card stays open: shorten the text, or accept it anyway
+            self._confirm(
+                warning, partial(self._on_accept, card, text, force=True), yes="Accept anyway"
+            )
+            yield Done()
             return
         card.mark("accepting")
         yield CompactionStarted("manual")
         try:
-            applied = self.host.conversation.accept_compaction(card.result, text)
+            applied = conversation.accept_compaction(card.result, text, force=force)
         except NbchatError as exc:
             card.mark("refused")
             yield Failed(exc, str(exc))
@@ -168,17 +179,20 @@ class CompactionFlow:
             self.host.show_session()
             self.host.notice(outcome.message)
         else:
-            self.confirmation = UndoConfirmation(
-                outcome.warning, on_confirm=lambda: self.undo(record_id, force=True)
+            self._confirm(
+                outcome.warning, lambda: self.undo(record_id, force=True), yes="Undo anyway"
             )
-            self.host.messages.add(self.confirmation.widget)
             self._reoffer()
         yield Done()
 
+    def _confirm(self, warning: str, action: Callable[[], None], *, yes: str) -> None:
+        self.confirmation = Confirmation(warning, on_confirm=action, yes=yes, no="Keep it")
+        self.host.messages.add(self.confirmation.widget)
+
     # Callbacks (kernel thread)
 
-    def _on_accept(self, card: PreviewCard, text: str | None) -> None:
-        self.host.run_turn(lambda _stop: self._accept(card, text))
+    def _on_accept(self, card: PreviewCard, text: str | None, *, force: bool = False) -> None:
+        self.host.run_turn(lambda _stop: self._accept(card, text, force=force))
 
     def _on_discard(self, _card: PreviewCard) -> None:
         self.host.conversation.steering.discard()

@@ -12,11 +12,8 @@ from __future__ import annotations
 
 import sys
 import threading
-from pathlib import Path
 
 __all__ = ["CellReport", "database_message"]
-
-CORRUPT_SIGNS = ("not a database", "malformed", "corrupt", "disk image")
 
 
 class CellReport:
@@ -40,20 +37,7 @@ class CellReport:
         return not messages
 
 
-def database_message(error: Exception, path: Path) -> str:
-    """One message for a session database that cannot be opened, saying what to do."""
-    text = str(error).strip()
-    lowered = text.lower()
-    advice = ""
-    if "locked" in lowered:
-        advice = (
-            f" Close the program that holds {path} (another kernel's long write, a sqlite3 "
-            "shell), then create the ChatUI again."
-        )
-    elif any(sign in lowered for sign in CORRUPT_SIGNS):
-        advice = (
-            f" Nothing was changed in {path}. Move it aside (`mv {path} {path}.bad`; a new one "
-            "is created) or point NBCHAT_DB_PATH at another file, then create the ChatUI again."
-        )
-    check = "" if "nbchat doctor" in text else " `nbchat doctor` checks the database."
-    return f"The chat cannot start: {text}{advice}{check}"
+def database_message(error: Exception) -> str:
+    """The message for a session database that cannot be opened: the store's own words (they
+    say what happened and what to do; saying it again here once doubled the advice)."""
+    return f"The chat cannot start: {str(error).strip()}"
