@@ -189,7 +189,7 @@ def _seconds(ctx: ToolContext) -> float:
 
 def _why(outcome: Outcome, seconds: float) -> str:
     if outcome.ending == "timed out":
-        return f"it took longer than {seconds:g} s"
+        return f"it took longer than {seconds:.2g} s"
     if outcome.ending == "refused":
         return "earlier previews are still running (previews resume once they finish)"
     if outcome.ending == "stopped":
@@ -230,7 +230,8 @@ def _list_into(namespace: dict[Any, Any], out: Output) -> None:
     if shown < len(found):
         out.add(f"… and {len(found) - shown:,} more (describe_variable shows one).")
     if skipped:
-        out.add(f"({skipped:,} entries of the namespace skipped: their names are not strings.)")
+        entries = "entry" if skipped == 1 else "entries"
+        out.add(f"({skipped:,} {entries} of the namespace skipped: not named by a string.)")
 
 
 def _summary(name: str, value: Any) -> str:
