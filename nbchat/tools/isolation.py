@@ -36,6 +36,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
+try:  # Unix only; the child that uses it exists only where fork does
+    import resource
+except ImportError:  # pragma: no cover - Windows
+    resource = None  # type: ignore[assignment]
+
 __all__ = [
     "CAN_FORK",
     "CHILD_MEMORY",
@@ -165,9 +170,7 @@ def _quiet_child() -> None:  # pragma: no cover - runs in the child
     sys.stdout = sys.stderr = open(null, "w", closefd=False)  # noqa: SIM115 - dies with the child
     with contextlib.suppress(ValueError, OSError):
         signal.set_wakeup_fd(-1)
-    with contextlib.suppress(ValueError, OSError, ImportError):
-        import resource
-
+    with contextlib.suppress(ValueError, OSError, AttributeError):
         with open("/proc/self/statm") as statm:
             size = int(statm.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
         _, hard = resource.getrlimit(resource.RLIMIT_AS)
