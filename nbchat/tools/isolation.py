@@ -64,8 +64,9 @@ Ending = Literal["done", "timed out", "failed", "stopped", "refused"]
 _stuck = threading.BoundedSemaphore(STUCK_LIMIT)
 
 
-class _CancelledError(Exception):
-    """Raised inside a helper thread's `produce` once nobody waits for it any more."""
+class _CancelledError(BaseException):
+    """Raised inside a helper thread's `produce` once nobody waits for it any more (a
+    BaseException, so the producer's own `except Exception` does not swallow it)."""
 
 
 @dataclass(frozen=True)
@@ -110,7 +111,7 @@ def call_bounded(
     if CAN_FORK if fork is None else fork:
         try:
             return _in_child(produce, deadline, stop)
-        except OSError:  # no memory or processes left to fork: the thread still answers
+        except (OSError, RuntimeError):  # no memory or processes left, a subinterpreter
             pass
     return _in_thread(produce, deadline, stop)
 
