@@ -28,6 +28,7 @@ from nbchat.compaction.facts import (
 )
 from nbchat.compaction.notebookfacts import NOTEBOOK_TOOLS
 from nbchat.history import Row, to_row
+from nbchat.tools.context import ToolContext
 from nbchat.tools.notebook import notebook_tools
 from nbchat.ui.attach import attachment_from, with_attachments
 
@@ -236,7 +237,7 @@ class Shell:
 def notebook_turn(shell: Shell, call_id: str, tool: str, **arguments: object) -> list[Row]:
     """A call to one of the real notebook tools and its real answer."""
     tools = {each.name: each for each in notebook_tools(shell)}
-    answer = str(tools[tool](**arguments))
+    answer = str(tools[tool].invoke(arguments, ToolContext(Path.cwd())))
     return [tool_call((call_id, tool, arguments)), tool_result(call_id, answer, name=tool)]
 
 

@@ -6,8 +6,10 @@ from __future__ import annotations
 import json
 import sys
 import threading
+import time
 import types
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import openai
@@ -19,7 +21,8 @@ from hypothesis import strategies as st
 
 from nbchat.config import Settings
 from nbchat.store.store import Store
-from nbchat.tools import notebook
+from nbchat.tools import isolation
+from nbchat.tools.context import ToolContext
 from nbchat.tools.notebook import (
     ANSWER_LIMIT,
     LIST_LIMIT,
@@ -47,8 +50,10 @@ def previews_finish() -> Iterator[None]:
 
 
 def run_tool(shell: FakeShell, tool_name: str, /, **arguments: Any) -> str:
+    """The tool called as the executor calls it, with a 10 s tool time limit."""
     (found,) = [item for item in notebook_tools(shell) if item.name == tool_name]
-    return str(found(**arguments))
+    context = ToolContext(Path.cwd(), timeout=10, deadline=time.monotonic() + 10)
+    return str(found.invoke(arguments, context))
 
 
 class SlowLength(list):  # type: ignore[type-arg]
@@ -116,18 +121,25 @@ def test_a_repr_that_never_returns_is_cut_off_and_the_chat_goes_on() -> None:
     assert shown == "stuck: Stuck\n(could not show its contents: it took longer than 0.2 s)"
 
 
-def test_previews_are_refused_while_earlier_ones_are_still_stuck() -> None:
+def test_on_threads_previews_are_refused_while_earlier_ones_are_stuck_and_resume_after() -> None:
     release = threading.Event()
     try:
         first = [
-            describe_value(f"s{i}", Stuck(release), seconds=0.05)
-            for i in range(notebook.STUCK_LIMIT)
+            describe_value(f"s{i}", Stuck(release), seconds=0.05, fork=False)
+            for i in range(isolation.STUCK_LIMIT)
         ]
-        refused = describe_value("one more", [1, 2])
+        refused = describe_value("one more", [1, 2], fork=False)
     finally:
         release.set()
+    for thread in threading.enumerate():
+        if thread.name == "nbchat-preview":
+            thread.join(10)
     assert all("it took longer than" in text for text in first)
-    assert refused.endswith("(could not show its contents: earlier previews are still running)")
+    assert refused == (
+        "one more: (could not read it: earlier previews are still running (previews resume "
+        "once they finish))"
+    )
+    assert describe_value("again", [1, 2], fork=False) == "again: list, length 2\n[1, 2]"
 
 
 def test_a_huge_value_is_previewed_within_the_bound() -> None:

@@ -15,7 +15,10 @@ The modules behind them:
                 of the workspace, lines streams bounded reads and regex searches with a time
                 limit, listing walks folders and globs inside the workspace
     shell       one command under reaper (a child subreaper: nothing it starts outlives it)
-    notebook    read-only tools over the live kernel's variables, cells and last error
+    notebook    read-only tools over the live kernel's variables, cells and last error;
+                preview makes their text (summaries, bounded reprs, tracebacks), isolation
+                runs each call into user code in a forked child under a deadline, masking
+                hides what looks like a secret (is_secret_name, mask_secrets)
     offer       which tools a request offers (on small models, only when asked for)
 
 A call written as plain JSON text is recognised by nbchat.llm.fallback.

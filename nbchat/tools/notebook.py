@@ -3,27 +3,41 @@ error.
 
 The chat runs inside the kernel, so the model can look at what a side-panel chat cannot: the
 live objects. Everything these tools return is bounded: at most `LIST_LIMIT` names, every
-answer cut to `ANSWER_LIMIT` characters, and every call into user code (a `repr`, a DataFrame's
-`head()`, an array's statistics) made on a helper thread with a time limit, so a huge or slow
-`repr` cannot freeze the chat. A `repr` that never returns leaves its helper thread behind (a
-thread cannot be killed); while `STUCK_LIMIT` of them are still running, previews are refused.
-Private names (a leading underscore), modules, IPython's own names and nbchat's own objects
-are hidden.
+answer cut to `ANSWER_LIMIT` characters, and every call into user code (a summary, a `repr`, a
+DataFrame's `head()`, `str()` of an exception) made inside one bounded call per tool call
+(nbchat.tools.isolation: a forked child on Linux, else a helper thread), with one deadline for
+the whole call: `TIME_LIMIT`, or less when the tool call's own limit is nearer. The kernel's side
+only looks up names and types with operations that run no user code (`type()`, `issubclass`,
+the type's own `__module__`), so a dead `weakref.proxy`, a lying `__class__` or a key that is
+not a string cannot stop it. What a listing made before its deadline is kept, and says where it
+stopped. Secrets are masked in every answer (nbchat.tools.masking; values under secret-looking
+names in nbchat.tools.preview). Private names (a leading underscore), modules, IPython's own
+names and nbchat's own objects are hidden.
 
 Must not: change the namespace, run cells, or import numpy/pandas (their values are recognised
-by their type's module and only their own methods are called).
+by their classes in `sys.modules` and only their own methods are called).
 """
 
 from __future__ import annotations
 
-import reprlib
 import sys
 import threading
-import traceback
+import time
 import types
 from collections.abc import Callable
 from typing import Any, Protocol
 
+from nbchat.tools.context import ToolContext
+from nbchat.tools.isolation import Outcome, Output, call_bounded
+from nbchat.tools.masking import is_secret_name, mask_secrets
+from nbchat.tools.preview import (
+    MARGIN,
+    cut,
+    format_error,
+    preview_value,
+    summarise_value,
+    type_name,
+)
 from nbchat.tools.registry import Tool
 
 __all__ = [
@@ -31,26 +45,24 @@ __all__ = [
     "LIST_LIMIT",
     "TIME_LIMIT",
     "Shell",
-    "call_bounded",
+    "current_shell",
     "describe_value",
     "is_user_variable",
-    "current_shell",
     "list_variables",
     "notebook_tools",
-    "summarise_value",
 ]
 
 LIST_LIMIT = 200  # names listed at most; the rest are counted
 ANSWER_LIMIT = 4000  # characters in one answer
 LINE_LIMIT = 160  # characters in one listed variable's line
-TIME_LIMIT = 2.0  # seconds for one call into user code
-STUCK_LIMIT = 2  # previews still running after their time limit, before new ones are refused
-SAMPLE_LIMIT = 100_000  # array elements the statistics are computed over at most
+TIME_LIMIT = 2.0  # seconds for all the calls into user code of one tool call
+NOTE_ROOM = 300  # characters kept free at the end of a listing for the line that closes it
 IPYTHON_NAMES = frozenset({"In", "Out", "exit", "quit", "get_ipython", "open"})
-SIZED = (list, tuple, dict, set, frozenset, str, bytes, bytearray)
-DEFINED = (type, types.FunctionType)  # values that name their own module
-
-_stuck = threading.BoundedSemaphore(STUCK_LIMIT)
+# Values that name their own module (a class, a function); any other value, through its type.
+MODULE_OF: dict[type, Callable[[Any], Any]] = {
+    types.FunctionType: types.FunctionType.__dict__["__module__"].__get__,
+}
+NO_VARIABLE = "No variable named {name!r} (list_notebook_variables lists them)."
 
 
 class Shell(Protocol):
@@ -59,109 +71,78 @@ class Shell(Protocol):
     user_ns: dict[str, Any]
 
 
-class PreviewTimeoutError(Exception):
-    """A call into user code ran past its time limit (its thread is left to finish)."""
-
-
-def call_bounded(fn: Callable[[], str], seconds: float = TIME_LIMIT) -> str:
-    """`fn()` on a helper thread, waited for at most `seconds`."""
-    if not _stuck.acquire(blocking=False):
-        raise PreviewTimeoutError("earlier previews are still running")
-    result: dict[str, Any] = {}
-    done = threading.Event()
-
-    def run() -> None:
-        try:
-            result["value"] = fn()
-        except BaseException as exc:  # user code may raise anything; it is reported
-            result["error"] = exc
-        finally:
-            done.set()
-            _stuck.release()
-
-    threading.Thread(target=run, name="nbchat-preview", daemon=True).start()
-    if not done.wait(seconds):
-        raise PreviewTimeoutError(f"it took longer than {seconds:g} s")
-    if "error" in result:
-        raise result["error"]
-    return str(result["value"])
-
-
-def is_user_variable(name: str, value: Any) -> bool:
-    """Whether `name` is one of the user's own variables (not private, a module, IPython's or
-    nbchat's)."""
-    if name.startswith("_") or name in IPYTHON_NAMES or isinstance(value, types.ModuleType):
+def is_user_variable(name: object, value: Any) -> bool:
+    """Whether `name` is one of the user's own variables (a string, not private, not a module,
+    IPython's or nbchat's). Runs no user code: only `type()`, `issubclass` and the type's own
+    `__module__` entry are read, never the value's attributes."""
+    if type(name) is not str or name.startswith("_") or name in IPYTHON_NAMES:
         return False
-    # A class or function says where it was defined; any other value, through its type. Only
-    # attributes of `type` objects are read: an instance's own __getattr__ is never called.
-    owner = value if isinstance(value, DEFINED) else type(value)
-    module = str(type.__getattribute__(owner, "__module__") or "")
-    return not module.startswith(("nbchat", "IPython"))
-
-
-def summarise_value(value: Any) -> str:
-    """One cheap line: the type, and a length, shape, dtype or columns where the type is known.
-    Calls no user code (only builtins' `len` and numpy/pandas attributes)."""
     kind = type(value)
-    name, module = kind.__name__, kind.__module__ or ""
-    if kind in SIZED:  # the exact builtin: a subclass's __len__ is user code
-        return f"{name}, length {len(value):,}"
-    if isinstance(value, bool | int | float | complex) or value is None:
-        return f"{name} = {_short(value)}"
-    if module.split(".")[0] not in ("numpy", "pandas"):
-        return name
-    parts = [name]
-    shape = getattr(value, "shape", None)
-    if isinstance(shape, tuple):
-        parts.append("shape " + "×".join(f"{n:,}" for n in shape))
-    if hasattr(value, "dtype"):
-        parts.append(f"dtype {value.dtype}")
-    if hasattr(value, "columns"):
-        columns = [str(c) for c in list(value.columns[:8])]
-        more = len(value.columns) - len(columns)
-        parts.append("columns " + ", ".join(columns) + (f" (+{more:,} more)" if more > 0 else ""))
-    return ", ".join(parts)
+    if issubclass(kind, types.ModuleType):
+        return False
+    if issubclass(kind, type):
+        module = type.__dict__["__module__"].__get__(value)
+    elif kind in MODULE_OF:
+        module = MODULE_OF[kind](value)
+    else:
+        module = type.__dict__["__module__"].__get__(kind)
+    return type(module) is not str or not module.startswith(("nbchat", "IPython"))
 
 
-def list_variables(namespace: dict[str, Any]) -> str:
-    """The user's variables, sorted by name, one bounded line each, as many as fit."""
-    found = sorted(_user_items(namespace), key=lambda item: item[0])
-    if not found:
-        return "The notebook has no variables of its own yet."
-    lines: list[str] = []
-    room = ANSWER_LIMIT - 80  # what is left for the closing "… and N more" line
-    for name, value in found[:LIST_LIMIT]:
-        line = _cut(f"{name}: {summarise_value(value)}", LINE_LIMIT)
-        room -= len(line) + 1
-        if room < 0:
-            break
-        lines.append(line)
-    if len(lines) < len(found):
-        lines.append(f"… and {len(found) - len(lines):,} more (describe_variable shows one).")
-    return "\n".join(lines)
+def list_variables(
+    namespace: dict[Any, Any],
+    seconds: float = TIME_LIMIT,
+    *,
+    stop: threading.Event | None = None,
+    fork: bool | None = None,
+) -> str:
+    """The user's variables, sorted by name, one bounded line each, as many as fit and as are
+    summarised within `seconds`."""
+    outcome = call_bounded(
+        lambda out: _list_into(namespace, out),
+        deadline=time.monotonic() + seconds,
+        stop=stop,
+        fork=fork,
+    )
+    lines = list(outcome.pieces)
+    if outcome.ending != "done":
+        where = f" at {outcome.working_on}" if outcome.working_on else ""
+        lines.append(f"… the listing stopped{where}: {_why(outcome, seconds)}.")
+    return cut(mask_secrets("\n".join(lines)), ANSWER_LIMIT)
 
 
-def describe_value(name: str, value: Any, seconds: float = TIME_LIMIT) -> str:
+def describe_value(
+    name: str,
+    value: Any,
+    seconds: float = TIME_LIMIT,
+    *,
+    stop: threading.Event | None = None,
+    fork: bool | None = None,
+) -> str:
     """A bounded preview of one value: a DataFrame's dtypes and head(), an array's statistics,
-    anything else's repr (cut), under a time limit."""
-    header = f"{name}: {summarise_value(value)}"
-    try:
-        body = call_bounded(lambda: _preview(value), seconds)
-    except PreviewTimeoutError as exc:
-        body = f"(could not show its contents: {exc})"
-    except Exception as exc:
-        body = f"(could not show its contents: {type(exc).__name__}: {_short(exc)})"
-    return _cut(f"{header}\n{body}", ANSWER_LIMIT)
+    anything else's repr (cut), made within `seconds`; a marker under a secret-looking name."""
+    outcome = call_bounded(
+        lambda out: _describe_into(name, value, out),
+        deadline=time.monotonic() + seconds,
+        stop=stop,
+        fork=fork,
+    )
+    pieces = list(outcome.pieces)
+    if not pieces:
+        pieces.append(f"{name}: (could not read it: {_why(outcome, seconds)})")
+    elif len(pieces) == 1:
+        pieces.append(f"(could not show its contents: {_why(outcome, seconds)})")
+    return cut(mask_secrets("\n".join(pieces)), ANSWER_LIMIT)
 
 
 def notebook_tools(shell: Shell) -> tuple[Tool, ...]:
     """The four read-only notebook tools, reading `shell`'s namespace when they run."""
 
-    def list_notebook_variables() -> str:
+    def list_notebook_variables(ctx: ToolContext) -> str:
         """List the notebook's variables with their types and sizes."""
-        return list_variables(shell.user_ns)
+        return list_variables(shell.user_ns, _seconds(ctx), stop=ctx.stop)
 
-    def describe_variable(name: str) -> str:
+    def describe_variable(ctx: ToolContext, name: str) -> str:
         """Show a preview of one notebook variable (type, size, first rows or repr).
 
         Args:
@@ -169,42 +150,26 @@ def notebook_tools(shell: Shell) -> tuple[Tool, ...]:
         """
         value = shell.user_ns.get(name, _MISSING)
         if value is _MISSING or not is_user_variable(name, value):
-            return f"No variable named {name!r} (list_notebook_variables lists them)."
-        return describe_value(name, value)
+            return NO_VARIABLE.format(name=name)
+        return describe_value(name, value, _seconds(ctx), stop=ctx.stop)
 
-    def read_cell(number: int) -> str:
+    def read_cell(ctx: ToolContext, number: int) -> str:
         """Read the source and the result of the notebook cell with this execution number.
 
         Args:
             number: the cell's execution count, as in In [number].
         """
-        return _cell(shell.user_ns, number)
+        return _cell(shell.user_ns, number, ctx)
 
-    def last_error() -> str:
+    def last_error(ctx: ToolContext) -> str:
         """Show the last exception raised in the notebook, with its traceback."""
-        return _last_error()
+        return _last_error(ctx)
 
     functions = (list_notebook_variables, describe_variable, read_cell, last_error)
     return tuple(Tool.from_function(function) for function in functions)
 
 
 _MISSING = object()
-
-
-class _LimitedRepr(reprlib.Repr):
-    """reprlib's bounded repr, except that a `repr` that raises is reported, not disguised as
-    `<X instance at 0x…>`."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.maxstring = self.maxother = self.maxlong = ANSWER_LIMIT
-        self.maxlist = self.maxtuple = self.maxdict = self.maxset = 30
-
-    def repr_instance(self, x: Any, level: int) -> str:
-        return _cut(repr(x), self.maxother)
-
-
-_LIMITED = _LimitedRepr()
 
 
 def current_shell() -> Shell | None:
@@ -217,89 +182,112 @@ def current_shell() -> Shell | None:
     return shell
 
 
-def _user_items(namespace: dict[str, Any]) -> list[tuple[str, Any]]:
-    # A copy first: the kernel may run a cell (and add names) while the chat reads. Instances
-    # of one type share the answer, so it is worked out once per type.
-    by_type: dict[type, bool] = {}
+def _seconds(ctx: ToolContext) -> float:
+    """The tool call's time for user code: `TIME_LIMIT`, or what is left of its own limit."""
+    return max(0.0, min(TIME_LIMIT, ctx.remaining()))
+
+
+def _why(outcome: Outcome, seconds: float) -> str:
+    if outcome.ending == "timed out":
+        return f"it took longer than {seconds:.2g} s"
+    if outcome.ending == "refused":
+        return "earlier previews are still running (previews resume once they finish)"
+    if outcome.ending == "stopped":
+        return "stopped by the user"
+    return outcome.error or "it ended without an answer"
+
+
+def _user_items(namespace: dict[Any, Any]) -> tuple[list[tuple[str, Any]], int]:
+    """The user's variables sorted by name, and how many entries were skipped because their
+    name is not a string. A copy first: the kernel may run a cell (and add names) meanwhile."""
     found = []
+    skipped = 0
     for name, value in list(namespace.items()):
-        if name.startswith("_") or name in IPYTHON_NAMES:
-            continue
-        kind = type(value)
-        if isinstance(value, DEFINED):
-            keep = is_user_variable(name, value)
-        elif kind in by_type:
-            keep = by_type[kind]
-        else:
-            keep = by_type[kind] = is_user_variable(name, value)
-        if keep:
+        if type(name) is not str:
+            skipped += 1
+        elif is_user_variable(name, value):
             found.append((name, value))
-    return found
+    found.sort(key=lambda item: item[0])
+    return found, skipped
 
 
-def _preview(value: Any) -> str:
-    kind = type(value)
-    module = (kind.__module__ or "").split(".")[0]
-    if module == "pandas" and hasattr(value, "head"):
-        dtypes = getattr(value, "dtypes", None)
-        head = value.head(5).to_string(max_cols=20, max_colwidth=40)
-        typed = "" if dtypes is None else f"dtypes:\n{dtypes.head(30).to_string()}\n"
-        return f"{typed}head():\n{head}"
-    if module == "numpy" and hasattr(value, "ravel") and hasattr(value, "dtype"):
-        return _array_statistics(value)
-    return _LIMITED.repr(value)
+def _list_into(namespace: dict[Any, Any], out: Output) -> None:
+    """The listing's lines, one variable at a time (runs in the bounded call)."""
+    found, skipped = _user_items(namespace)
+    if not found:
+        out.add("The notebook has no variables of its own yet.")
+    room = ANSWER_LIMIT - NOTE_ROOM
+    shown = 0
+    for name, value in found[:LIST_LIMIT]:
+        out.doing(name)
+        line = cut(f"{name}: {_summary(name, value)}", LINE_LIMIT)
+        room -= len(line) + 1
+        if room < 0:
+            break
+        out.add(line)
+        shown += 1
+    out.doing("")
+    if shown < len(found):
+        out.add(f"… and {len(found) - shown:,} more (describe_variable shows one).")
+    if skipped:
+        entries = "entry" if skipped == 1 else "entries"
+        out.add(f"({skipped:,} {entries} of the namespace skipped: not named by a string.)")
 
 
-def _array_statistics(array: Any) -> str:
-    flat = array.ravel()
-    if flat.size == 0 or array.dtype.kind not in "biuf":
-        return reprlib.repr(array)
-    step = max(1, flat.size // SAMPLE_LIMIT)
-    sample = flat[::step]
-    scope = "all" if step == 1 else f"every {step:,}th of the {flat.size:,}"
-    return (
-        f"statistics over {scope} elements: min {sample.min()}, max {sample.max()}, "
-        f"mean {sample.mean():.6g}\nfirst elements: {reprlib.repr(flat[:10].tolist())}"
-    )
+def _summary(name: str, value: Any) -> str:
+    """One variable's summary; a summary that fails says so instead of ending the listing."""
+    try:
+        return summarise_value(value, secret=is_secret_name(name))
+    except Exception as exc:
+        return f"{type_name(type(value))} (no summary: {type(exc).__name__})"
 
 
-def _cell(namespace: dict[str, Any], number: int) -> str:
+def _describe_into(name: str, value: Any, out: Output) -> None:
+    """The header line, then the contents (runs in the bounded call)."""
+    secret = is_secret_name(name)
+    out.add(f"{name}: {summarise_value(value, secret=secret)}")
+    out.add(preview_value(value, secret=secret))
+
+
+def _cell(namespace: dict[str, Any], number: int, ctx: ToolContext) -> str:
     inputs = namespace.get("In")
-    if not isinstance(inputs, list) or not 0 < number < len(inputs):
+    if type(inputs) is not list or not 0 < number < len(inputs):
         return f"There is no cell In [{number}] in this kernel's history."
-    source = _cut(str(inputs[number]), ANSWER_LIMIT // 2)
+    source = inputs[number] if type(inputs[number]) is str else ""
+    shown = cut(mask_secrets(source[: ANSWER_LIMIT // 2 + MARGIN]), ANSWER_LIMIT // 2)
+    if len(source) > ANSWER_LIMIT // 2 + MARGIN:
+        shown += f" [... {len(source) - ANSWER_LIMIT // 2:,} characters of the cell cut]"
     outputs = namespace.get("Out")
-    if isinstance(outputs, dict) and number in outputs:
-        result = describe_value(f"Out[{number}]", outputs[number])
+    if type(outputs) is dict and number in outputs:
+        result = describe_value(f"Out[{number}]", outputs[number], _seconds(ctx), stop=ctx.stop)
     else:
         result = f"Out[{number}]: (no result value; printed output is not kept by the kernel)"
-    return _cut(f"In [{number}]:\n{source}\n{result}", ANSWER_LIMIT)
+    return cut(f"In [{number}]:\n{shown}\n{result}", ANSWER_LIMIT)
 
 
-def _last_error() -> str:
+def _last_error(ctx: ToolContext) -> str:
     error = getattr(sys, "last_value", None)
     if error is None:
         return "No error has been raised in this notebook yet."
-    lines = traceback.format_exception(type(error), error, error.__traceback__)
-    text = "".join(lines)
-    if len(text) <= ANSWER_LIMIT:
-        return text
-    # The end names the error and where it was raised: keep more of it than of the start.
-    marker = f"\n[... {len(text) - ANSWER_LIMIT:,} characters cut ...]\n"
-    head = ANSWER_LIMIT // 4
-    tail = ANSWER_LIMIT - head - len(marker)
-    return f"{text[:head]}{marker}{text[-tail:]}"
+    seconds = _seconds(ctx)
+    outcome = call_bounded(
+        lambda out: _error_into(error, out),
+        deadline=time.monotonic() + seconds,
+        stop=ctx.stop,
+    )
+    if len(outcome.pieces) == 2:
+        return mask_secrets(outcome.pieces[1])
+    if outcome.pieces:  # the frames without the messages: reading a message is what hung
+        note = f"\n(The messages could not be read: {_why(outcome, seconds)}.)"
+        return mask_secrets(outcome.pieces[0]) + note
+    kind = type_name(type(error))
+    return (
+        f"The last error is a {kind}; its traceback could not be shown: {_why(outcome, seconds)}."
+    )
 
 
-def _short(value: Any) -> str:
-    try:
-        return _cut(str(value), 80)
-    except (ValueError, RecursionError):  # e.g. an int too long to convert to text
-        return f"<a {type(value).__name__} too large to show>"
-
-
-def _cut(text: str, limit: int) -> str:
-    if len(text) <= limit:
-        return text
-    marker = f" [... {len(text) - limit:,} characters cut]"
-    return text[: max(0, limit - len(marker))] + marker
+def _error_into(error: BaseException, out: Output) -> None:
+    """The traceback without the messages (no user code), then with them (`str()` of each
+    exception is user code, and may hang)."""
+    out.add(format_error(error, ANSWER_LIMIT, messages=False))
+    out.add(format_error(error, ANSWER_LIMIT))
