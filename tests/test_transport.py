@@ -160,3 +160,14 @@ def test_the_environment_proxy_is_still_used(
     with http_client("http://nbchat.invalid/v1") as client:
         client.get("http://nbchat.invalid/v1/models")
     assert [request.path for request in fake.requests] == ["http://nbchat.invalid/v1/models"]
+
+
+def test_a_server_on_this_machine_is_never_reached_through_a_proxy(
+    fake: FakeServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in ("NO_PROXY", "no_proxy", "http_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HTTP_PROXY", "http://127.0.0.1:9")  # nothing listens there
+    with http_client(fake.url) as client:
+        assert client.get(fake.url + "/v1/models").status_code == 200
+    assert [request.path for request in fake.requests] == ["/v1/models"]

@@ -73,7 +73,8 @@ class Release:
     def adopt(self, stream: _WatchedStream) -> None:
         """`stream` now carries this request (shut at once if it was released already)."""
         with self._lock:
-            if self._closed:
+            if self._closed:  # over: the stream carries a request nobody can release
+                stream.owner = None
                 return
             stream.owner = self
             self._streams.append(stream)
@@ -255,7 +256,17 @@ def http_client(base_url: str) -> httpx2.Client:
     # pool is built inside the transport, so its backend is wrapped in place.
     pool = transport._pool
     pool._network_backend = WatchedBackend(pool._network_backend)
-    return openai.DefaultHttpxClient(transport=transport)
+    return _Client(transport=transport)
+
+
+class _Client(openai.DefaultHttpxClient):
+    """openai's default client; like the one openai builds itself, it closes its connections
+    when it is dropped without `close()`."""
+
+    def __del__(self) -> None:
+        if not self.is_closed:
+            with contextlib.suppress(Exception):  # at interpreter exit its modules may be gone
+                self.close()
 
 
 def _proxy_for(base_url: str) -> str | None:
