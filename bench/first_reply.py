@@ -8,7 +8,9 @@ starts the prompt-cache warm-up in the background as `ChatUI()` does, and then s
 - during the warm-up: once the warm-up's request has been on its way for `DURING` seconds (a
   person who types fast). The turn closes it; llama.cpp finishes the prompt batch it is reading
   and the message goes on from what it kept;
-- warm: after the warm-up has finished (a person who types at an ordinary pace).
+- warm: after the warm-up has finished (a person who types at an ordinary pace);
+- before, for comparison: at once, behind a warm-up started at once that nothing cancels (what
+  `connect()` did before issue 19).
 
 The system prompt of each "at once" and "during" chat starts with its own tag, so they meet a
 cold cache, as the first chat after a server start does. A plain question (no tools offered, a
@@ -24,6 +26,7 @@ Figures only, never an assertion; minutes on two busy cores.
 from __future__ import annotations
 
 import statistics
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -77,34 +80,50 @@ def first_visible(chat: Conversation, text: str) -> float:
     return first if first is not None else time.monotonic() - started
 
 
-def at_once(chat: Conversation) -> None:
+def at_once(chat: Conversation) -> threading.Thread | None:
     """Nothing between connecting and sending."""
+    return None
 
 
-def during_warm_up(chat: Conversation) -> None:
+def during_warm_up(chat: Conversation) -> threading.Thread | None:
     chat.warmer.start(chat.warm_up, grace=0)
     time.sleep(DURING)
+    return None
 
 
-def warm(chat: Conversation) -> None:
+def warm(chat: Conversation) -> threading.Thread | None:
     chat.warmer.wait()
+    return None
 
 
-WAYS: dict[str, Callable[[Conversation], None]] = {
+def behind_the_old_warm_up(chat: Conversation) -> threading.Thread | None:
+    """Before: connecting started a warm-up at once, and nothing cancelled it."""
+    chat.warmer.cancel()
+    old = threading.Thread(target=chat.warm_up)  # no cancel signal: the message cannot stop it
+    old.start()
+    return old
+
+
+# Each way returns a warm-up thread to wait for after the message, if it left one running.
+WAYS: dict[str, Callable[[Conversation], threading.Thread | None]] = {
     "sent at once": at_once,
     "sent during the warm-up": during_warm_up,
+    "sent at once behind the old warm-up": behind_the_old_warm_up,
     "warm": warm,
 }
 
 
 def measure(home: Path, store: Store, tag: str, way: str, text: str) -> float:
     chat = Conversation(chat_settings(home, tag), store)
+    left: threading.Thread | None = None
     try:
         chat.new_session(way)
         chat.connect()
-        WAYS[way](chat)
+        left = WAYS[way](chat)
         return first_visible(chat, text)
     finally:
+        if left is not None:
+            left.join()
         chat.close()
         chat.warmer.wait()
 
@@ -113,7 +132,7 @@ def figures(times: dict[tuple[str, str], list[float]]) -> list[Figure]:
     rows = []
     for name in MESSAGES:
         baseline = statistics.median(times[(name, "warm")])
-        for way in ("sent at once", "sent during the warm-up"):
+        for way in (w for w in WAYS if w != "warm"):
             value = statistics.median(times[(name, way)])
             ratio = value / max(baseline, 1e-6)
             targeted = way == "sent at once"

@@ -214,4 +214,4 @@ def test_first_reply_runs_on_smollm(monkeypatch: pytest.MonkeyPatch) -> None:
     module = load("first_reply", monkeypatch, MODEL="smollm", N_CTX=4_096, REPEATS=1)
     rows = module.main()
     assert_table_rows(rows)
-    assert len(rows) == 5  # the server start, then each message sent at once and during
+    assert len(rows) == 7  # the server start, then each message sent three ways
