@@ -44,6 +44,7 @@ BENCHMARKS = (
     "notebook_tools",
     "compaction_model",
     "checkpoint_stability",
+    "first_reply",
     "compaction_stall",
 )
 OPT_IN = ("compaction_stall",)  # long (two chats with reading pauses): only with --only

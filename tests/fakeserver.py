@@ -26,6 +26,7 @@ import select
 import signal
 import socket
 import threading
+import time
 from collections import deque
 from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -182,6 +183,8 @@ class _Handler(BaseHTTPRequestHandler):
         except Exception as error:  # a broken responder should fail the test visibly, not hang it
             self._send_json(500, {"error": {"message": f"responder failed: {error!r}"}})
             return
+        if reply.fault == "hold_headers" and not self._hold_headers(reply.hold, body):
+            return
         if reply.fault == "drop":
             self._drop_connection()
         elif reply.fault in HTTP_ERROR_FAULTS:
@@ -262,6 +265,26 @@ class _Handler(BaseHTTPRequestHandler):
                 break
         self.close_connection = True
 
+    def _hold_headers(self, seconds: float, body: dict[str, Any]) -> bool:
+        """Send nothing for `seconds`, as llama.cpp does while it reads a prompt; False when
+        the client hung up meanwhile (recorded in `FakeServer.hung_up`) or the server went
+        down."""
+        fake = self.server.fake
+        fake.note_hold(body)
+        deadline = time.monotonic() + seconds
+        while (left := deadline - time.monotonic()) > 0:
+            readable, _, _ = select.select([self.connection], [], [], left)
+            if self.server.stopping.is_set():
+                break
+            if readable:  # EOF: a client never sends more while it waits for an answer
+                fake.note_hold(body, hung_up=True)
+                self.close_connection = True
+                return False
+        else:
+            return True
+        self._drop_connection()
+        return False
+
     def _drop_connection(self) -> None:
         """Close abruptly: no response, or no more of one, and no chunked terminator."""
         self.close_connection = True
@@ -324,6 +347,11 @@ class FakeServer:
         self._ids = itertools.count(1)
         self._httpd: _HTTPServer | None = None
         self._thread: threading.Thread | None = None
+        # Requests whose headers a `hold_headers` reply held, and those whose client hung up
+        # during the hold (the event a cancellation test waits for).
+        self.held: list[dict[str, Any]] = []
+        self.hung_up: list[dict[str, Any]] = []
+        self._holds = threading.Condition()
 
     @property
     def url(self) -> str:
@@ -407,6 +435,21 @@ class FakeServer:
                 return self._queue.popleft()
         responder = self.responder
         return self.default_reply if responder is None else responder(body)
+
+    def note_hold(self, body: dict[str, Any], *, hung_up: bool = False) -> None:
+        with self._holds:
+            (self.hung_up if hung_up else self.held).append(body)
+            self._holds.notify_all()
+
+    def wait_for_holds(
+        self, *, held: int = 0, hung_up: int = 0, timeout: float | None = None
+    ) -> bool:
+        """Block until at least `held` requests were held and `hung_up` clients hung up during
+        a hold; False on timeout."""
+        with self._holds:
+            return self._holds.wait_for(
+                lambda: len(self.held) >= held and len(self.hung_up) >= hung_up, timeout
+            )
 
     def new_completion_id(self) -> str:
         return f"chatcmpl-fake-{next(self._ids)}"

@@ -32,6 +32,7 @@ Fault = Literal[
     "keepalive",  # after `stall_after` events, only SSE comments, every `delay` (or 0.05 s)
     "flood",  # ignores max_tokens: `chunk_size`-character deltas until the client hangs up
     "endless_line",  # after `cut_after` events, one line that never ends (until the backstop)
+    "hold_headers",  # no response headers for `hold` seconds (llama.cpp reading a prompt)
 ]
 FAULTS: frozenset[str] = frozenset(get_args(Fault))
 FINISH_REASONS = frozenset({"stop", "tool_calls", "length"})
@@ -61,7 +62,8 @@ class Reply:
     the first (role-only) chunk included; `cut_after` also places the `bad_bytes` delta and
     `stall_after` the start of the `keepalive` comments. `n_ctx` and `n_prompt_tokens` (None:
     computed from the request) fill the overflow bodies; `retry_after` is the 429's Retry-After
-    in seconds.
+    in seconds. `hold` is how long `hold_headers` sends nothing before answering as usual; a
+    client that hangs up meanwhile is recorded (`FakeServer.hung_up`).
     """
 
     text: str = ""
@@ -78,6 +80,7 @@ class Reply:
     stall_after: int = 1
     n_ctx: int = 4096
     n_prompt_tokens: int | None = None
+    hold: float = 30.0
 
     def __post_init__(self) -> None:
         # Lists arrive from JSON and from callers; tuples keep the value frozen and hashable.

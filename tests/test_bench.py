@@ -266,3 +266,12 @@ def test_lease_bench_runs(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_schema_tokens_runs_on_smollm(monkeypatch: pytest.MonkeyPatch) -> None:
     module = load("schema_tokens", monkeypatch, MODELS=("smollm",))
     assert_table_rows(module.main())
+
+
+@pytest.mark.slow
+@pytest.mark.model
+def test_first_reply_runs_on_smollm(monkeypatch: pytest.MonkeyPatch) -> None:
+    module = load("first_reply", monkeypatch, MODEL="smollm", N_CTX=4_096, REPEATS=1)
+    rows = module.main()
+    assert_table_rows(rows)
+    assert len(rows) == 7  # the server start, then each message sent three ways

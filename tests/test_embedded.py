@@ -14,7 +14,7 @@ from factories import user
 from helpers import buttons
 
 from nbchat.config import Settings
-from nbchat.conversation.events import Done, Failed
+from nbchat.conversation.events import Done, Failed, UsageReported
 from nbchat.conversation.loop import Conversation
 from nbchat.embedded import server as local
 from nbchat.errors import ServerUnavailableError
@@ -141,6 +141,41 @@ def test_after_warm_up_the_first_request_reads_its_prompt_from_the_cache(
             reply = httpx.post(base_url + "/chat/completions", json=body, timeout=120).json()
             timings = reply["timings"]
             assert timings["cache_n"] > 10 * timings["prompt_n"], (bool(tools), timings)
+    finally:
+        chat.close()
+        store.close()
+
+
+def served_tokens(base_url: str) -> tuple[int, int]:
+    """What the server has computed since it started (llama.cpp's /metrics): prompt tokens read
+    (those reused from its cache excluded) and tokens generated."""
+    metrics = httpx.get(base_url.rstrip("/").removesuffix("/v1") + "/metrics", timeout=30).text
+    values = dict(line.split()[:2] for line in metrics.splitlines() if line.startswith("llama"))
+    read, generated = (
+        values["llamacpp:prompt_tokens_total"],
+        values["llamacpp:tokens_predicted_total"],
+    )
+    return int(float(read)), int(float(generated))
+
+
+def test_a_message_sent_at_once_after_connecting_never_waits_for_the_warm_up(
+    settings: Settings,
+) -> None:
+    # Issue 19: a message sent right after `ChatUI()` waited for the warm-up to read its prompts
+    # (7.6 s for a plain question, a warm reply's first token coming in 0.3-0.7 s). Now the
+    # turn cancels the warm-up before it is sent: the fresh server reads one prompt and answers
+    # one request, the message's own.
+    store = Store(settings.database_path)
+    chat = Conversation(settings, store)
+    try:
+        chat.new_session()
+        base_url = chat.connect(start=True).base_url
+        events = list(chat.send("What is 2+2?"))
+        assert events[-1] == Done()
+        assert chat.warmer.wait(60)
+        usage = [event for event in events if isinstance(event, UsageReported)]
+        assert len(usage) == 1
+        assert served_tokens(base_url) == (usage[0].prompt_tokens, usage[0].completion_tokens)
     finally:
         chat.close()
         store.close()

@@ -15,6 +15,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -394,6 +395,35 @@ def test_smollm_serves_models_and_a_streamed_chat_with_usage(shared_smollm: Loca
     assert text.strip() != ""
     assert usage is not None and usage.prompt_tokens > 0
     assert 0 < usage.completion_tokens <= 8
+
+
+@pytest.mark.slow
+@pytest.mark.model
+@pytest.mark.timeout(180)
+def test_a_request_closed_while_its_prompt_is_read_frees_the_server_before_its_end(
+    server_home: Path,
+) -> None:
+    # llama.cpp notices a closed request only between two prompt batches: at its default batch
+    # (2,048 tokens) a closed warm-up or summary held the server for its whole prompt.
+    server = start_server("smollm", home=server_home, n_ctx=2048, timeout=60)
+    words = ("notebook", "kernel", "widget", "server", "token", "cache", "prompt", "folder")
+    system = " ".join(words[(i * 7) % len(words)] + str(i % 13) for i in range(700))
+    body = {"messages": [{"role": "system", "content": system}, {"role": "user", "content": "Hi"}]}
+    data = json.dumps({**body, "max_tokens": 1, "stream": True}).encode()
+    host, port = server.url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port))) as closed:
+        closed.sendall(
+            b"POST /v1/chat/completions HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json"
+            b"\r\nContent-Length: %d\r\n\r\n%s" % (host.encode(), len(data), data)
+        )
+        closed.shutdown(socket.SHUT_RDWR)
+    body["messages"][-1]["content"] = "What is 2+2?"  # the same prefix, another message
+    reply = httpx.post(server.base_url + "/chat/completions", json=body, timeout=150).json()
+    timings = reply["timings"]
+    # What the closed request read is reused (`cache_n`); the server stopped reading it well
+    # before its end, so most of the prompt is read again (`prompt_n`).
+    assert timings["cache_n"] + timings["prompt_n"] > 1_000
+    assert timings["cache_n"] < timings["prompt_n"]
 
 
 @pytest.mark.slow

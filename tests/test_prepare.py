@@ -16,6 +16,7 @@ import openai
 import pytest
 from factories import assistant, user
 from fakeserver import FakeServer, Reply
+from fixtures_server import client_for
 from helpers import is_summary_request, recording_comms, run, shown_text
 
 from nbchat.config import Settings
@@ -40,6 +41,7 @@ SUMMARY = json.dumps(
     }
 )
 THRESHOLD = 3000  # trigger 2,250; the mark at half of it, far from the trigger
+HOLD = 30.0  # how long the server holds a summary's headers: a passing test never waits it out
 
 
 def question(number: int) -> str:
@@ -473,6 +475,48 @@ def test_a_slash_command_cancels_a_preparation_so_edit_does_not_wait_for_it(
     assert closed.wait(1.0)
     assert ui.input.value == "one more"
     assert [c["kind"] for c in store.list_compactions(session_id)] == ["edit"]  # no summary
+    ui.close()
+
+
+def held_preparation(
+    server: FakeServer, script: Server, store: Store, settings: Settings, tmp_path: Path
+) -> tuple[ChatUI, str]:
+    """A widget, with the client nbchat builds, whose preparation's summary request waits for
+    the server's headers (llama.cpp sends none until it has read the whole prompt)."""
+    script.summary = lambda body: Reply(text=SUMMARY, fault="hold_headers", hold=HOLD)
+    session_id = filled_session(store)
+    ui = ChatUI(
+        settings.replace(prepare_mark=0.3),
+        store=store,
+        client=client_for(server.url, tmp_path),
+        tools=ToolRegistry(),
+        session_id=session_id,
+    )
+    ui.send("one more")
+    assert ui.wait(20)
+    assert server.wait_for_holds(held=1, timeout=HOLD)
+    return ui, session_id
+
+
+@pytest.mark.parametrize("action", [send, press_stop, press_new, switch, close])
+def test_every_user_action_closes_a_preparation_the_server_has_not_answered_yet(
+    server: FakeServer,
+    script: Server,
+    store: Store,
+    settings: Settings,
+    widgets_recorded: None,
+    tmp_path: Path,
+    action: Callable[[ChatUI], None],
+) -> None:
+    # Issue 20: with the headers held, the request used to stay open until the server answered.
+    ui, session_id = held_preparation(server, script, store, settings, tmp_path)
+    action(ui)
+    assert server.wait_for_holds(hung_up=1, timeout=HOLD)  # the server was told before answering
+    assert ui.wait(20)
+    assert store.list_compactions(session_id) == []
+    if action is send:
+        kept = store.load_active(session_id)
+        assert kept[-2:] == [user("and now?"), assistant(answer_text("and now?"))]
     ui.close()
 
 

@@ -94,7 +94,7 @@ class Conversation:
         )
         self.tools.register(archived_output_tool(self.session))
         self._lock = threading.Lock()  # one turn at a time
-        self._warmer = PromptWarmer()
+        self.warmer = PromptWarmer()
         shown = settings.shows_workspace_overview()
         self.overview = WorkspaceOverview(settings.workspace, enabled=shown)
         self.preparer = CheckpointPreparer(settings.prepare_mark)
@@ -125,13 +125,16 @@ class Conversation:
 
     def resume(self, session_id: str) -> None:
         """Continue `session_id` exactly where it stopped (read-only if another kernel writes)."""
+        self.warmer.cancel()  # it warms the session being left
         self.session.open(session_id)
 
     def new_session(self, title: str = "") -> str:
         """Start a new, empty session (the old one stays in the store)."""
+        self.warmer.cancel()
         return self.session.create(title)
 
     def close(self) -> None:
+        self.warmer.cancel()
         self.session.release()
 
     def set_model(self, model: str) -> None:
@@ -153,11 +156,12 @@ class Conversation:
         """Connect now (starting the embedded model when `start`); later calls reuse it.
 
         On the embedded server this also starts `warm_up` in the background, so the first reply
-        does not pay for reading the system prompt and the tool schemas.
+        does not pay for reading the system prompt and the tool schemas; a turn cancels it, so
+        no message waits for it (`nbchat.conversation.warmup`).
         """
         connection = self.budget.connect(start=start, progress=progress)
         if connection.embedded:
-            threading.Thread(target=self.warm_up, name="nbchat-warm-up", daemon=True).start()
+            self.warmer.start(self.warm_up)
         return connection
 
     def warm_up(self, cancel: threading.Event | None = None) -> None:
@@ -173,9 +177,8 @@ class Conversation:
             sent = build_messages(self.history.rows, system_prompt_for(self, tools))
             return [*sent, {"role": "user", "content": "Hi"}]  # the next turn's opening
 
-        client, url = connection.client if cancel else None, connection.base_url
         schemas = offerable(self.tools.schemas(), self.history.rows)
-        self._warmer.warm(url, self.settings, messages, schemas, client=client, cancel=cancel)
+        self.warmer.warm(connection.client, self.settings, messages, schemas, cancel=cancel)
 
     def use_idle_moment(
         self, cancel: threading.Event, notify: Callable[[], None] = lambda: None
@@ -284,6 +287,7 @@ class Conversation:
         unsent_text: str = "",
     ) -> Iterator[Event]:
         """One turn at a time; any exception becomes a `Failed` event (errors never vanish)."""
+        self.warmer.cancel()  # the user comes first
         stop = stop or threading.Event()
         if not self._lock.acquire(blocking=False):
             yield Failed(

@@ -1,11 +1,22 @@
-"""`PromptWarmer`: which prompts a conversation has had a local server read into its cache.
+"""`PromptWarmer`: which prompts a conversation has had a local server read into its cache, and
+the warm-up that runs in the background after connecting, second to the user.
 
 The first reply on the embedded model used to pay for reading the system prompt and the tool
 schemas (about 1,000 tokens, up to a minute on two busy cores), and the first reply after a
 compaction for reading the new prefix (system prompt, `compacted` row, tail). The warmer sends
-each prompt a request may start with once, generating one token, so the server keeps it in its
-prompt cache. With a `client` and a `cancel` signal (the widget's idle moment after a
-compaction) the request is streamed, so setting `cancel` closes it at once and the server stops.
+each prompt a request may start with once, streamed and generating one token, so the server
+keeps it in its prompt cache; its `cancel` signal closes the request at once, in any phase
+(`nbchat.llm.transport`).
+
+The warm-up after connecting (`start`) never makes a message wait: a turn, a session change or
+closing the chat cancels it (`cancel`). It starts after `WARM_GRACE`, because llama.cpp reads a
+prompt batch (up to 2,048 tokens: all of these prompts) to its end before it notices the request
+was closed, so a warm-up already sent would hold the server for its whole prompt; a message
+sent at once (a script, a notebook run top to bottom, one typed while the model loaded) cancels
+it before it is sent and reads its own prompt. A person takes longer than that to type. Once
+sent, a cancel still frees the server at the end of the batch, and llama.cpp keeps what it read
+in the slot: a message with the same prefix goes on from there.
+
 Must not: touch rows or the store; it only sends what it is handed.
 """
 
@@ -20,39 +31,68 @@ from typing import Any
 import openai
 
 from nbchat.config import Settings
-from nbchat.embedded.server import warm_prompt_cache
 from nbchat.errors import NbchatError
 from nbchat.llm.client import stream_chat
 from nbchat.llm.stream import Finish
+from nbchat.stopping import StopSignal
 
-__all__ = ["WARM_TIMEOUT", "PromptWarmer"]
+__all__ = ["WARM_GRACE", "PromptWarmer"]
 
 log = logging.getLogger(__name__)
 
-WARM_TIMEOUT = 600.0  # reading ~1,000 tokens took up to 66 s on two busy cores
+# Seconds between connecting and the warm-up's request: far longer than a turn already queued
+# takes to start, far shorter than a person takes to type a first message.
+WARM_GRACE = 2.0
 
 
 class PromptWarmer:
-    """Sends each distinct prompt once per conversation."""
+    """Sends each distinct prompt once per conversation; runs the background warm-up."""
 
     def __init__(self) -> None:
         self._warmed: set[str] = set()
+        self._cancel = StopSignal()
+        self._finished = threading.Event()
+        self._finished.set()
+
+    def start(self, warm: Callable[[StopSignal], None], *, grace: float = WARM_GRACE) -> None:
+        """Run `warm(cancel)` on its own thread after `grace` seconds, unless `cancel()` comes
+        first; a warm-up still running is cancelled."""
+        self.cancel()
+        cancel = self._cancel = StopSignal()
+        finished = self._finished = threading.Event()
+
+        def run() -> None:
+            try:
+                if not cancel.wait(grace):
+                    warm(cancel)
+            except Exception:  # the cache is an optimisation: a bug is logged, never shown
+                log.exception("the warm-up failed")
+            finally:
+                finished.set()
+
+        threading.Thread(target=run, name="nbchat-warm-up", daemon=True).start()
+
+    def cancel(self) -> None:
+        """Stop the background warm-up now: before its request, or closing it at once."""
+        self._cancel.set()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Block until the background warm-up has ended; False on timeout."""
+        return self._finished.wait(timeout)
 
     def warm(
         self,
-        base_url: str,
+        client: openai.OpenAI,
         settings: Settings,
         messages: Callable[[list[dict[str, Any]]], list[dict[str, Any]]],
         schemas: list[dict[str, Any]],
         *,
-        client: openai.OpenAI | None = None,
         cancel: threading.Event | None = None,
     ) -> None:
         """Warm the prompt with the tools and, when tools are offered on request, without;
         `messages(tools)` is what a request offering `tools` sends (its system prompt may
-        depend on them)."""
-        # The plain prompt last: a first message more often needs no tool, and the server keeps
-        # the last prompt in its slot (the other one in its RAM cache).
+        depend on them). The server keeps the last prompt in its slot and the others in its
+        RAM cache, from which a request restores its prefix in a moment."""
         variants = [schemas, []] if settings.offers_tools_on_request() else [schemas]
         for tools in variants:
             if cancel is not None and cancel.is_set():
@@ -60,12 +100,7 @@ class PromptWarmer:
             request = {"model": settings.model, "messages": messages(tools)}
             request |= {"tools": tools} if tools else {}
             key = json.dumps(request, sort_keys=True)
-            if key in self._warmed:
-                continue
-            if client is None:
-                self._warmed.add(key)
-                warm_prompt_cache(base_url, request, timeout=WARM_TIMEOUT)
-            elif _warm_streamed(client, request, cancel):
+            if key not in self._warmed and _warm_streamed(client, request, cancel):
                 self._warmed.add(key)
 
 
@@ -86,5 +121,5 @@ def _warm_streamed(
             if isinstance(event, Finish):
                 return event.reason != "stopped"
     except NbchatError as exc:
-        log.info("the new prefix was not warmed: %s", exc)
+        log.info("the prompt was not warmed: %s", exc)
     return False

@@ -5,8 +5,7 @@ child process this module starts (`python -m nbchat.embedded.child serve …`, s
 `nbchat.embedded.child`). The child gets its own session, so interrupting a kernel does not kill
 it and it outlives the kernel that started it; it prints one JSON line (url, pid, n_ctx, model)
 once the model is loaded and stops cleanly on SIGTERM, SIGINT or SIGHUP. Its log goes to
-`<home>/run/model-server.log`. This module also asks a running server to read a prompt into its
-cache (`warm_prompt_cache`).
+`<home>/run/model-server.log`.
 
 Kernels share one server through `<home>/run/model-server.json` (url, pid, model, n_ctx,
 idle_timeout, started);
@@ -34,8 +33,6 @@ import socket
 import subprocess
 import sys
 import time
-import urllib.request
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -54,7 +51,6 @@ __all__ = [
     "find_running",
     "model_path",
     "start_server",
-    "warm_prompt_cache",
 ]
 
 DEFAULT_TIMEOUT = 120.0
@@ -62,8 +58,6 @@ STOP_GRACE = 10.0
 HEALTH_TIMEOUT = 2.0
 PROGRESS_EVERY = 5.0
 START_HINT = "Start it again with `nbchat serve-model`."
-# The server listens on 127.0.0.1 only: a proxy from the environment must not carry the request.
-WARM_OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
 log = logging.getLogger(__name__)
 
@@ -398,30 +392,6 @@ def _exited_error(proc: subprocess.Popen[bytes], key: str, *, log: Path) -> Serv
         f"The embedded model server (pid {proc.pid}) exited with code {code} while loading "
         f"{key}:\n{localrun.log_tail(log)}\nFull log: {log}. {START_HINT}"
     )
-
-
-def warm_prompt_cache(base_url: str, request: Mapping[str, Any], *, timeout: float) -> bool:
-    """Have the server read `request`'s prompt into its prompt cache, answering one token.
-
-    The system prompt and the tool schemas are most of a first request (~1,000 tokens, 24-66 s
-    on two busy cores); read once here, while the user is still typing, the first real reply
-    reuses them like any warm one. `request` is a chat-completions body (model, messages,
-    tools); its reply is discarded. Returns False when the server did not answer in time: the
-    cache is an optimisation, so that is logged, not raised.
-    """
-    body = {**request, "max_tokens": 1, "stream": False, "cache_prompt": True}
-    http = urllib.request.Request(
-        base_url.rstrip("/") + "/chat/completions",
-        data=json.dumps(body).encode(),
-        headers={"Content-Type": "application/json"},
-    )
-    try:
-        with WARM_OPENER.open(http, timeout=timeout) as response:
-            response.read()
-    except OSError as error:
-        log.info("the prompt cache was not warmed at %s: %s", base_url, error)
-        return False
-    return True
 
 
 def _report(progress: Progress | None, message: str) -> None:

@@ -17,10 +17,8 @@ Must not: know about rows, sessions, compaction or widgets.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
-import socket
 import threading
 from collections.abc import Callable, Generator, Iterator, Sequence
 from dataclasses import dataclass
@@ -39,6 +37,7 @@ from nbchat.llm.idle import IdleWatch
 from nbchat.llm.reader import ReplyReader
 from nbchat.llm.servererrors import midstream_error, partial_note, translate_error
 from nbchat.llm.stream import Finish, ReasoningDelta, StreamEvent, TextDelta, ToolCallsReady, Usage
+from nbchat.llm.transport import Release, RequestCancelledError, http_client, releasing
 from nbchat.stopping import StopSignal
 
 __all__ = [  # the stream's events are re-exported: callers import them from here
@@ -68,8 +67,9 @@ CHARS_PER_TOKEN_BOUND = 16
 MIN_REPLY_CHARS = 16_384
 DEFAULT_REPLY_TOKENS = 32_768  # the bound's basis when a request sets no max_tokens
 IDLE_GRACE = 1.0  # seconds past the read timeout before a stream of keep-alives is given up
-# What a stream raises when its socket is shut under it (by Stop or the idle watch).
-STREAM_CLOSED_ERRORS = (openai.APIConnectionError,)
+# What a stream raises when its socket is shut under it (by Stop or the idle watch): ours say
+# so; a caller's own client sees a broken connection.
+STREAM_CLOSED_ERRORS = (RequestCancelledError, openai.APIConnectionError)
 # What a misbehaving server causes while the body is read: a broken stream, a chunk that is not
 # JSON, bytes that are not UTF-8.
 SERVER_FAULTS = (openai.OpenAIError, json.JSONDecodeError, UnicodeDecodeError)
@@ -89,6 +89,7 @@ def build_client(settings: Settings, *, base_url: str | None = None) -> openai.O
         api_key=settings.resolve_api_key(),
         timeout=timeout,
         max_retries=MAX_RETRIES,
+        http_client=http_client(url),
     )
 
 
@@ -195,9 +196,36 @@ def _stream_once(
     stop: threading.Event | None,
 ) -> Generator[StreamEvent, None, ReplyReader | None]:
     """Stream one request's deltas; returns its reader, ready to `finish()`, or None when the
-    reply already ended (Stop)."""
+    reply already ended (Stop).
+
+    Stop may come in any phase: connecting, sending, waiting for the headers (llama.cpp sends
+    none before it has read the whole prompt) or streaming. Its callback is registered before
+    the request is made, and releases the request's sockets (`nbchat.llm.transport`), so the
+    server is told at once."""
+    release = Release()
+    remove = stop.add_callback(release.release) if isinstance(stop, StopSignal) else None
+    try:
+        try:
+            with releasing(release):
+                stream = _create(client, messages, request)
+        except RequestCancelledError:
+            yield Finish("stopped")
+            return None
+        return (yield from _read_stream(client, stream, request, release, stop))
+    finally:
+        release.close()  # before the connection may go back to the pool for another request
+        if remove is not None:
+            remove()
+
+
+def _read_stream(
+    client: openai.OpenAI,
+    stream: openai.Stream[ChatCompletionChunk],
+    request: ChatRequest,
+    release: Release,
+    stop: threading.Event | None,
+) -> Generator[StreamEvent, None, ReplyReader | None]:
     url = public_url(str(client.base_url))
-    stream = _create(client, messages, request)
     limit = reply_char_limit(request.max_tokens)
     fallback_tools = request.tools if request.fallback else ()
     reader = ReplyReader(fallback_tools, request.check, char_limit=limit)
@@ -207,15 +235,13 @@ def _stream_once(
         url=url,
         note=lambda: partial_note(reader.received),
     )
+    release.hold_response(stream.response)
     try:
-        with _releasable(stream) as release, IdleWatch(_idle_seconds(client), release) as idle:
-            remove = stop.add_callback(release) if isinstance(stop, StopSignal) else None
-            try:  # Stop and the idle watch may each release a read blocked on the server
-                yield from _read(stream, reader, _Watch(stop, idle, limit, url))
-            finally:
-                if remove is not None:
-                    remove()
+        # Stop and the idle watch may each release a read blocked on the server.
+        with IdleWatch(_idle_seconds(client), release.release) as idle:
+            yield from _read(stream, reader, _Watch(stop, idle, limit, url))
     finally:
+        release.close()
         stream.close()  # also how a server still writing after a whole call learns to stop
     if stop is not None and stop.is_set():
         yield from reader.flush_text()
@@ -336,38 +362,6 @@ def _idle_seconds(client: openai.OpenAI) -> float | None:
     timeout = client.timeout
     read = timeout.read if isinstance(timeout, openai.Timeout) else timeout
     return float(read) + IDLE_GRACE if isinstance(read, int | float) else None
-
-
-@contextlib.contextmanager
-def _releasable(stream: openai.Stream[ChatCompletionChunk]) -> Iterator[Callable[[], None]]:
-    """A `release()` another thread may call to end a read blocked on a stalled server."""
-    guard = threading.Lock()
-    reading = [True]
-
-    def release() -> None:
-        # Under the guard, so the connection is never touched once it went back to the pool.
-        with guard:
-            if reading[0]:
-                _shut_down(stream.response)
-
-    try:
-        yield release
-    finally:
-        with guard:
-            reading[0] = False
-
-
-def _shut_down(response: Any) -> None:
-    # Closing the response from another thread does not wake a recv() blocked on the socket;
-    # shutting the socket down does (the reader sees EOF), and the reading thread then closes
-    # the response itself.
-    network = response.extensions.get("network_stream")
-    sock = network.get_extra_info("socket") if network is not None else None
-    if not isinstance(sock, socket.socket):
-        response.close()
-        return
-    with contextlib.suppress(OSError):  # already closed: the read it would release is over
-        sock.shutdown(socket.SHUT_RDWR)
 
 
 def server_context_size(client: openai.OpenAI) -> int | None:
