@@ -61,7 +61,7 @@ from nbchat.conversation.events import (
 from nbchat.conversation.loop import Conversation
 from nbchat.embedded.server import LocalServer, ensure_server
 from nbchat.store.store import Store
-from nbchat.tools import ToolRegistry, default_registry
+from nbchat.tools import ToolContext, ToolRegistry, default_registry
 from nbchat.tools.notebook import Shell, notebook_tools
 
 MODEL = "qwen"
@@ -168,7 +168,8 @@ def run_cells(shell: Any) -> None:
         ran = [shell.run_cell(cell, store_history=True) for cell in NOTEBOOK_CELLS]
     failed = [number for number, result in enumerate(ran, 1) if not result.success]
     last_error = next(t for t in notebook_tools(shell) if t.name == "last_error")
-    if failed != [len(NOTEBOOK_CELLS)] or "KeyError" not in str(last_error()):
+    shown = last_error.invoke({}, ToolContext(Path.cwd()))
+    if failed != [len(NOTEBOOK_CELLS)] or "KeyError" not in str(shown):
         raise SystemExit(
             f"The eval's notebook did not run as its cases expect (cells that failed: {failed}; "
             f"the last one should, with a KeyError):\n{printed.getvalue()[-2000:]}"

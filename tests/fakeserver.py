@@ -35,6 +35,7 @@ from typing import Any
 
 from fakeserver_remote import FakeServerProcess, RemoteFakeServer, start_fakeserver_process
 from fakeserver_replies import (
+    ANSWER_STEP,
     CHAT_PATH,
     CONTROL_PREFIX,
     DEFAULT_REPLY,
@@ -48,6 +49,7 @@ from fakeserver_replies import (
     endless_line_events,
     error_response,
     flood_events,
+    is_first_step,
     llama_overflow_body,
     stream_events,
 )
@@ -430,7 +432,13 @@ class FakeServer:
         self.record_requests = record_requests
 
     def next_reply(self, body: dict[str, Any]) -> Reply:
+        """A first-step request takes the queue's head only when it is a first step (else it
+        is answered "none": answer in words); any other request takes the head."""
         with self._lock:
+            if is_first_step(body):
+                if self._queue and self._queue[0].first_step:
+                    return self._queue.popleft()
+                return ANSWER_STEP
             if self._queue:
                 return self._queue.popleft()
         responder = self.responder
@@ -466,8 +474,17 @@ class FakeServer:
             return list(self._log)
 
     def chat_requests(self) -> list[dict[str, Any]]:
-        """The JSON bodies of the chat-completion requests, oldest first."""
-        return [request.body for request in self.requests if request.path == CHAT_PATH]
+        """The JSON bodies of the chat-completion requests, oldest first (first steps apart:
+        `first_steps`)."""
+        return [
+            request.body
+            for request in self.requests
+            if request.path == CHAT_PATH and not is_first_step(request.body)
+        ]
+
+    def first_steps(self) -> list[dict[str, Any]]:
+        """The JSON bodies of the first-step requests (`nbchat.llm.firststep`), oldest first."""
+        return [r.body for r in self.requests if r.path == CHAT_PATH and is_first_step(r.body)]
 
     def clear(self) -> None:
         """Forget the recorded requests (the reply queue is kept)."""

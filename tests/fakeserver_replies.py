@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import json
+import math
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -81,12 +82,17 @@ class Reply:
     n_ctx: int = 4096
     n_prompt_tokens: int | None = None
     hold: float = 30.0
+    # For a first-step request (`is_first_step`): the probability of each name's first token,
+    # as llama.cpp reports them; the likeliest name is the one written.
+    first_step: tuple[tuple[str, float], ...] = ()
 
     def __post_init__(self) -> None:
         # Lists arrive from JSON and from callers; tuples keep the value frozen and hashable.
         object.__setattr__(self, "tool_calls", tuple(tuple(call) for call in self.tool_calls))
         if self.usage is not None:
             object.__setattr__(self, "usage", tuple(self.usage))
+        step = self.first_step.items() if isinstance(self.first_step, dict) else self.first_step
+        object.__setattr__(self, "first_step", tuple((str(n), float(p)) for n, p in step))
         if self.fault is not None and self.fault not in FAULTS:
             raise ValueError(f"unknown fault {self.fault!r}; expected one of {sorted(FAULTS)}")
         if self.finish_reason is not None and self.finish_reason not in FINISH_REASONS:
@@ -206,8 +212,50 @@ def error_response(reply: Reply, body: dict[str, Any]) -> tuple[int, dict[str, A
     raise ValueError(f"fault {reply.fault!r} is not answered with an HTTP error")
 
 
+FIRST_STEP_OPENING = '{"tool": "'
+ANSWER_STEP = Reply(first_step=(("none", 1.0),))
+
+
+def is_first_step(body: Any) -> bool:
+    """A small model's first-step request (`nbchat.llm.firststep`): a grammar, and a reply
+    opened as `{"tool": "` for the model to continue."""
+    if not isinstance(body, dict) or "grammar" not in body or body.get("stream"):
+        return False
+    messages = body.get("messages") or []
+    last = messages[-1] if messages and isinstance(messages[-1], dict) else {}
+    return last.get("role") == "assistant" and last.get("content") == FIRST_STEP_OPENING
+
+
+def first_step_body(reply: Reply, body: dict[str, Any], completion_id: str) -> dict[str, Any]:
+    """llama.cpp's answer to a first step: the opening continued with the likeliest name its
+    grammar allows and its closing quote, and the first token's alternatives (here: whole
+    names, those the grammar allows)."""
+    allowed = str(body.get("grammar", ""))
+    step = [item for item in reply.first_step if json.dumps(item[0]) in allowed]
+    step = step or list(ANSWER_STEP.first_step)
+    chosen = max(step, key=lambda item: item[1])[0]
+    alternatives = [
+        {"token": name, "logprob": math.log(p) if p > 0 else -1e9, "bytes": list(name.encode())}
+        for name, p in step
+    ]
+    content = {"token": chosen, "logprob": alternatives[0]["logprob"], "top_logprobs": alternatives}
+    message = {"role": "assistant", "content": FIRST_STEP_OPENING + chosen + '"'}
+    choice = {"index": 0, "message": message, "finish_reason": "stop"}
+    choice["logprobs"] = {"content": [content]}
+    return {
+        "id": completion_id,
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": body.get("model") or MODEL_NAME,
+        "choices": [choice],
+        "usage": {"prompt_tokens": count_prompt_tokens(body), "completion_tokens": 2},
+    }
+
+
 def completion_body(reply: Reply, body: dict[str, Any], completion_id: str) -> dict[str, Any]:
     """A non-streaming `chat.completion` object; it always carries usage, as OpenAI's does."""
+    if is_first_step(body):
+        return first_step_body(reply, body, completion_id)
     message: dict[str, Any] = {"role": "assistant", "content": reply.text or None}
     if reply.reasoning:
         message["reasoning_content"] = reply.reasoning

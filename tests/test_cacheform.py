@@ -131,11 +131,13 @@ def test_the_summary_request_continues_the_chats_last_request_byte_for_byte(
     assert finished.result.rows_summarised == len(prefix) - 1  # the system message is no row
 
 
-def test_tools_offered_on_request_are_sent_as_the_chat_sent_them(
+def test_a_small_models_summary_carries_no_schemas_as_its_chat_carries_none(
     server: FakeServer, store: Store, make_settings: Any, script: Script
 ) -> None:
-    # No question speaks of a file: a model offered tools on request got none.
-    settings = make_settings(base_url=server.url + "/v1", tools_on_request=True)
+    # A small model's tools are described to its first step only, never sent with the chat.
+    settings = make_settings(
+        base_url=server.url + "/v1", tools_on_request=True, json_tool_fallback=True
+    )
     compacting_turn(server, store, settings, script, files=False)
     summary, chat = summary_and_previous(server)
     assert "tools" not in chat

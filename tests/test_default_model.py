@@ -1,6 +1,6 @@
-"""The default path's small-model levers (issue 12): tools offered only when the user's message
-asks for workspace work, temperature 0 on the embedded model, and a reply that opens like a tool
-call streamed as text, then shown as the call once it validates (never silent)."""
+"""The default path's small-model levers (issues 12 and 19): tools described in the system
+prompt, temperature 0 on the embedded model, and a reply that opens like a tool call streamed
+as text, then shown as the call once it validates (never silent)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,6 @@ import json
 from typing import Any
 
 import openai
-import pytest
-from factories import tool_result, user
 from fakeserver import FakeServer, Reply
 from helpers import run
 
@@ -19,59 +17,11 @@ from nbchat.conversation.loop import Conversation
 from nbchat.history import Row
 from nbchat.store.store import Store
 from nbchat.tools import default_registry
-from nbchat.tools.offer import asks_for_tools, offered_tools
 from nbchat.ui.messages import MessageList
 from nbchat.ui.view import EventView
 
 CALL = '{"name": "read_file", "arguments": {"path": "notes.txt"}}'
 SCHEMAS = default_registry().schemas()
-
-
-@pytest.mark.parametrize(
-    "text",
-    [
-        "Read notes.txt and tell me when the meeting is.",
-        "What files are in this workspace?",
-        "Show me src/app.py",
-        "Run `python --version` in the shell.",
-        "List the files in the src folder.",
-        "Delete old.log",
-        "What variables do I have?",
-        "Describe the DataFrame sales",
-        "Why did my last cell raise that traceback?",
-    ],
-)
-def test_a_message_about_the_workspace_asks_for_tools(text: str) -> None:
-    assert asks_for_tools(text)
-
-
-@pytest.mark.parametrize(
-    "text",
-    [
-        "Hi! What is 2 + 2?",
-        "Say hello.",
-        "In Python, how do I reverse a list?",
-        "Write a SQL query that selects all rows from a table named users.",
-        "What does len([1, 2, 3]) return in Python?",
-        "What is 3.14 times 2?",
-    ],
-)
-def test_a_plain_question_asks_for_no_tools(text: str) -> None:
-    assert not asks_for_tools(text)
-
-
-def test_tools_stay_offered_in_a_tool_round_and_when_forced() -> None:
-    rows = [user("Hi! What is 2 + 2?")]
-    assert offered_tools(SCHEMAS, rows, on_request=True) == []
-    assert offered_tools(SCHEMAS, rows, on_request=False) == SCHEMAS
-    assert offered_tools(SCHEMAS, rows, on_request=True, tool_choice="read_file") == SCHEMAS
-    # In a tool round the tools stay whatever the user's message said.
-    in_round = [
-        user("what is this?"),
-        Row("assistant_full", "", "", "", "[]"),
-        tool_result("c", "x"),
-    ]
-    assert offered_tools(SCHEMAS, in_round, on_request=True) == SCHEMAS
 
 
 def test_the_embedded_model_answers_at_temperature_0_unless_told_otherwise() -> None:
@@ -87,7 +37,7 @@ def conversation_on(server: FakeServer, store: Store, settings: Settings) -> Con
     return Conversation(settings, store, client=client)
 
 
-def test_a_plain_question_is_sent_without_tools_and_a_file_request_with_them(
+def test_a_small_models_requests_describe_the_tools_instead_of_sending_them(
     make_settings: Any, store: Store
 ) -> None:
     settings = make_settings(tools_on_request=True, json_tool_fallback=True)
@@ -96,10 +46,15 @@ def test_a_plain_question_is_sent_without_tools_and_a_file_request_with_them(
         run(chat, "Hi! What is 2 + 2?")
         run(chat, "Read notes.txt please.")
         plain, files = server.chat_requests()
-    assert "tools" not in plain
-    # Every tool but read_archived_output: nothing in the session is archived yet.
+        steps = server.first_steps()
+    assert len(steps) == 2
+    assert "tools" not in plain and "tools" not in files
+    # Every tool but read_archived_output (nothing in the session is archived yet), one line
+    # each, shown to the first steps; the chat's own prompt stays the same in every request.
     names = [name for name in chat.tools.names() if name != "read_archived_output"]
-    assert [tool["function"]["name"] for tool in files["tools"]] == names
+    for step in steps:
+        assert all(f"- {name}(" in step["messages"][0]["content"] for name in names)
+    assert files["messages"][0]["content"] == plain["messages"][0]["content"]
 
 
 def test_a_call_written_as_json_streams_as_text_then_is_stored_as_the_call(

@@ -1,145 +1,146 @@
-"""The offer rule (`nbchat.tools.offer`): on a small model the tools go with a request only when
-the user's message asks for workspace work, named by its vocabulary (files, folders, paths, shell
-commands, the notebook's state), not by any one phrasing."""
+"""The pure rules of a small model's turn (issue 19): the tools described in its system prompt
+(`nbchat.tools.offer`), which tool choice each round sends, how the model's first step is
+weighed, and the user's "don't run it" that no first step can override (`nbchat.tools.choice`);
+`read_archived_output` offered only once something was pruned."""
 
 from __future__ import annotations
+
+import json
+import time
 
 import pytest
 from factories import assistant, tool_call, tool_result, user
 
 from nbchat.compaction.prune import to_placeholder
-from nbchat.conversation.archivetool import offerable
+from nbchat.conversation.archivetool import ARCHIVE_TOOL, offerable
 from nbchat.history import Row
 from nbchat.tools import default_registry
-from nbchat.tools.choice import requests_action, round_choice
-from nbchat.tools.offer import asks_for_tools, offered_tools
+from nbchat.tools.choice import (
+    ANSWER_SHARE,
+    allowed_tools,
+    forbids_changes,
+    round_choice,
+    step_choice,
+)
+from nbchat.tools.offer import describe_tools, recent_exchange, router_messages
 
 SCHEMAS = default_registry().schemas()
-ARCHIVE_SCHEMA = {"type": "function", "function": {"name": "read_archived_output"}}
+ARCHIVE_SCHEMA = {
+    "type": "function",
+    "function": {"name": ARCHIVE_TOOL, "description": "x", "parameters": {"type": "object"}},
+}
+DANGEROUS = {"run_shell", "write_file", "edit_file"}
+NAMES = [schema["function"]["name"] for schema in SCHEMAS]
+
+
+def test_each_tool_is_one_line_with_its_optional_arguments_marked() -> None:
+    lines = describe_tools(SCHEMAS).splitlines()
+    assert len(lines) == len(SCHEMAS)
+    assert lines[0].startswith("- read_file(path, start_line?, end_line?): Read a text file")
+    assert any(line.startswith("- run_shell(command, timeout?): ") for line in lines)
+
+
+def test_the_first_step_sees_its_prompt_examples_workspace_the_last_turn_and_the_message() -> None:
+    rows = [
+        user("what's in notes.txt"),
+        call_row("c1", "notes.txt"),
+        tool_result("c1", "Project notes\nThe review meeting is on Thursday."),
+        assistant("The meeting is on Thursday."),
+        user("and who wrote it?"),
+    ]
+    readers = [s for s in SCHEMAS if s["function"]["name"] in ("read_file", "list_files")]
+    messages = router_messages(readers, rows, workspace="The workspace: ./notes.txt.")
+    system, *rest = messages
+    assert describe_tools(readers) in system["content"]
+    assert '{"tool": "none"}' in system["content"]
+    assert "run_shell" not in json.dumps(messages)  # no example for a tool it may not use
+    assert rest[-1] == {"role": "user", "content": "and who wrote it?"}
+    context = rest[-2]["content"]
+    assert context.startswith("The workspace: ./notes.txt.\nConversation so far:\n")
+    assert 'assistant called read_file {"path": "notes.txt"}' in context
+    assert "result: Project notes The review meeting is on Thursday." in context
+    assert context.endswith("assistant: The meeting is on Thursday.")
+    assert "and who wrote it?" not in context
+    steps = [json.loads(m["content"])["tool"] for m in rest[:-2] if m["role"] == "assistant"]
+    assert set(steps) == {"none", "read_file", "list_files"}
+
+
+def test_the_first_step_of_a_first_message_sees_no_conversation() -> None:
+    assert recent_exchange([user("hi")]) == ""
+    messages = router_messages(SCHEMAS, [user("hi")])
+    assert messages[-1] == {"role": "user", "content": "hi"}
+    assert messages[-2]["role"] == "assistant"  # the last example: no context message
+
+
+def test_the_conversation_shown_is_bounded_however_long_its_rows() -> None:
+    rows = [user("x" * 100_000), assistant("y" * 100_000), user("z" * 100_000)]
+    messages = router_messages(SCHEMAS, rows)
+    assert len(json.dumps(messages)) < len(json.dumps(router_messages(SCHEMAS, []))) + 2_000
 
 
 @pytest.mark.parametrize(
     "text",
     [
-        "Show me ~/data",
-        "cd ./build and list it",
-        "Delete the build/ folder",
-        "Install numpy",
-        "Check the repo with ruff",
-        "Is curl available?",
-        "Copy the logs with cp",
-        "What's the cwd?",
-        "Open report.xlsx",
-        "How do I run the tests in this repo?",
-        "How can I see which files are here?",
+        "Please do NOT run `rm -rf build/`, check with me first",
+        "don't run it, just tell me what it would do",
+        "dont delete anything yet",
+        "Never touch the config",
+        "can you look at it without changing anything",
+        "no need to run the tests",
+        "Don’t execute cleanup.sh",  # a typographic apostrophe
+        "do not, under any circumstances, edit app.py",
+        "I don't want you to run anything",
     ],
 )
-def test_a_request_for_workspace_work_gets_the_tools(text: str) -> None:
-    assert asks_for_tools(text)
+def test_a_message_that_forbids_running_or_changing_is_recognised(text: str) -> None:
+    assert forbids_changes(text)
+    assert allowed_tools(NAMES, DANGEROUS, text) == [n for n in NAMES if n not in DANGEROUS]
 
 
 @pytest.mark.parametrize(
     "text",
     [
-        "In Python, how do I read a file?",
-        "How do I list files in a folder in Python?",
-        "How to delete a directory in bash?",
-        "What is a file descriptor?",
-        "Explain what a shell script is.",
-        "What is 1/2 of 10?",
-        "Is TCP/IP slower than I/O on disk, and/or memory?",
-        "Make it return the sum",
-        "Find the bug: x = [1, 2",
+        "run the tests",
+        "delete old.log",
+        "what does rm -rf do?",
+        "I don't know why the build fails, can you check the log",
+        "don't worry about style",
+        "it doesn't start when I run it",
+        "I don't know how to run the tests, can you run them?",
+        "don't forget to run the linter",
     ],
 )
-def test_a_general_question_about_files_or_commands_gets_none(text: str) -> None:
-    assert not asks_for_tools(text)
+def test_a_message_that_forbids_nothing_keeps_every_tool(text: str) -> None:
+    assert not forbids_changes(text)
+    assert allowed_tools(NAMES, DANGEROUS, text) == NAMES
 
 
-def test_the_rule_reads_the_last_user_message_and_offers_in_a_tool_round() -> None:
-    asked = [user("List the src/ folder")]
-    plain = [user("List the src/ folder"), user("In Python, how do I read a file?")]
-    round_ = [*plain, tool_result("call-1", "text")]
-    assert offered_tools(SCHEMAS, asked, on_request=True) == list(SCHEMAS)
-    assert offered_tools(SCHEMAS, plain, on_request=True) == []
-    assert offered_tools(SCHEMAS, round_, on_request=True) == list(SCHEMAS)
-    assert offered_tools(SCHEMAS, plain, on_request=False) == list(SCHEMAS)
+def test_the_rule_takes_linear_time_on_hostile_text() -> None:
+    # Negations and long runs of words and spaces that never reach a verb: ten times the text
+    # costs about ten times the time (a backtracking rule would grow with its square).
+    def seconds(size: int) -> float:
+        piece = "don't " + "a " * 50 + " " * 200 + "never" + "x" * 30 + " "
+        text = piece * (size // len(piece))
+        started = time.process_time()
+        assert not forbids_changes(text)
+        return time.process_time() - started
 
-
-# The first round's `tool_choice` (`nbchat.tools.choice`): "required" (or the one tool the
-# message names by its vocabulary) for an explicit request for an action here, never otherwise.
-
-
-@pytest.mark.parametrize(
-    ("text", "choice"),
-    [
-        ("Read notes.txt and tell me when the meeting is.", "required"),
-        ("What files are in this workspace?", "required"),
-        ("Show me the contents of src/app.py.", "required"),
-        ("Please open todo.md", "required"),
-        ("Can you list the files in the src folder?", "required"),
-        ("In src/app.py, replace 'Hello' with 'Hi'.", "required"),
-        ("Create a file hello.txt containing the text 'hi there'.", "required"),
-        ("Search the files for the word TODO.", "search_files"),
-        ("Which file defines the function greet? Search the workspace.", "search_files"),
-        ("Run `python --version` in the shell.", "run_shell"),
-        ("Run the tests with pytest.", "run_shell"),
-        ("Show the current directory with pwd.", "run_shell"),
-        ("Delete the file old.log using the shell.", "run_shell"),
-        ("Run `git status`", "run_shell"),
-    ],
-)
-def test_an_explicit_request_for_an_action_here_requires_a_call(text: str, choice: str) -> None:
-    assert requests_action(text) == choice
-
-
-@pytest.mark.parametrize(
-    "text",
-    [
-        "Show me how to reverse a list",
-        "Explain what a shell is",
-        "Explain what a shell is in README.md style",
-        "Write a function that reads a file",
-        "Write a Python script that lists the files in a folder",
-        "Write a SQL query that selects all rows from a table named users.",
-        "How do I run the tests in this repo?",
-        "How can I see which files are here?",
-        "Show me an example of a shell loop",
-        "Show me the difference between git merge and rebase",
-        "What does the ls command do?",
-        "What is a file descriptor?",
-        "List three prime numbers",
-        "Make it return the sum",
-        "Find the bug: x = [1, 2",
-        "Print hello world in Python",
-        "Create a class that stores files",
-        "Search for the meaning of life",
-        "Read this sentence back to me",
-        "Open question: is P equal to NP?",
-        "Delete the last sentence of your answer",
-        "Replace the word big with large in: a big cat",
-        "Count the vowels in banana",
-        "Tell me a joke about the shell",
-        "Hi! What is 2 + 2?",
-        "In Python, how do I reverse a list?",
-        "Fix this Python 2 line for Python 3: print 'hi'",
-    ],
-)
-def test_a_general_question_never_requires_a_call(text: str) -> None:
-    assert requests_action(text) is None
+    seconds(100_000)  # warm the pattern
+    small, large = seconds(1_000_000), seconds(10_000_000)
+    assert large / max(small, 1e-4) < 30
 
 
 def call_row(call_id: str, path: str) -> Row:
     return tool_call((call_id, "read_file", {"path": path}))
 
 
-def test_later_rounds_answer_without_tools_when_last_or_when_the_model_only_repeats() -> None:
+def test_rules_decide_the_first_round_the_last_round_and_repeats_only() -> None:
     asked = [user("Read notes.txt")]
     once = [*asked, call_row("c1", "notes.txt"), tool_result("c1", "text")]
     again = [*once, call_row("c2", "notes.txt"), tool_result("c2", "text")]
     other = [*once, call_row("c2", "todo.md"), tool_result("c2", "text")]
-    assert round_choice(asked, number=1, rounds=5, requested=None) == "required"
-    assert round_choice(asked, number=1, rounds=5, requested="auto") == "auto"
+    assert round_choice(asked, number=1, rounds=5, requested=None) is None  # the model's step
+    assert round_choice(asked, number=1, rounds=5, requested="read_file") == "read_file"
     assert round_choice(once, number=2, rounds=5, requested=None) is None
     assert round_choice(once, number=5, rounds=5, requested=None) == "none"
     assert round_choice(again, number=3, rounds=5, requested=None) == "none"
@@ -149,10 +150,21 @@ def test_later_rounds_answer_without_tools_when_last_or_when_the_model_only_repe
     assert round_choice(later, number=2, rounds=5, requested=None) is None
 
 
-def test_an_answer_round_offers_no_tools_on_a_small_model_only() -> None:
-    round_ = [user("Read notes.txt"), call_row("c1", "notes.txt"), tool_result("c1", "text")]
-    assert offered_tools(SCHEMAS, round_, on_request=True, tool_choice="none") == []
-    assert offered_tools(SCHEMAS, round_, on_request=False, tool_choice="none") == SCHEMAS
+@pytest.mark.parametrize(
+    ("chosen", "share", "choice"),
+    [
+        ("none", 0.9, "none"),
+        ("none", 0.02, "none"),
+        ("read_file", 0.0, "read_file"),
+        ("read_file", ANSWER_SHARE / 2, "read_file"),
+        ("read_file", ANSWER_SHARE, "none"),  # a first token this split answers in words
+        ("run_shell", 0.6, "none"),
+    ],
+)
+def test_the_first_step_calls_a_tool_only_when_answering_got_little_of_its_token(
+    chosen: str, share: float, choice: str
+) -> None:
+    assert step_choice(chosen, share) == choice
 
 
 def test_read_archived_output_is_offered_only_with_something_archived() -> None:

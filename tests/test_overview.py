@@ -33,12 +33,21 @@ def make_tree(root: Path) -> None:
     (root / ".git").mkdir()
 
 
-def test_the_overview_names_the_top_level_sorted_with_folders_marked(tmp_path: Path) -> None:
+def test_the_overview_names_the_top_level_sorted_then_what_its_folders_hold(
+    tmp_path: Path,
+) -> None:
     make_tree(tmp_path)
+    (tmp_path / "src" / "app.py").write_text("x\n")
+    (tmp_path / "src" / "__pycache__").mkdir()
+    (tmp_path / "src" / ".cache").mkdir()
+    (tmp_path / "src" / "out.log").write_text("x\n")
+    (tmp_path / "src" / ".gitignore").write_text("*.log\n")
     text = overview_text(tmp_path)
     assert ': "./data.csv", "./notes.txt", "./src/". ' in text
-    assert "buried" not in text and "deep" not in text  # one level only
-    assert ".env" not in text and ".git" not in text  # hidden names left out
+    assert 'Inside its folders: "./src/__pycache__/", "./src/app.py", "./src/deep/". ' in text
+    assert "buried" not in text  # two levels only
+    assert ".env" not in text and ".git" not in text and ".cache" not in text  # hidden
+    assert "out.log" not in text  # ignored, as list_files leaves it out
 
 
 def test_a_link_out_of_the_workspace_is_neither_listed_nor_followed(tmp_path: Path) -> None:
@@ -111,10 +120,10 @@ def system_message(body: dict[str, Any]) -> str:
     return str(first["content"])
 
 
-def test_a_request_offering_tools_carries_the_overview_and_a_plain_one_does_not(
+def test_every_request_offering_tools_carries_the_overview_listed_again_each_turn(
     make_settings: Any, store: Store
 ) -> None:
-    settings = make_settings(tools_on_request=True, system_prompt=PROMPT, workspace_overview=True)
+    settings = make_settings(system_prompt=PROMPT, workspace_overview=True)
     make_tree(settings.workspace)
     overview = overview_text(settings.workspace)
     with FakeServer(default_reply=Reply(text="ok")) as server:
@@ -127,8 +136,8 @@ def test_a_request_offering_tools_carries_the_overview_and_a_plain_one_does_not(
         plain, files, again, changed = server.chat_requests()
         inspected = chat.last_request()
         shape = chat.engine.request_shape  # a summary is asked as this request's continuation
-    assert system_message(plain) == PROMPT
-    assert system_message(files) == f"{PROMPT}\n\n{overview}"
+    assert system_message(plain) == f"{PROMPT}\n\n{overview}"
+    assert system_message(files) == system_message(plain)
     assert '"./data.csv", "./notes.txt", "./src/".' in system_message(files)
     assert system_message(again) == system_message(files)  # byte-stable for the prompt cache
     assert '"./added.md", "./data.csv"' in system_message(changed)  # listed again at a turn's start

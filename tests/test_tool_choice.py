@@ -1,27 +1,35 @@
-"""The small model's `tool_choice` per round, as sent over real HTTP to the fake server (issue
-12): "required" (or the named tool) on the first request only for an explicit request for an
-action here; no tools, under a text-only grammar, once the model should answer from the results
-(the turn's last round, or after it only repeated a call); `read_archived_output` offered only
-once something in the session is archived."""
+"""A small model's turn over real HTTP to the fake server (issue 19): its tools described in
+the system prompt, never sent as schemas; its first step asked in one token (the chat's own
+messages, the reply opened as `{"tool": "`, a grammar of the allowed names); a forced call
+when it leans to a tool, words under a text-only grammar when it leans to answering, when the
+round is the last or when it only repeated a call; the shell never forced after "don't run";
+`read_archived_output` allowed once something in the session is archived; Stop during the
+first step ends the turn at once."""
 
 from __future__ import annotations
 
+import threading
+from pathlib import Path
 from typing import Any
 
 import openai
 from factories import tool_call, tool_result, user
 from fakeserver import FakeServer, Reply
+from fixtures_server import client_for
 from helpers import run
 
 from nbchat.compaction.prune import to_placeholder
 from nbchat.config import Settings
-from nbchat.conversation.events import RowSaved
+from nbchat.conversation.events import Done, RowSaved
 from nbchat.conversation.loop import Conversation
 from nbchat.history import Row
+from nbchat.llm.firststep import FIRST_STEP_OPENING
+from nbchat.stopping import StopSignal
 from nbchat.store.records import CompactionRecord
 from nbchat.store.store import Store
 
 CALL = '{"name": "read_file", "arguments": {"path": "notes.txt"}}'
+LOOK = Reply(first_step={"read_file": 0.97, "none": 0.01, "list_files": 0.02})
 
 
 def conversation_on(server: FakeServer, store: Store, settings: Settings) -> Conversation:
@@ -31,39 +39,105 @@ def conversation_on(server: FakeServer, store: Store, settings: Settings) -> Con
     return chat
 
 
-def offered(body: dict[str, Any]) -> list[str]:
-    return [tool["function"]["name"] for tool in body.get("tools", [])]
+def small(make_settings: Any, **changes: Any) -> Settings:
+    return make_settings(
+        tools_on_request=True, json_tool_fallback=True, tool_policy="deny", **changes
+    )
 
 
-def test_the_first_request_requires_a_call_only_for_an_explicit_request_here(
+def allowed(step: dict[str, Any]) -> list[str]:
+    """The names a first step's grammar allows, besides none."""
+    grammar = step["grammar"]
+    inside = grammar[grammar.index("(") + 1 : grammar.index(")")]
+    return sorted(name.strip('"') for name in inside.split(" | "))
+
+
+def test_a_plain_question_is_answered_in_words_after_a_first_step_on_the_same_prompt(
     make_settings: Any, store: Store
 ) -> None:
-    small = make_settings(tools_on_request=True, json_tool_fallback=False, max_tool_turns=1)
-    large = make_settings(tools_on_request=False, json_tool_fallback=False, max_tool_turns=1)
-    with FakeServer(default_reply=Reply(text="ok")) as server:
-        chat = conversation_on(server, store, small)
-        for text in (
-            "Hi! What is 2 + 2?",
-            "How do I run the tests in this repo?",
-            "Read notes.txt please.",
-            "Show the current directory with pwd.",
-        ):
-            run(chat, text)
-        run(conversation_on(server, store, large), "Read notes.txt please.")
-        plain, question, read, shell, on_large = server.chat_requests()
-    assert "tools" not in plain and "tool_choice" not in plain
-    assert "read_file" in offered(question) and "tool_choice" not in question
-    assert read["tool_choice"] == "required"
-    assert shell["tool_choice"] == {"type": "function", "function": {"name": "run_shell"}}
-    assert "tool_choice" not in on_large
-    for body in (question, read, shell, on_large):
-        assert "read_archived_output" not in offered(body)
+    with FakeServer(default_reply=Reply(text="4")) as server:
+        events = run(conversation_on(server, store, small(make_settings)), "Hi! What is 2 + 2?")
+        (step,) = server.first_steps()
+        (answer,) = server.chat_requests()
+    assert "tools" not in answer and "tool_choice" not in answer
+    assert "root ::=" in answer["grammar"]  # words: no call written as text
+    # The tools are described to the first step only: the answer is written as in any chat.
+    assert "- read_file(path, start_line?, end_line?)" in step["messages"][0]["content"]
+    assert "read_file" not in answer["messages"][0]["content"]
+    assert step["messages"][-2] == {"role": "user", "content": "Hi! What is 2 + 2?"}
+    assert step["messages"][-1] == {"role": "assistant", "content": FIRST_STEP_OPENING}
+    assert "read_file" in allowed(step) and "none" in allowed(step)
+    assert "read_archived_output" not in allowed(step)
+    saved = [e.row for e in events if isinstance(e, RowSaved)]
+    assert saved[-1] == Row("assistant", "4")
 
 
-def test_read_archived_output_is_offered_once_an_output_is_archived(
+def test_a_first_step_that_leans_to_a_tool_forces_that_call_then_words(
     make_settings: Any, store: Store
 ) -> None:
-    settings = make_settings(tools_on_request=True, json_tool_fallback=False, max_tool_turns=1)
+    settings = small(make_settings, max_tool_turns=2)
+    with FakeServer() as server:
+        server.enqueue(LOOK, Reply(text=CALL), Reply(text="It is on Thursday."))
+        events = run(conversation_on(server, store, settings), "peek at my notes")
+        call, answer = server.chat_requests()
+        assert len(server.first_steps()) == 1  # the last round answers without asking
+    schema = call["response_format"]["json_schema"]["schema"]
+    assert schema["properties"]["name"] == {"const": "read_file"}
+    assert "tools" not in call and "tools" not in answer
+    assert "grammar" in answer and "response_format" not in answer
+    saved = [e.row for e in events if isinstance(e, RowSaved)]
+    assert [row.role for row in saved] == ["user", "assistant_full", "tool", "assistant"]
+    assert saved[-1] == Row("assistant", "It is on Thursday.")
+
+
+def test_a_first_token_split_between_answering_and_a_tool_answers(
+    make_settings: Any, store: Store
+) -> None:
+    split = Reply(first_step={"read_file": 0.55, "none": 0.45})
+    with FakeServer(default_reply=Reply(text="Paris.")) as server:
+        server.enqueue(split)
+        run(conversation_on(server, store, small(make_settings)), "capital of france?")
+        (answer,) = server.chat_requests()
+    assert "response_format" not in answer and "grammar" in answer
+
+
+def test_dont_run_takes_the_shell_and_the_writers_out_of_the_first_step(
+    make_settings: Any, store: Store
+) -> None:
+    # The model's first token would go to the shell; the user said not to run it.
+    eager = Reply(first_step={"run_shell": 0.9, "read_file": 0.06, "none": 0.04})
+    text = "Please do NOT run `rm -rf build/`, check with me first"
+    with FakeServer(default_reply=Reply(text="Sure, I won't.")) as server:
+        server.enqueue(eager)
+        run(conversation_on(server, store, small(make_settings)), text)
+        (step,) = server.first_steps()
+        requests = server.chat_requests()
+    assert not {"run_shell", "write_file", "edit_file"} & set(allowed(step))
+    assert "read_file" in allowed(step)
+    for body in requests:
+        assert "run_shell" not in str(body.get("response_format", ""))
+
+
+def test_after_a_repeated_call_the_model_answers_without_asking(
+    make_settings: Any, store: Store
+) -> None:
+    settings = small(make_settings, max_tool_turns=10)
+    with FakeServer() as server:
+        server.enqueue(
+            LOOK, Reply(text=CALL), LOOK, Reply(text=CALL), Reply(text="It is on Thursday.")
+        )
+        events = run(conversation_on(server, store, settings), "Read notes.txt please.")
+        *_calls, last = server.chat_requests()
+        assert len(server.first_steps()) == 2
+    assert "grammar" in last and "response_format" not in last
+    saved = [e.row for e in events if isinstance(e, RowSaved)]
+    assert saved[-1] == Row("assistant", "It is on Thursday.")
+
+
+def test_read_archived_output_is_allowed_once_an_output_is_archived(
+    make_settings: Any, store: Store
+) -> None:
+    settings = small(make_settings, max_tool_turns=1)
     output = tool_result("c1", "x" * 2_000, name="read_file")
     with FakeServer(default_reply=Reply(text="ok")) as server:
         chat = conversation_on(server, store, settings)
@@ -82,39 +156,36 @@ def test_read_archived_output_is_offered_once_an_output_is_archived(
         )
         chat.resume(session_id)
         run(chat, "Read todo.md again please.")
-        before, after = server.chat_requests()
-    assert "read_archived_output" not in offered(before)
-    assert "read_archived_output" in offered(after)
+        before, after = server.first_steps()
+    assert "read_archived_output" not in allowed(before)
+    assert "read_archived_output" in allowed(after)
+    assert "- read_archived_output(tool_id)" in after["messages"][0]["content"]
 
 
-def test_the_last_round_answers_without_tools_under_a_text_only_grammar(
-    make_settings: Any, store: Store
+def test_stop_during_the_first_step_ends_the_turn_at_once(
+    make_settings: Any, store: Store, tmp_path: Path
 ) -> None:
-    settings = make_settings(
-        tools_on_request=True, json_tool_fallback=True, tool_policy="deny", max_tool_turns=2
-    )
+    held = Reply(first_step={"none": 1.0}, fault="hold_headers", hold=30.0)
+    stop = StopSignal()
     with FakeServer() as server:
-        server.enqueue(Reply(text=CALL), Reply(text="It is on Thursday."))
-        events = run(conversation_on(server, store, settings), "Read notes.txt please.")
-        first, last = server.chat_requests()
-    assert "response_format" in first  # "required", as the JSON fallback asks for it
-    assert "tools" not in last and "response_format" not in last
-    assert "root ::=" in last["grammar"]
-    saved = [e.row for e in events if isinstance(e, RowSaved)]
-    assert saved[-1] == Row("assistant", "It is on Thursday.")
+        server.enqueue(held)
+        client = client_for(server.url, tmp_path)  # nbchat's own: cancellable before headers
+        chat = Conversation(small(make_settings), store, client=client)
+        chat.new_session("t")
+        stopper = threading.Thread(target=lambda: server.wait_for_holds(held=1) and stop.set())
+        stopper.start()
+        events = list(chat.send("what's in the logs?", stop))
+        stopper.join()
+        assert server.wait_for_holds(hung_up=1, timeout=10)
+        assert server.chat_requests() == []
+    assert isinstance(events[-1], Done) and events[-1].stopped
 
 
-def test_after_a_repeated_call_the_model_answers_without_tools(
-    make_settings: Any, store: Store
-) -> None:
-    settings = make_settings(
-        tools_on_request=True, json_tool_fallback=True, tool_policy="deny", max_tool_turns=10
-    )
-    with FakeServer() as server:
-        server.enqueue(Reply(text=CALL), Reply(text=CALL), Reply(text="It is on Thursday."))
-        events = run(conversation_on(server, store, settings), "Read notes.txt please.")
-        _first, second, third = server.chat_requests()
-    assert "read_file" in offered(second) and "grammar" not in second
-    assert "tools" not in third and "grammar" in third
-    saved = [e.row for e in events if isinstance(e, RowSaved)]
-    assert saved[-1] == Row("assistant", "It is on Thursday.")
+def test_a_large_model_gets_the_schemas_and_no_first_step(make_settings: Any, store: Store) -> None:
+    large = make_settings(tools_on_request=False, json_tool_fallback=False)
+    with FakeServer(default_reply=Reply(text="ok")) as server:
+        run(conversation_on(server, store, large), "Read notes.txt please.")
+        (body,) = server.chat_requests()
+        assert server.first_steps() == []
+    assert "read_file" in [tool["function"]["name"] for tool in body["tools"]]
+    assert "tool_choice" not in body

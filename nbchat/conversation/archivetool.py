@@ -1,7 +1,7 @@
 """The tool that reads back a tool output that compaction pruned, by the call id named in its
 placeholder, and when to offer it: only while a placeholder among the rows names an archived
 output (a summary names no call id, so it gives the tool nothing to read). Offered always, a
-0.5B model called it for "Show the current directory with pwd" (issue 12). It reads the store
+0.5B model called it when asked for the current directory (issue 12). It reads the store
 it is handed; it never writes.
 """
 

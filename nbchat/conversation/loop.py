@@ -21,7 +21,6 @@ from __future__ import annotations
 import threading
 import traceback
 from collections.abc import Callable, Iterator
-from typing import Any
 
 import openai
 
@@ -29,7 +28,7 @@ from nbchat.compaction.engine import CompactionEngine
 from nbchat.compaction.result import CompactionResult
 from nbchat.compaction.summariser import Summariser
 from nbchat.config import Settings
-from nbchat.conversation.archivetool import archived_output_tool, offerable
+from nbchat.conversation.archivetool import archived_output_tool
 from nbchat.conversation.autocompact import (
     compact,
     compact_if_needed,
@@ -38,7 +37,7 @@ from nbchat.conversation.budget import Budget
 from nbchat.conversation.events import Done, Event, Failed, Notice
 from nbchat.conversation.inspect import InspectedRequest, last_request
 from nbchat.conversation.prepare import CheckpointPreparer, Situation, situation_of
-from nbchat.conversation.reply import request_reply, system_prompt_for
+from nbchat.conversation.reply import plan_request, request_reply
 from nbchat.conversation.session import Session
 from nbchat.conversation.steer import Steering, UndoOutcome
 from nbchat.conversation.steps import Steps, post_notice, save_rows
@@ -46,7 +45,7 @@ from nbchat.conversation.toolround import run_tools
 from nbchat.conversation.turn import FailureGuard, Round
 from nbchat.conversation.warmup import PromptWarmer
 from nbchat.errors import NbchatError, StoreError
-from nbchat.history import History, Row, build_messages, context_tokens
+from nbchat.history import History, Row, context_tokens
 from nbchat.llm.endpoint import LOCAL, Connection, destination_of
 from nbchat.store.store import Store
 from nbchat.tools import ToolRegistry, default_registry
@@ -90,7 +89,7 @@ class Conversation:
             client,
             summariser=summariser,
             on_model=self._served,
-            system_prompt=lambda: system_prompt_for(self, self.tools),
+            system_prompt=lambda: plan_request(self).system_prompt,
         )
         self.tools.register(archived_output_tool(self.session))
         self._lock = threading.Lock()  # one turn at a time
@@ -165,20 +164,20 @@ class Conversation:
         return connection
 
     def warm_up(self, cancel: threading.Event | None = None) -> None:
-        """Have the embedded server read this conversation's prompt (system prompt, tools,
-        history) into its prompt cache, for each set of tools a request may offer. Each prompt
-        is read once per conversation; other servers are left alone (with `cancel`, closing the
-        request, any server on this machine: the new prefix after a compaction)."""
+        """Have the embedded server read this conversation's next prompt (system prompt, tools,
+        history) into its prompt cache: every request of a turn starts with it (a small
+        model's tools are in the system prompt). Each prompt is read once per conversation;
+        other servers are left alone (with `cancel`, closing the request, any server on this
+        machine: the new prefix after a compaction)."""
         connection = self.budget.connect()
         if not (connection.embedded or cancel and destination_of(connection.base_url) == LOCAL):
             return
 
-        def messages(tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
-            sent = build_messages(self.history.rows, system_prompt_for(self, tools))
-            return [*sent, {"role": "user", "content": "Hi"}]  # the next turn's opening
-
-        schemas = offerable(self.tools.schemas(), self.history.rows)
-        self.warmer.warm(connection.client, self.settings, messages, schemas, cancel=cancel)
+        plan = plan_request(self)
+        opening = [*plan.messages, {"role": "user", "content": "Hi"}]  # the next turn's
+        self.warmer.warm(
+            connection.client, self.settings.model, opening, plan.body_tools, cancel=cancel
+        )
 
     def use_idle_moment(
         self, cancel: threading.Event, notify: Callable[[], None] = lambda: None
@@ -380,8 +379,7 @@ class Conversation:
         return last_request(self.store, self.session_id)
 
     def _round_choice(self, number: int, requested: str | None) -> str | None:
-        """The caller's choice on the first round; on a small model, `tools.choice`'s rule."""
-        if not self.settings.offers_tools_on_request():
-            return requested if number == 1 else None
+        """`tools.choice`'s rule: the caller's choice first, words on the last round and after
+        repeated calls; None lets the model (or, on a small one, its first step) choose."""
         rounds = self.settings.max_tool_turns
         return round_choice(self.history.rows, number=number, rounds=rounds, requested=requested)

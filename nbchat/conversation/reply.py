@@ -1,5 +1,6 @@
-"""One reply of the chat model: the request built (the tools offered, the system prompt, the
-messages), streamed, recorded as sent, and the reply saved with its usage; after a context
+"""One reply of the chat model: the request planned (the tools, sent or described in the system
+prompt, the system prompt, the messages), on a small model its first step asked (answer, or
+which tool), the reply streamed, recorded as sent, and saved with its usage; after a context
 overflow, one forced compaction and one more try (`request_reply`).
 
 A stream that fails keeps what arrived as complete rows and then raises.
@@ -10,10 +11,12 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Generator, Sized
+from collections.abc import Generator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from nbchat.compaction.cacheform import RequestShape
+from nbchat.config import Settings
 from nbchat.conversation.archivetool import offerable
 from nbchat.conversation.autocompact import compact_after_overflow, warn_over_budget
 from nbchat.conversation.events import Event, Notice, RequestStarted, UsageReported
@@ -22,17 +25,22 @@ from nbchat.conversation.turn import Round, StreamedReply
 from nbchat.errors import ContextOverflowError, NbchatError, ServerUnavailableError
 from nbchat.history import build_messages
 from nbchat.llm.client import stream_chat
+from nbchat.llm.firststep import ask_first_step
 from nbchat.llm.stream import ReasoningDelta, TextDelta
-from nbchat.tools.offer import offered_tools
+from nbchat.tools.choice import NO_TOOL, allowed_tools, step_choice
+from nbchat.tools.offer import router_messages
 
 __all__ = [
     "EMPTY_REPLY_NOTICE",
     "STOPPED_NOTICE",
+    "RequestPlan",
+    "choose_first_step",
+    "describes_tools_in_prompt",
+    "plan_request",
     "request_reply",
     "save_reply",
     "stream_reply",
     "system_prompt_for",
-    "tools_for",
 ]
 
 STOPPED_NOTICE = "Stopped by you; the reply so far was kept."
@@ -64,31 +72,77 @@ def request_reply(
     return reply
 
 
+@dataclass(frozen=True)
+class RequestPlan:
+    """What a request of the chat sends besides its tool choice: the tools the model may use,
+    whether they travel in the request (or, on a small model, only bound its first step and
+    its forced calls: `nbchat.tools.offer`), the system prompt and the messages."""
+
+    schemas: list[dict[str, Any]]
+    in_prompt: bool
+    system_prompt: str
+    messages: list[dict[str, Any]]
+
+    @property
+    def body_tools(self) -> list[dict[str, Any]]:
+        return [] if self.in_prompt else self.schemas
+
+
+def plan_request(parts: TurnParts) -> RequestPlan:
+    """The next request's tools, system prompt and messages."""
+    schemas = offerable(parts.tools.schemas(), parts.history.rows)
+    in_prompt = describes_tools_in_prompt(parts.settings)
+    system_prompt = system_prompt_for(parts, schemas)
+    return RequestPlan(
+        schemas, in_prompt, system_prompt, build_messages(parts.history.rows, system_prompt)
+    )
+
+
+def describes_tools_in_prompt(settings: Settings) -> bool:
+    """A small model on llama.cpp (`tools_on_request`, read back by the JSON fallback): its
+    requests carry no schemas, and its first step chooses (`nbchat.tools.offer`)."""
+    return settings.offers_tools_on_request() and settings.uses_json_tool_fallback()
+
+
+def system_prompt_for(parts: TurnParts, schemas: Sequence[Mapping[str, Any]]) -> str:
+    """The settings' prompt, with the workspace's overview when the chat may use tools."""
+    return parts.overview.system_prompt(parts.settings.system_prompt, tools_offered=bool(schemas))
+
+
 def stream_reply(
     parts: TurnParts, stop: threading.Event, tool_choice: str | None
 ) -> Generator[Event, None, StreamedReply]:
-    """Stream one reply; a failure keeps what arrived (as complete rows), then raises."""
+    """Stream one reply; a failure keeps what arrived (as complete rows), then raises.
+
+    With the tools in the prompt and no choice made yet, the model's first step chooses
+    (`choose_first_step`)."""
     settings = parts.settings
     reply = StreamedReply(request_rows=len(parts.history))
-    tools = tools_for(parts, tool_choice)
-    system_prompt = system_prompt_for(parts, tools)
-    messages = build_messages(parts.history.rows, system_prompt)
+    plan = plan_request(parts)
+    if plan.in_prompt and tool_choice is None:
+        tool_choice = choose_first_step(parts, plan, stop)
+        if tool_choice is None:  # Stop came first
+            reply.finish = "stopped"
+            return reply
     # A summary is then asked as this request's continuation, in the server's cache.
-    shape = RequestShape(system_prompt, tuple(tools), settings.model, tuple(messages))
+    shape = RequestShape(
+        plan.system_prompt, tuple(plan.body_tools), settings.model, tuple(plan.messages)
+    )
     parts.engine.request_shape = shape
     try:
         for event in stream_chat(
             parts.budget.connect().client,
-            messages,
+            plan.messages,
             model=settings.model,
-            tools=tools,
+            tools=plan.schemas,
+            tools_in_prompt=plan.in_prompt,
             max_tokens=settings.max_tokens,
             temperature=settings.reply_temperature(),
             stop=stop,
             json_tool_fallback=settings.uses_json_tool_fallback(),
             check_arguments=parts.tools.accepts,
             tool_choice=tool_choice,
-            on_request=lambda body: _record_sent(parts, reply, body, system_prompt),
+            on_request=lambda body: _record_sent(parts, reply, body, plan.system_prompt),
         ):
             reply.take(event)
             if isinstance(event, ReasoningDelta | TextDelta):
@@ -107,27 +161,40 @@ def stream_reply(
     return reply
 
 
+def choose_first_step(parts: TurnParts, plan: RequestPlan, stop: threading.Event) -> str | None:
+    """ "none" or the tool the model's first step names (`nbchat.llm.firststep`, weighed by
+    `nbchat.tools.choice.step_choice`), among the tools this turn allows; None after Stop."""
+    last_user = next((r.content for r in reversed(parts.history.rows) if r.role == "user"), "")
+    dangerous = {name for name in parts.tools.names() if _is_dangerous(parts, name)}
+    names = [schema["function"]["name"] for schema in plan.schemas]
+    allowed = allowed_tools(names, dangerous, last_user)
+    if not allowed:
+        return NO_TOOL
+    offered = [schema for schema in plan.schemas if schema["function"]["name"] in allowed]
+    shown = parts.overview.text() if parts.overview.enabled else ""
+    try:
+        step = ask_first_step(
+            parts.budget.connect().client,
+            router_messages(offered, parts.history.rows, workspace=shown),
+            model=parts.settings.model,
+            names=allowed,
+            stop=stop,
+        )
+    except ServerUnavailableError as exc:
+        raise parts.budget.lost(exc) from exc
+    return None if step is None else step_choice(step.chosen, step.answer_share)
+
+
+def _is_dangerous(parts: TurnParts, name: str) -> bool:
+    found = parts.tools.get(name)
+    return found is not None and found.dangerous
+
+
 def _record_sent(
     parts: TurnParts, reply: StreamedReply, body: dict[str, Any], system_prompt: str
 ) -> None:
     session_id = parts.session.ensure_writable()  # the user's row was written: it is
     reply.request_id = parts.store.record_sent(session_id, body, system_prompt=system_prompt)
-
-
-def tools_for(parts: TurnParts, tool_choice: str | None) -> list[dict[str, Any]]:
-    """Every tool, or on a small model none unless the user's message asks for them."""
-    return offered_tools(
-        offerable(parts.tools.schemas(), parts.history.rows),
-        parts.history.rows,
-        on_request=parts.settings.offers_tools_on_request(),
-        tool_choice=tool_choice,
-    )
-
-
-def system_prompt_for(parts: TurnParts, tools: Sized) -> str:
-    """The settings' prompt, naming the workspace's top level when `tools` (the ones offered,
-    or for the budget's estimate all the chat has) are not empty."""
-    return parts.overview.system_prompt(parts.settings.system_prompt, tools_offered=len(tools) > 0)
 
 
 def save_reply(parts: TurnParts, reply: StreamedReply) -> Steps:

@@ -25,12 +25,11 @@ from __future__ import annotations
 import json
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import openai
 
-from nbchat.config import Settings
 from nbchat.errors import NbchatError
 from nbchat.llm.client import stream_chat
 from nbchat.llm.stream import Finish
@@ -83,25 +82,23 @@ class PromptWarmer:
     def warm(
         self,
         client: openai.OpenAI,
-        settings: Settings,
-        messages: Callable[[list[dict[str, Any]]], list[dict[str, Any]]],
-        schemas: list[dict[str, Any]],
+        model: str,
+        messages: list[dict[str, Any]],
+        tools: Sequence[dict[str, Any]] = (),
         *,
         cancel: threading.Event | None = None,
     ) -> None:
-        """Warm the prompt with the tools and, when tools are offered on request, without;
-        `messages(tools)` is what a request offering `tools` sends (its system prompt may
-        depend on them). The server keeps the last prompt in its slot and the others in its
-        RAM cache, from which a request restores its prefix in a moment."""
-        variants = [schemas, []] if settings.offers_tools_on_request() else [schemas]
-        for tools in variants:
-            if cancel is not None and cancel.is_set():
-                return
-            request = {"model": settings.model, "messages": messages(tools)}
-            request |= {"tools": tools} if tools else {}
-            key = json.dumps(request, sort_keys=True)
-            if key not in self._warmed and _warm_streamed(client, request, cancel):
-                self._warmed.add(key)
+        """Have the server read the prompt of `messages` (with `tools` in the request, when a
+        request sends them) unless this conversation warmed that very prompt already. The
+        server keeps the last prompt in its slot and earlier ones in its RAM cache, from which
+        a request restores its prefix in a moment."""
+        if cancel is not None and cancel.is_set():
+            return
+        request: dict[str, Any] = {"model": model, "messages": messages}
+        request |= {"tools": list(tools)} if tools else {}
+        key = json.dumps(request, sort_keys=True)
+        if key not in self._warmed and _warm_streamed(client, request, cancel):
+            self._warmed.add(key)
 
 
 def _warm_streamed(

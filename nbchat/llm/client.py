@@ -99,6 +99,7 @@ def stream_chat(
     *,
     model: str,
     tools: Sequence[dict[str, Any]] = (),
+    tools_in_prompt: bool = False,
     max_tokens: int | None = None,
     temperature: float | None = None,
     extra_body: dict[str, Any] | None = None,
@@ -120,7 +121,9 @@ def stream_chat(
     the same request plus that reply and a note saying what was wrong, with the call forced to
     one of the offered tools. Its events follow the first attempt's text. And "none" with the
     fallback on sends llama.cpp a grammar (`text_only_grammar`): the reply cannot be a call
-    written as JSON text.
+    written as JSON text. With `tools_in_prompt` the request carries no `tools` list (the system
+    prompt describes them, `nbchat.tools.offer`); they still bound what a forced or written call
+    may name.
 
     Deltas are yielded as they arrive; then `ToolCallsReady` (if any), `Usage` (if the server
     reported it) and `Finish`. Stop ends the reply with `Finish("stopped")`, never an exception.
@@ -134,6 +137,7 @@ def stream_chat(
     request = ChatRequest(
         model=model,
         tools=tools,
+        tools_in_prompt=tools_in_prompt,
         max_tokens=max_tokens,
         temperature=temperature,
         extra_body=extra_body,
@@ -169,7 +173,7 @@ def _create(
     arguments = _create_arguments(
         model=request.model,
         messages=messages,
-        tools=request.tools,
+        tools=() if request.tools_in_prompt else request.tools,
         tool_choice=None if forced else request.tool_choice,
         max_tokens=request.max_tokens,
         temperature=request.temperature,

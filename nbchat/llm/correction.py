@@ -40,6 +40,9 @@ class ChatRequest:
     check: ArgumentCheck | None
     tool_choice: str | None
     on_request: Callable[[dict[str, Any]], None] | None = None  # given each body before it goes
+    # The tools are described in the system prompt (`nbchat.tools.offer`), not sent: they are
+    # still what a forced call may name and what a call written as text is checked against.
+    tools_in_prompt: bool = False
 
 
 def has_whole_call(reader: ReplyReader) -> bool:

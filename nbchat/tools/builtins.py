@@ -37,7 +37,7 @@ from nbchat.tools.fileaccess import (
     split_inside,
 )
 from nbchat.tools.lines import BinaryContentError, Pattern, find_lines, read_lines
-from nbchat.tools.listing import Entry, GlobPattern, Ignoring, rules_above, walk
+from nbchat.tools.listing import SKIPPED_DIRS, Entry, GlobPattern, Ignoring, rules_above, walk
 from nbchat.tools.registry import Tool
 from nbchat.tools.shell import run_command
 
@@ -56,10 +56,6 @@ MAX_MATCHES = 200
 MAX_LINE_SHOWN = 300
 MAX_EDITED_BYTES = 16 * 1024 * 1024  # edit_file holds the file in memory twice
 NOTE_ROOM = 200  # characters kept free for a tool's note, so the output cap cuts nothing
-# Folders no one wants searched even where no .gitignore names them: caches and environments.
-# Listed, not entered, unless hidden entries are asked for too (`.git` is never entered).
-SKIPPED_DIRS = frozenset({".hg", ".svn", "__pycache__", "node_modules", ".venv", "venv"})
-SKIPPED_DIRS |= {".mypy_cache", ".ruff_cache", ".pytest_cache", ".ipynb_checkpoints"}
 _CUT_MARK = re.compile(r"\n\[\.\.\. [\d,]+ characters cut \.\.\.\]\n")  # shell.py's cut_marker
 SHELL_CUT = (
     "[the middle of the output was cut to fit the tool output limit: filter it (grep, head, "

@@ -1,24 +1,21 @@
-"""Which `tool_choice` each round of a turn sends on a small model (`tools_on_request`).
+"""Which tools each round of a turn may use on a small model, and how its first step is weighed.
 
-Offering the tools (`nbchat.tools.offer`) is not enough for a 0.5B model: asked "What files are
-in this workspace?" it answered in prose from the system prompt's overview, asked to "Delete the
-file old.log using the shell" it read `data.csv`, and after a correct call it called the same
-tool again instead of answering, until the turn ran out of rounds with nothing to show (issue 12).
-So, on a model that gets the tools on request:
+On a model that gets its tools described in the prompt (`nbchat.tools.offer`):
 
-- the first round sends "required" when the user's message is an explicit request for an action
-  in this workspace (`requests_action`): an imperative such as read, open, show, list, search,
-  run, create, delete or replace, or a question about what the workspace holds, and an anchor
-  here: a file or path name, a backticked command, a shell command's name, "the shell", "this
-  workspace", "the files". It names `run_shell` when the message names the shell or a command,
-  so the model cannot pick a file tool for "Show the current directory with pwd", and
-  `search_files` when it asks to search the files ("Which file defines greet? Search the
-  workspace." had it read `README.md`). A general
-  question ("Show me how to reverse a list", "Explain what a shell is", "Write a function that
-  reads a file") never gets either: it stays free to answer;
-- a later round sends "none" (no tools offered: the model answers from the results) when it is
-  the turn's last round, or when the model's last calls only repeated calls already made in this
-  turn, whose results it has.
+- the caller's choice wins on the first round (`send(..., tool_choice=...)`);
+- a later round answers in words ("none") when it is the turn's last round, or when the model's
+  last calls only repeated calls already made in this turn, whose results it has (a 0.5B model
+  called the same tool again instead of answering until the turn ran out, issue 12);
+- otherwise the model's own first step decides (`nbchat.llm.firststep`): it answers in words
+  when at least `ANSWER_SHARE` of its first token went to answering, and otherwise calls the
+  tool it named, forced, so the call cannot come out as prose or as a tool that does not exist;
+- a tool that runs or changes something (a "dangerous" one: the shell, writing, editing) is
+  not allowed in a turn whose message tells the assistant not to run, delete or change things
+  (`forbids_changes`), whatever the model would choose: "Please do NOT run `rm -rf build/`"
+  never leads to `run_shell`. Reading stays allowed.
+
+`forbids_changes` reads the user's text with one bounded pattern: a negation followed, within
+three words, by an action verb; linear time, whatever the text.
 
 Pure: no I/O.
 """
@@ -27,89 +24,70 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 from nbchat.history import Row, stored_calls
-from nbchat.tools.offer import FILE_NAME, PATH_LIKE  # one vocabulary for offering and forcing
 
-__all__ = ["SEARCH_TOOL", "SHELL_TOOL", "requests_action", "round_choice"]
+__all__ = [
+    "ANSWER_SHARE",
+    "NO_TOOL",
+    "allowed_tools",
+    "forbids_changes",
+    "only_repeats",
+    "round_choice",
+    "step_choice",
+]
 
-SHELL_TOOL = "run_shell"
-SEARCH_TOOL = "search_files"
-# Starts a request, after an optional "please", "can you" or a leading "In src/app.py," clause.
-POLITE = r"(?:please\s+|(?:can|could|would|will) you\s+(?:please\s+)?)?"
-LEADING_CLAUSE = r"(?:in\s+\S+,\s*)?"
-ACTION_VERBS = (
-    r"read|open|show|display|print|view|list|search|grep|find|look\s+(?:for|in|at|through)|"
-    r"run|execute|launch|create|write|save|make|delete|remove|erase|rename|move|copy|replace|"
-    r"edit|change|update|append|add|insert|install|check|count|tell\s+me\s+what(?:'s| is) in"
+NO_TOOL = "none"
+# The share of the first token that must go to answering for the model to answer in words.
+# Tuned on the eval's dev split (bench/eval_split_dev.py), never on its test split.
+ANSWER_SHARE = 0.1
+# "don't run", "do NOT delete anything", "never touch", "without changing", "no need to run".
+NEGATION = r"(?:\bdo\s+not|\bdon['’]?t|\bnever|\bwithout|\bno\s+need\s+to)"
+# Verb stems, so "changing", "deleting", "written" count too.
+ACTION = (
+    r"(?:run|execut|launch|start|delet|remov|rm|eras|chang|edit|modif|touch|writ|overwrit|"
+    r"mov|renam|instal|commit|push)"
 )
-IMPERATIVE = re.compile(
-    rf"(?:^|[.!?;]\s+){POLITE}{LEADING_CLAUSE}{POLITE}(?:{ACTION_VERBS})\b", re.IGNORECASE
-)
-# A question about what the workspace holds: "What files are in ...", "Which file defines ...".
-CONTENTS_QUESTION = re.compile(
-    r"(?:^|[.!?;]\s+)(?:what|which)\s+(?:files?|folders?|director(?:y|ies))\b", re.IGNORECASE
-)
-# What makes a request general (code to write, something to explain) rather than an action here.
-GENERAL = re.compile(
-    r"\bhow\s+(?:to|do|does|can|could|should|would|is|are)\b|\bshow\s+me\s+(?:how|what|why)\b|"
-    r"\bexplain\b|\bexamples?\b|\bwhat\s+(?:is|are)\s+(?:a|an)\b|"
-    r"\b(?:a|an|the)\s+(?:python\s+|bash\s+|shell\s+|sql\s+)?(?:function|class|method|script|"
-    r"program|query|snippet|regex|one-liner|loop)\s+(?:that|which|to)\b|"
-    r"\b(?:in|using|with)\s+(?:python|javascript|js|typescript|java|bash|c\+\+|c#|rust|go|sql|"
-    r"ruby|pandas|numpy)\s*(?:[.?!,]|$)",
-    re.IGNORECASE,
-)
-PLACE = re.compile(
-    r"\b(?:this|my|our|the(?:\s+current)?)\s+(?:workspace|folder|director(?:y|ies)|"
-    r"repo(?:sitory)?|project)\b|\bthe\s+files\b|\bthe\s+[\w.-]+\s+(?:folder|directory)\b|"
-    r"\b(?:the\s+)?(?:files?|folders?)\s+here\b",
-    re.IGNORECASE,
-)
-# Naming the shell itself, a backticked command, or a command that is no everyday word.
-SHELL = re.compile(
-    r"\b(?:the\s+)?(?:shell|terminal|command\s+line)\b|`[^`\n]+`|"
-    r"\b(?:with|using|via|by\s+running)\s+`?(?:pytest|pip3?|git|ls|pwd|cat|grep|rm|cp|mv|"
-    r"mkdir|chmod|wc|curl|wget|npm|conda|docker|make|ruff|mypy|python3?)\b|"
-    r"\b(?:pytest|pwd)\b",
-    re.IGNORECASE,
+GAP = r"[\s,;:]+"  # between words: spaces and the punctuation of an aside
+# "I don't know how to run it", "don't forget to run the tests" forbid nothing.
+NOT_A_BAN = r"(?!(?:know|understand|remember|forget|think|see|get)\b)"
+FORBIDS = re.compile(
+    rf"{NEGATION}{GAP}{NOT_A_BAN}(?:[\w'’-]{{1,40}}{GAP}){{0,3}}?{ACTION}\w*\b", re.IGNORECASE
 )
 
 
-# Looking for a text in the files: "Search the files for TODO", "Which file defines greet?".
-SEARCH = re.compile(
-    r"\b(?:search|grep)\b|\bwhich\s+files?\s+(?:defines?|contains?|mentions?|uses?|has|have)\b",
-    re.IGNORECASE,
-)
+def forbids_changes(text: str) -> bool:
+    """True when `text` tells the assistant not to run, delete or change something."""
+    return FORBIDS.search(text) is not None
 
 
-def requests_action(text: str) -> str | None:
-    """`run_shell` when `text` asks for an action through the shell, `search_files` when it
-    asks to search the files, "required" when it asks for another action in this workspace,
-    None for anything else (a general question, a request without an anchor here)."""
-    if GENERAL.search(text):
-        return None
-    shell = SHELL.search(text)
-    anchored = shell or FILE_NAME.search(text) or PATH_LIKE.search(text) or PLACE.search(text)
-    if not anchored or not (IMPERATIVE.search(text) or CONTENTS_QUESTION.search(text)):
-        return None
-    if shell:
-        return SHELL_TOOL
-    return SEARCH_TOOL if SEARCH.search(text) else "required"
+def allowed_tools(names: Sequence[str], dangerous: Collection[str], text: str) -> list[str]:
+    """`names` without the dangerous ones when the user's `text` forbids changes."""
+    if not forbids_changes(text):
+        return list(names)
+    return [name for name in names if name not in dangerous]
 
 
 def round_choice(
     rows: Sequence[Row], *, number: int, rounds: int, requested: str | None
 ) -> str | None:
-    """The `tool_choice` of round `number` of `rounds` (1-based), given the rows it sends and
-    what the caller asked for the turn (`requested`, for the first round)."""
+    """The `tool_choice` of round `number` of `rounds` (1-based) when rules decide it: the
+    caller's request on the first round, "none" on the last round or after repeated calls;
+    None when the model's first step decides."""
     if number == 1:
-        last_user = next((row.content for row in reversed(rows) if row.role == "user"), "")
-        return requested or requests_action(last_user)
+        return requested
     if number >= rounds or only_repeats(rows):
-        return "none"
+        return NO_TOOL
     return None
+
+
+def step_choice(chosen: str, answer_share: float) -> str:
+    """The round's `tool_choice` from the model's first step: "none", or the tool it named.
+    A first token leaning to a tool by less than `ANSWER_SHARE` of its probability answers."""
+    if chosen == NO_TOOL or answer_share >= ANSWER_SHARE:
+        return NO_TOOL
+    return chosen
 
 
 def only_repeats(rows: Sequence[Row]) -> bool:

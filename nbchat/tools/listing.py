@@ -39,12 +39,14 @@ from nbchat.tools.fileaccess import open_entry, open_folder
 
 __all__ = [
     "MAX_DEPTH",
+    "SKIPPED_DIRS",
     "Entry",
     "GitIgnore",
     "GlobPattern",
     "Ignoring",
     "entries_of",
     "glob_for_regex",
+    "ignore_text",
     "looks_like_regex",
     "rules_above",
     "walk",
@@ -60,6 +62,10 @@ MAX_PATTERN_CHARS = 1_000  # a longer glob is refused: matching cost grows with 
 _FOLDER = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _GITIGNORE = pathspec.lookup_pattern("gitignore")
 HERE = PurePosixPath()  # the walked folder itself
+# Folders no one wants searched even where no .gitignore names them: caches and environments.
+# Listed, not entered, unless hidden entries are asked for too (`.git` is never entered).
+SKIPPED_DIRS = frozenset({".hg", ".svn", "__pycache__", "node_modules", ".venv", "venv"})
+SKIPPED_DIRS |= {".mypy_cache", ".ruff_cache", ".pytest_cache", ".ipynb_checkpoints"}
 ANY_FOLDERS = "^(?:.+/)?"  # how pathspec's expression for a line without a `/` inside starts
 
 Kind = Literal["file", "folder", "link", "other"]
@@ -214,7 +220,7 @@ def rules_above(workspace: Path, parts: tuple[str, ...]) -> tuple[GitIgnore, ...
     for depth in range(len(parts)):
         try:
             with open_folder(workspace, "/".join(parts[:depth]) or ".") as fd:
-                text = _ignore_text(fd)
+                text = ignore_text(fd)
         except (OSError, ToolError):
             continue  # an ancestor that cannot be read has no rules to give
         if text:
@@ -222,7 +228,7 @@ def rules_above(workspace: Path, parts: tuple[str, ...]) -> tuple[GitIgnore, ...
     return tuple(found)
 
 
-def _ignore_text(folder_fd: int) -> str:
+def ignore_text(folder_fd: int) -> str:
     """The folder's `.gitignore` (a regular file, not a link), its first `MAX_IGNORE_BYTES`."""
     opened = open_entry(folder_fd, IGNORE_FILE)
     if opened is None:
@@ -263,7 +269,7 @@ def _walk(
     found = sorted(pair for pair in entries_of(fd, ctx) if pair[0] != GIT_FOLDER)
     entries = [Entry(below / name, kind, fd) for name, kind in found]
     if ignoring is not None:
-        text = _ignore_text(fd)
+        text = ignore_text(fd)
         rules = (*rules, GitIgnore(text, at=below)) if text else rules
         entries = [entry for entry in entries if not ignoring.leaves_out(entry, rules, ctx)]
     yield from entries

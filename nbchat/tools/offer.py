@@ -1,91 +1,136 @@
-"""Which tools one request offers the model: all of them, or — on request — none.
+"""What a small model is shown to choose a turn's first step: its own short prompt, apart from
+the chat's.
 
-A 0.5B model offered six tool schemas calls one for "Hi! What is 2 + 2?" (it read a made-up
-`resources/file.txt`, issue 12). With `tools_on_request` (on by default for the embedded model)
-a request offers the tools only when they can be wanted: the user's last message speaks of the
-workspace (files, folders, a file name such as `notes.txt`, the shell, running something) or of
-the notebook (variables, a DataFrame, cells, the last traceback), the turn is already in a tool
-round, or the caller forces a tool. Otherwise it offers none, so the model can only answer, and
-a JSON-looking answer stays text.
+On the embedded model (and any llama.cpp server with `tools_on_request`) the chat's requests
+carry no tool schemas. Qwen's chat template renders schemas as ~800 tokens of JSON and shows the
+call format with doubled braces, which the 1.5B copies (`{{"name": ...}}}}`); offered them, it
+calls a tool for "17 × 23" and invents `add`; and told about tools in the chat's own prompt, it
+answers "you can use the `read_file` tool" instead of answering (issue 19). So whether a turn
+looks first is asked separately (`nbchat.llm.firststep`), on the messages built here:
 
-The workspace is named by vocabulary, not phrasing: files, folders, paths (`./build`, `src/`),
-command names that are not everyday words (`git`, `pytest`, `curl`, but not `find` or `make`),
-installing, the notebook's state. A general how-to or definition question ("In Python, how do I
-read a file?") names nothing in this workspace and gets no tools, unless it says "this
-folder", "my project" or "here". Otherwise the rule errs towards offering, and the system
-prompt's "answer general questions directly" does the rest.
+- `ROUTER_PROMPT`: what the model decides and when to look, with each tool as one line
+  (`describe_tools`), then short example exchanges (`EXAMPLES`, none of them a user's words
+  from any eval), always the same, so the server keeps them in its prompt cache;
+- the workspace's listing (the overview the chat shows, `WorkspaceOverview`), so a path the
+  user half-names can be found;
+- the conversation so far, briefly (`recent_exchange`): the last turn's words, the calls made
+  since and the start of their results, so "open that file" or "now the tests" can be followed;
+- the user's message; the reply is then opened as `{"tool": "` for the model to continue.
+
+The chat's own prompt stays the user's prompt (and the overview): the answer is written as in
+any chat, and a call, once chosen, is written there too, forced to that tool's schema.
 
 Pure: no I/O.
 """
 
 from __future__ import annotations
 
-import re
-from collections.abc import Sequence
+import json
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from nbchat.history import Row
+from nbchat.history import Row, stored_calls
 
-__all__ = ["asks_for_tools", "offered_tools"]
+__all__ = [
+    "EXAMPLES",
+    "ROUTER_PROMPT",
+    "describe_tools",
+    "recent_exchange",
+    "router_messages",
+]
 
-WORKSPACE_WORDS = re.compile(
-    r"\b(files?|folders?|director(?:y|ies)|workspace|repo(?:sitory)?|paths?|cwd|"
-    r"shell|terminal|commands?|run|execute|script|install|"
-    # command names that are not also everyday English words ("find", "make", "head" are)
-    r"pytest|pip3?|git|ls|pwd|cat|grep|mkdir|rm|cp|mv|chmod|wc|curl|wget|npm|yarn|conda|"
-    r"docker|tar|unzip|ruff|mypy|"
-    r"variables?|data ?frames?|cells?|notebook|kernel|traceback|exception)\b",
-    re.IGNORECASE,
+ROUTER_PROMPT = (
+    "You choose the first step of an assistant that lives in the user's Jupyter notebook. "
+    "Reply with one JSON object:\n"
+    '- {{"tool": "none"}} when the message can be answered from general knowledge or from the '
+    "conversation: facts, arithmetic, explaining code, commands or concepts, writing new code;\n"
+    '- {{"tool": "<name>", "arguments": {{...}}}} when the answer depends on what the user\'s '
+    "own files, their machine (installed versions, disk space, the current folder) or their "
+    "live notebook (variables, cells, errors) hold. Never guess those: look.\n"
+    "If the user says not to run or change something, do not choose a tool that would.\n"
+    "Tools:\n{tools}"
 )
-FILE_NAME = re.compile(
-    r"[\w./-]*\w\.(?:py|ipynb|txt|md|rst|csv|tsv|json|jsonl|ya?ml|toml|ini|cfg|log|sh|js|ts|"
-    r"html|css|sql|xml|c|h|cpp|rs|go|java|r|lock|env|parquet|xlsx)\b",
-    re.IGNORECASE,
+# Example exchanges, written for this prompt: half answer, half look, one per kind of tool.
+EXAMPLES: tuple[tuple[str, dict[str, Any]], ...] = (
+    ("how do I merge two dicts in python?", {"tool": "none"}),
+    ("is there a Dockerfile in here", {"tool": "list_files", "arguments": {"path": "."}}),
+    ("who discovered penicillin", {"tool": "none"}),
+    ("what's in setup.cfg", {"tool": "read_file", "arguments": {"path": "setup.cfg"}}),
+    ("what does `git rebase -i` do", {"tool": "none"}),
+    ("which node version have I got", {"tool": "run_shell", "arguments": {"command": "node -v"}}),
+    ("45 divided by 9?", {"tool": "none"}),
+    (
+        "where do we call parse_args?",
+        {"tool": "search_files", "arguments": {"pattern": "parse_args"}},
+    ),
+    ("write a bash loop that renames *.jpeg to *.jpg", {"tool": "none"}),
+    ("show me my df variable", {"tool": "describe_variable", "arguments": {"name": "df"}}),
+    ("what's the difference between a process and a thread", {"tool": "none"}),
+    ("why did that cell crash?", {"tool": "last_error", "arguments": {}}),
 )
-# A path without an extension: `./build`, `~/data`, `../x`, or a folder written `src/`.
-PATH_LIKE = re.compile(r"(?:^|[\s`'\"(])(?:\.{1,2}/|~/)\S|\b[a-z_][\w.-]*/(?=[\s`'\")?.,]|$)")
-# A general how-to or definition question ("How do I read a file in Python?") is a coding
-# question, not a request for this workspace's files, unless it names something concrete here.
-GENERAL_QUESTION = re.compile(
-    r"^\s*(?:(?:in \w+, )?how (?:do|can|should|would) (?:i|you|we|one)\b|how to\b|"
-    r"what (?:is|are|does) (?:a|an)\b|explain\b|what(?:'s| is) the difference\b)",
-    re.IGNORECASE,
-)
-CONCRETE = re.compile(
-    r"\b(?:this|my|our|the current) (?:workspace|folder|director(?:y|ies)|repo(?:sitory)?|"
-    r"project|notebook|kernel|session|files?)\b|\bhere\b",
-    re.IGNORECASE,
-)
+# The conversation the first step sees: this many characters of a message, of a result.
+MESSAGE_CHARS = 400
+RESULT_CHARS = 200
 
 
-def asks_for_tools(text: str) -> bool:
-    """True when a user's message speaks of the workspace: files, folders, the shell, a file
-    name or path, the notebook's state; False for a general how-to question about them that
-    names nothing in this workspace."""
-    named = FILE_NAME.search(text) or PATH_LIKE.search(text)
-    if named:
-        return True
-    if not WORKSPACE_WORDS.search(text):
-        return False
-    return not GENERAL_QUESTION.search(text) or bool(CONCRETE.search(text))
+def describe_tools(schemas: Sequence[Mapping[str, Any]]) -> str:
+    """One line per tool: `- name(required, optional?): first line of its description`."""
+    lines = []
+    for schema in schemas:
+        function = schema.get("function") or {}
+        parameters = function.get("parameters") or {}
+        required = set(parameters.get("required") or ())
+        names = [p if p in required else f"{p}?" for p in parameters.get("properties") or {}]
+        summary = str(function.get("description") or "").strip().split("\n", 1)[0]
+        lines.append(f"- {function.get('name')}({', '.join(names)}): {summary}")
+    return "\n".join(lines)
 
 
-def offered_tools(
-    schemas: Sequence[dict[str, Any]],
-    rows: Sequence[Row],
-    *,
-    on_request: bool,
-    tool_choice: str | None = None,
+def router_messages(
+    schemas: Sequence[Mapping[str, Any]], rows: Sequence[Row], *, workspace: str = ""
 ) -> list[dict[str, Any]]:
-    """The schemas to send with the next request, given the rows it carries ("none" on a small
-    model: none at all, so a round meant for an answer cannot be written as a call)."""
-    if on_request and tool_choice == "none":
-        return []
-    if not on_request or tool_choice not in (None, "auto") or not schemas:
-        return list(schemas)
-    if rows and rows[-1].role == "tool":
-        return list(schemas)  # in a tool round: the model answers from the result or goes on
-    last_user = next((row for row in reversed(rows) if row.role == "user"), None)
-    if last_user is not None and asks_for_tools(last_user.content):
-        return list(schemas)
-    return []
+    """The messages the first step is asked on (the opened reply is added by the caller):
+    the prompt and examples (the same every time), the workspace, the conversation so far in
+    brief, and the user's last message."""
+    names = {str((schema.get("function") or {}).get("name")) for schema in schemas}
+    messages: list[dict[str, Any]] = [
+        {"role": "system", "content": ROUTER_PROMPT.format(tools=describe_tools(schemas))}
+    ]
+    for text, step in EXAMPLES:
+        if step["tool"] == "none" or step["tool"] in names:
+            messages.append({"role": "user", "content": text})
+            messages.append({"role": "assistant", "content": json.dumps(step)})
+    context = "\n".join(part for part in (workspace, recent_exchange(rows)) if part)
+    if context:
+        messages.append({"role": "system", "content": context})
+    last_user = next((row.content for row in reversed(rows) if row.role == "user"), "")
+    messages.append({"role": "user", "content": _cut(last_user, MESSAGE_CHARS)})
+    return messages
+
+
+def recent_exchange(rows: Sequence[Row]) -> str:
+    """The conversation before the user's last message, in brief: the turn before it (its
+    message and its answer), then the calls made since that message and how their results
+    begin. "" at the start of a chat."""
+    users = [i for i, row in enumerate(rows) if row.role == "user"]
+    if not users:
+        return ""
+    start = users[-2] if len(users) > 1 else users[-1]
+    lines = []
+    for index in range(start, len(rows)):
+        row = rows[index]
+        if row.role == "user" and index != users[-1]:
+            lines.append(f"user: {_cut(row.content, MESSAGE_CHARS)}")
+        elif row.role == "assistant" and row.content.strip():
+            lines.append(f"assistant: {_cut(row.content, MESSAGE_CHARS)}")
+        elif row.role == "assistant_full":
+            for _id, name, arguments in stored_calls(row):
+                lines.append(f"assistant called {name} {json.dumps(arguments)[:MESSAGE_CHARS]}")
+        elif row.role == "tool":
+            lines.append(f"result: {_cut(row.content, RESULT_CHARS)}")
+    return "Conversation so far:\n" + "\n".join(lines) if lines else ""
+
+
+def _cut(text: str, limit: int) -> str:
+    text = " ".join(text[: limit * 2].split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"

@@ -1,39 +1,56 @@
-"""The workspace overview: the workspace's top-level names, for the system prompt.
+"""The workspace overview: the workspace's top-level names and what its folders hold, for the
+system prompt.
 
 A 0.5B model asked "Show me src/app.py" called `read_file("/path/to/src/app.py")`, and asked
-which files there are it invented some. Naming the top-level entries in the system prompt (when
-tools are offered) gives it real paths to use. Bounded and safe by construction: one listing of
-the workspace folder itself (`listing.entries_of`, from a descriptor opened by
-`fileaccess.open_folder`), never entering a subfolder or following a link (links are left out,
-as are hidden names), at most `MAX_READ` entries read and the time limit checked while reading
-(it runs before every request: a folder of 300,000 files must not add seconds to each), the
-`MAX_NAMES` first names picked without sorting the rest, each cut to `MAX_NAME_CHARS`, written
-`./name` and quoted as a JSON string, so a hostile name stays a name and never reads as an
-instruction on a line of its own.
+which files there are it invented some. Naming the workspace's entries in the system prompt
+(when tools are offered) gives it real paths to use. Bounded and safe by construction: one
+listing of the workspace folder itself (`listing.entries_of`, from a descriptor opened by
+`fileaccess.open_folder`), then of its top-level folders, never deeper and never following a
+link (links are left out, as are hidden names, cache folders and what `.gitignore` ignores, as
+the tools leave them out), at most `MAX_READ` entries read per folder and the time limit
+checked while reading (it runs before every request: a folder of 300,000 files must not add
+seconds to each), the first names picked without sorting the rest (`MAX_NAMES` at the top,
+`PER_FOLDER` and `MAX_INSIDE` below it), each cut to `MAX_NAME_CHARS`, written `./name` and
+quoted as a JSON string, so a hostile name stays a name and never reads as an instruction on a
+line of its own.
 
 `WorkspaceOverview` keeps the text between turns: `refresh()` lists again at the start of a
 turn, and the text only changes when the listing does, so the prompt stays byte-identical for
 the server's prompt cache.
 
-Must not: read file contents, or list anything below the top level.
+Must not: read file contents (but `.gitignore`), or list anything below the top-level folders.
 """
 
 from __future__ import annotations
 
 import heapq
 import json
+import os
 import time
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from nbchat.errors import NbchatError
 from nbchat.tools.context import ToolContext
 from nbchat.tools.fileaccess import open_folder
-from nbchat.tools.listing import entries_of
+from nbchat.tools.listing import (
+    HERE,
+    SKIPPED_DIRS,
+    Entry,
+    GitIgnore,
+    Ignoring,
+    entries_of,
+    ignore_text,
+)
 
 __all__ = ["MAX_NAMES", "MAX_NAME_CHARS", "WorkspaceOverview", "overview_text", "with_overview"]
 
 MAX_NAMES = 30
 MAX_NAME_CHARS = 60
+# What the top-level folders hold: a path the user half-names ("the log", "cleanup.sh") is then
+# found without a listing first. A few names per folder, a cap in all, for every request's prompt.
+PER_FOLDER = 8
+MAX_INSIDE = 30
+FOLDER_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 # Of a huge folder only the first entries (in the folder's own order, stable while it does not
 # change) are read: the names shown are the first among them, and the rest is "more".
 MAX_READ = 1_000
@@ -41,30 +58,76 @@ LIST_TIMEOUT = 5.0  # one folder's listing; a hung network mount must not hold u
 
 
 def overview_text(workspace: Path) -> str:
-    """One paragraph naming the workspace's top-level files and folders ("" when unreadable)."""
+    """One paragraph naming the workspace's top-level files and folders, then what the
+    folders hold ("" when unreadable)."""
     ctx = ToolContext(workspace, timeout=LIST_TIMEOUT, deadline=time.monotonic() + LIST_TIMEOUT)
     try:
         with open_folder(ctx.workspace, ".") as folder:
             read = list(entries_of(folder, ctx, limit=MAX_READ))
+            rules = _rules_of(folder, HERE)
+            names = [
+                name + ("/" if kind == "folder" else "")
+                for name, kind in read
+                if kind in ("file", "folder") and not _left_out(name, kind, folder, rules, ctx)
+            ]
+            first = heapq.nsmallest(MAX_NAMES, names, key=lambda name: name.rstrip("/"))
+            inside = _inside(folder, [n for n in first if n.endswith("/")], rules, ctx)
     except (OSError, NbchatError):
         return ""  # no overview is better than a failed turn
-    names = [
-        name + ("/" if kind == "folder" else "")
-        for name, kind in read
-        if not name.startswith(".") and kind in ("file", "folder")
-    ]
     if not names:
         return "The workspace is empty."
-    first = heapq.nsmallest(MAX_NAMES, names, key=lambda name: name.rstrip("/"))
     shown = ", ".join(_quoted(name) for name in first)
     if len(read) >= MAX_READ:
         more = f" and more (only its first {MAX_READ:,} entries were read)"
     else:
         more = f" and {len(names) - MAX_NAMES} more" if len(names) > MAX_NAMES else ""
+    below = f" Inside its folders: {', '.join(_quoted(n) for n in inside)}." if inside else ""
     return (
         f"The workspace is the current folder '.'. Its top level (folders end in '/'): "
-        f"{shown}{more}. Paths given to tools are relative to '.'."
+        f"{shown}{more}.{below} Paths given to tools are relative to '.'."
     )
+
+
+def _inside(
+    root: int, folders: list[str], rules: tuple[GitIgnore, ...], ctx: ToolContext
+) -> list[str]:
+    """What the top-level `folders` hold, the same way the tools list them (hidden, ignored
+    and cache folders left out): at most `PER_FOLDER` names each, `MAX_INSIDE` in all."""
+    found: list[str] = []
+    for folder in folders:
+        name = folder.rstrip("/")
+        if name in SKIPPED_DIRS or len(found) >= MAX_INSIDE:
+            continue
+        try:
+            fd = os.open(name, FOLDER_FLAGS, dir_fd=root)
+        except OSError:
+            continue  # vanished, unreadable, or swapped for a link since it was listed
+        try:
+            here = (*rules, *_rules_of(fd, PurePosixPath(name)))
+            entries = [
+                f"{name}/{entry}" + ("/" if kind == "folder" else "")
+                for entry, kind in entries_of(fd, ctx, limit=MAX_READ)
+                if kind in ("file", "folder")
+                and not _left_out(f"{name}/{entry}", kind, fd, here, ctx)
+            ]
+        finally:
+            os.close(fd)
+        room = min(PER_FOLDER, MAX_INSIDE - len(found))
+        found += heapq.nsmallest(room, entries, key=lambda entry: entry.rstrip("/"))
+    return found
+
+
+def _rules_of(fd: int, at: PurePosixPath) -> tuple[GitIgnore, ...]:
+    text = ignore_text(fd)
+    return (GitIgnore(text, at=at),) if text else ()
+
+
+def _left_out(
+    path: str, kind: str, fd: int, rules: tuple[GitIgnore, ...], ctx: ToolContext
+) -> bool:
+    """Hidden, or ignored by a `.gitignore`, as `list_files` leaves it out by default."""
+    entry = Entry(PurePosixPath(path), "folder" if kind == "folder" else "file", fd)
+    return Ignoring().leaves_out(entry, rules, ctx)
 
 
 def _quoted(name: str) -> str:
