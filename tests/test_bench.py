@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from fakeserver import FakeServer, Reply
 
-from nbchat.tools import default_registry
+from nbchat.tools import ToolContext, default_registry
 
 BENCH = Path(__file__).resolve().parent.parent / "bench"
 COLUMNS = {"figure", "value", "baseline", "ratio", "target", "met"}
@@ -196,8 +196,10 @@ def test_default_model_eval_asks_in_a_live_notebook(
 
     with module.live_notebook(tmp_path) as shell:
         tools = module.eval_registry(shell)
-        assert "sales['revenue']" in tools.get("read_cell")(3)
-        assert "KeyError: 'discount'" in tools.get("last_error")()
+        assert "sales['revenue']" in tools.get("read_cell").invoke(
+            {"number": 3}, ToolContext(Path.cwd())
+        )
+        assert "KeyError: 'discount'" in tools.get("last_error").invoke({}, ToolContext(Path.cwd()))
         assert "threshold" in tools.get("list_notebook_variables")()
         assert "north" in tools.get("describe_variable")("sales")
         assert "read_file" in tools
