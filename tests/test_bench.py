@@ -200,7 +200,9 @@ def test_default_model_eval_asks_in_a_live_notebook(
             {"number": 3}, ToolContext(Path.cwd())
         )
         assert "KeyError: 'discount'" in tools.get("last_error").invoke({}, ToolContext(Path.cwd()))
-        assert "threshold" in tools.get("list_notebook_variables")()
+        assert "threshold" in tools.get("list_notebook_variables").invoke(
+            {}, ToolContext(Path.cwd())
+        )
         assert "north" in tools.get("describe_variable")("sales")
         assert "read_file" in tools
     assert not InteractiveShell.initialized()
