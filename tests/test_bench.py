@@ -196,14 +196,15 @@ def test_default_model_eval_asks_in_a_live_notebook(
 
     with module.live_notebook(tmp_path) as shell:
         tools = module.eval_registry(shell)
-        assert "sales['revenue']" in tools.get("read_cell").invoke(
-            {"number": 3}, ToolContext(Path.cwd())
-        )
-        assert "KeyError: 'discount'" in tools.get("last_error").invoke({}, ToolContext(Path.cwd()))
-        assert "threshold" in tools.get("list_notebook_variables").invoke(
-            {}, ToolContext(Path.cwd())
-        )
-        assert "north" in tools.get("describe_variable")("sales")
+        ctx = ToolContext(Path.cwd())
+
+        def call(name: str, **arguments: object) -> str:
+            return str(tools.get(name).invoke(arguments, ctx))  # type: ignore[union-attr]
+
+        assert "sales['revenue']" in call("read_cell", number=3)
+        assert "KeyError: 'discount'" in call("last_error")
+        assert "threshold" in call("list_notebook_variables")
+        assert "north" in call("describe_variable", name="sales")
         assert "read_file" in tools
     assert not InteractiveShell.initialized()
     assert "KeyError" not in repr(getattr(sys, "last_value", None))
