@@ -198,8 +198,8 @@ def test_default_model_eval_asks_in_a_live_notebook(
         tools = module.eval_registry(shell)
         ctx = ToolContext(Path.cwd())
 
-        def call(name: str, **arguments: object) -> str:
-            return str(tools.get(name).invoke(arguments, ctx))  # type: ignore[union-attr]
+        def call(tool: str, **arguments: object) -> str:
+            return str(tools.get(tool).invoke(arguments, ctx))  # type: ignore[union-attr]
 
         assert "sales['revenue']" in call("read_cell", number=3)
         assert "KeyError: 'discount'" in call("last_error")
