@@ -72,13 +72,17 @@ DEFAULT_N_CTX = 8192
 # The system prompt and the tools' schemas take about 1,100 tokens, and a reply needs room too:
 # a smaller window refuses even "What is 2+2?" once tools are offered.
 MIN_N_CTX = 2048
-# Short, for a 0.5B model as much as a large one. On the embedded model the tools are offered
-# only when the user's message asks for workspace work (`tools_on_request`), so the prompt may
-# encourage them; its last sentence keeps larger models, offered tools always, from calling one
-# for a greeting.
+# Short, for a small model as much as a large one. Its middle sentence is the rule an answer
+# must keep: what the user's files, machine and notebook hold comes from a tool result or is
+# not stated (issue 19). On the embedded model the tools are not described here (its first
+# step is asked apart, `nbchat.tools.offer`): told of tools, a 1.5B model answered "you can
+# use read_file" instead of answering. The last sentence keeps larger models, offered tools
+# always, from calling one for a greeting.
 DEFAULT_SYSTEM_PROMPT = (
     "You are a helpful assistant working inside a Jupyter notebook. Answer concisely. "
-    "Use the tools when they help; file paths are relative to the workspace. "
+    "Never state what the user's files, machine or notebook hold unless a tool result in this "
+    "conversation shows it; if nothing here shows it, say you have not looked. "
+    "File paths are relative to the workspace. "
     "Answer greetings and general questions directly."
 )
 # The embedded model is small: greedy decoding keeps it on the likeliest answer instead of

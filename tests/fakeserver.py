@@ -49,6 +49,7 @@ from fakeserver_replies import (
     endless_line_events,
     error_response,
     flood_events,
+    is_arguments_step,
     is_first_step,
     llama_overflow_body,
     stream_events,
@@ -313,6 +314,10 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(data)
 
 
+def _is_step(body: Any) -> bool:
+    return is_first_step(body) or is_arguments_step(body)
+
+
 def _inserted(events: Iterator[bytes], position: int, extra: bytes) -> Iterator[bytes]:
     """`events` with `extra` sent after the first `position` of them."""
     for count, event in enumerate(events):
@@ -474,17 +479,18 @@ class FakeServer:
             return list(self._log)
 
     def chat_requests(self) -> list[dict[str, Any]]:
-        """The JSON bodies of the chat-completion requests, oldest first (first steps apart:
-        `first_steps`)."""
+        """The JSON bodies of the chat-completion requests, oldest first (a small model's first
+        steps apart: `first_steps`)."""
         return [
             request.body
             for request in self.requests
-            if request.path == CHAT_PATH and not is_first_step(request.body)
+            if request.path == CHAT_PATH and not _is_step(request.body)
         ]
 
     def first_steps(self) -> list[dict[str, Any]]:
-        """The JSON bodies of the first-step requests (`nbchat.llm.firststep`), oldest first."""
-        return [r.body for r in self.requests if r.path == CHAT_PATH and is_first_step(r.body)]
+        """The JSON bodies of a small model's first-step requests (`nbchat.llm.firststep`: the
+        choice, and the chosen tool's arguments), oldest first."""
+        return [r.body for r in self.requests if r.path == CHAT_PATH and _is_step(r.body)]
 
     def clear(self) -> None:
         """Forget the recorded requests (the reply queue is kept)."""

@@ -226,6 +226,14 @@ def is_first_step(body: Any) -> bool:
     return last.get("role") == "assistant" and last.get("content") == FIRST_STEP_OPENING
 
 
+def is_arguments_step(body: Any) -> bool:
+    """The arguments of a tool the first step chose: a JSON schema `{"tool": <const>, ...}`."""
+    if not isinstance(body, dict) or body.get("stream"):
+        return False
+    schema = ((body.get("response_format") or {}).get("json_schema") or {}).get("schema") or {}
+    return "const" in ((schema.get("properties") or {}).get("tool") or {})
+
+
 def first_step_body(reply: Reply, body: dict[str, Any], completion_id: str) -> dict[str, Any]:
     """llama.cpp's answer to a first step: the opening continued with the likeliest name its
     grammar allows and its closing quote, and the first token's alternatives (here: whole

@@ -8,6 +8,7 @@ first step ends the turn at once."""
 
 from __future__ import annotations
 
+import json
 import threading
 from pathlib import Path
 from typing import Any
@@ -30,6 +31,7 @@ from nbchat.store.store import Store
 
 CALL = '{"name": "read_file", "arguments": {"path": "notes.txt"}}'
 LOOK = Reply(first_step={"read_file": 0.97, "none": 0.01, "list_files": 0.02})
+ARGS = Reply(text='{"tool": "read_file", "arguments": {"path": "notes.txt"}}')
 
 
 def conversation_on(server: FakeServer, store: Store, settings: Settings) -> Conversation:
@@ -72,22 +74,41 @@ def test_a_plain_question_is_answered_in_words_after_a_first_step_on_the_same_pr
     assert saved[-1] == Row("assistant", "4")
 
 
-def test_a_first_step_that_leans_to_a_tool_forces_that_call_then_words(
+def test_a_first_step_that_leans_to_a_tool_writes_its_call_on_its_own_prompt(
     make_settings: Any, store: Store
 ) -> None:
     settings = small(make_settings, max_tool_turns=2)
     with FakeServer() as server:
-        server.enqueue(LOOK, Reply(text=CALL), Reply(text="It is on Thursday."))
+        server.enqueue(LOOK, ARGS, Reply(text="It is on Thursday."))
         events = run(conversation_on(server, store, settings), "peek at my notes")
-        call, answer = server.chat_requests()
-        assert len(server.first_steps()) == 1  # the last round answers without asking
-    schema = call["response_format"]["json_schema"]["schema"]
-    assert schema["properties"]["name"] == {"const": "read_file"}
-    assert "tools" not in call and "tools" not in answer
-    assert "grammar" in answer and "response_format" not in answer
+        (answer,) = server.chat_requests()  # no chat request for the call itself
+        step, arguments = server.first_steps()  # the last round answers without asking
+    assert arguments["messages"] == step["messages"][:-1]  # the same prompt, not reopened
+    schema = arguments["response_format"]["json_schema"]["schema"]
+    assert schema["properties"]["tool"] == {"const": "read_file"}
+    assert "tools" not in answer and "grammar" in answer
     saved = [e.row for e in events if isinstance(e, RowSaved)]
     assert [row.role for row in saved] == ["user", "assistant_full", "tool", "assistant"]
+    assert json.loads(saved[1].tool_args)[0]["function"] == {
+        "name": "read_file",
+        "arguments": '{"path": "notes.txt"}',
+    }
     assert saved[-1] == Row("assistant", "It is on Thursday.")
+
+
+def test_arguments_the_tool_refuses_leave_the_call_to_the_chat_forced_to_that_tool(
+    make_settings: Any, store: Store
+) -> None:
+    settings = small(make_settings, max_tool_turns=2)
+    refused = Reply(text='{"tool": "read_file", "arguments": {"file": "notes.txt"}}')
+    with FakeServer() as server:
+        server.enqueue(LOOK, refused, Reply(text=CALL), Reply(text="It is on Thursday."))
+        events = run(conversation_on(server, store, settings), "peek at my notes")
+        call, _answer = server.chat_requests()
+    schema = call["response_format"]["json_schema"]["schema"]
+    assert schema["properties"]["name"] == {"const": "read_file"}
+    saved = [e.row for e in events if isinstance(e, RowSaved)]
+    assert [row.role for row in saved] == ["user", "assistant_full", "tool", "assistant"]
 
 
 def test_a_first_token_split_between_answering_and_a_tool_answers(
@@ -123,12 +144,10 @@ def test_after_a_repeated_call_the_model_answers_without_asking(
 ) -> None:
     settings = small(make_settings, max_tool_turns=10)
     with FakeServer() as server:
-        server.enqueue(
-            LOOK, Reply(text=CALL), LOOK, Reply(text=CALL), Reply(text="It is on Thursday.")
-        )
+        server.enqueue(LOOK, ARGS, LOOK, ARGS, Reply(text="It is on Thursday."))
         events = run(conversation_on(server, store, settings), "Read notes.txt please.")
-        *_calls, last = server.chat_requests()
-        assert len(server.first_steps()) == 2
+        (last,) = server.chat_requests()
+        assert len(server.first_steps()) == 4  # two choices, two calls; then words
     assert "grammar" in last and "response_format" not in last
     saved = [e.row for e in events if isinstance(e, RowSaved)]
     assert saved[-1] == Row("assistant", "It is on Thursday.")

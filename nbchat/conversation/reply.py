@@ -9,6 +9,7 @@ Must not import the loop, widgets, or SQL.
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections.abc import Generator, Mapping, Sequence
@@ -23,9 +24,9 @@ from nbchat.conversation.events import Event, Notice, RequestStarted, UsageRepor
 from nbchat.conversation.steps import Steps, TurnParts, post_notice, save_rows
 from nbchat.conversation.turn import Round, StreamedReply
 from nbchat.errors import ContextOverflowError, NbchatError, ServerUnavailableError
-from nbchat.history import build_messages
+from nbchat.history import ToolCall, build_messages, new_call_id
 from nbchat.llm.client import stream_chat
-from nbchat.llm.firststep import ask_first_step
+from nbchat.llm.firststep import ask_arguments, ask_first_step
 from nbchat.llm.stream import ReasoningDelta, TextDelta
 from nbchat.tools.choice import NO_TOOL, allowed_tools, step_choice
 from nbchat.tools.offer import router_messages
@@ -33,6 +34,7 @@ from nbchat.tools.offer import router_messages
 __all__ = [
     "EMPTY_REPLY_NOTICE",
     "STOPPED_NOTICE",
+    "FirstStep",
     "RequestPlan",
     "choose_first_step",
     "describes_tools_in_prompt",
@@ -120,10 +122,14 @@ def stream_reply(
     reply = StreamedReply(request_rows=len(parts.history))
     plan = plan_request(parts)
     if plan.in_prompt and tool_choice is None:
-        tool_choice = choose_first_step(parts, plan, stop)
-        if tool_choice is None:  # Stop came first
+        step = choose_first_step(parts, plan, stop)
+        if step is None:  # Stop came first
             reply.finish = "stopped"
             return reply
+        if step.call is not None:  # the first step wrote the call: no chat request needed
+            reply.calls, reply.finish = (step.call,), "tool_calls"
+            return reply
+        tool_choice = step.choice
     # A summary is then asked as this request's continuation, in the server's cache.
     shape = RequestShape(
         plan.system_prompt, tuple(plan.body_tools), settings.model, tuple(plan.messages)
@@ -161,28 +167,54 @@ def stream_reply(
     return reply
 
 
-def choose_first_step(parts: TurnParts, plan: RequestPlan, stop: threading.Event) -> str | None:
-    """ "none" or the tool the model's first step names (`nbchat.llm.firststep`, weighed by
-    `nbchat.tools.choice.step_choice`), among the tools this turn allows; None after Stop."""
+@dataclass(frozen=True)
+class FirstStep:
+    """A small model's choice for a round: "none" (words) or a tool, with the call when the
+    first step wrote its arguments."""
+
+    choice: str
+    call: ToolCall | None = None
+
+
+def choose_first_step(
+    parts: TurnParts, plan: RequestPlan, stop: threading.Event
+) -> FirstStep | None:
+    """The model's first step (`nbchat.llm.firststep`, weighed by
+    `nbchat.tools.choice.step_choice`) among the tools this turn allows, asked on its own
+    prompt (`nbchat.tools.offer.router_messages`); for a tool, the call's arguments too. None
+    after Stop. Arguments the tool refuses leave the call to the chat, forced to that tool."""
     last_user = next((r.content for r in reversed(parts.history.rows) if r.role == "user"), "")
     dangerous = {name for name in parts.tools.names() if _is_dangerous(parts, name)}
     names = [schema["function"]["name"] for schema in plan.schemas]
     allowed = allowed_tools(names, dangerous, last_user)
     if not allowed:
-        return NO_TOOL
+        return FirstStep(NO_TOOL)
     offered = [schema for schema in plan.schemas if schema["function"]["name"] in allowed]
-    shown = parts.overview.text() if parts.overview.enabled else ""
+    messages = router_messages(
+        offered,
+        parts.history.rows,
+        workspace=parts.overview.text() if parts.overview.enabled else "",
+        notes=parts.tools.context_lines(allowed),
+    )
+    client, model = parts.budget.connect().client, parts.settings.model
     try:
-        step = ask_first_step(
-            parts.budget.connect().client,
-            router_messages(offered, parts.history.rows, workspace=shown),
-            model=parts.settings.model,
-            names=allowed,
-            stop=stop,
+        step = ask_first_step(client, messages, model=model, names=allowed, stop=stop)
+        choice = None if step is None else step_choice(step.chosen, step.answer_share)
+        if choice is None or choice == NO_TOOL:
+            return None if choice is None else FirstStep(NO_TOOL)
+        schema = next(s for s in offered if s["function"]["name"] == choice)
+        parameters = schema["function"].get("parameters") or {}
+        arguments = ask_arguments(
+            client, messages, model=model, name=choice, parameters=parameters, stop=stop
         )
     except ServerUnavailableError as exc:
         raise parts.budget.lost(exc) from exc
-    return None if step is None else step_choice(step.chosen, step.answer_share)
+    if stop.is_set():
+        return None
+    if arguments is None or not parts.tools.accepts(choice, arguments):
+        return FirstStep(choice)
+    call = ToolCall(new_call_id(), choice, json.dumps(arguments, ensure_ascii=False))
+    return FirstStep(choice, call)
 
 
 def _is_dangerous(parts: TurnParts, name: str) -> bool:

@@ -11,7 +11,12 @@ probability that token gives to `none` (`FirstStep.answer_share`), against all t
 grammar allows, is what the caller weighs; the name the grammar completed greedily is
 `FirstStep.chosen`.
 
-Owns the request's shape (`first_step_body`) and reading its answer (`read_first_step`).
+Once it chose a tool, the call's arguments are asked on the same messages, the answer bound by
+a JSON schema to `{"tool": <that tool>, "arguments": {...}}` (`ask_arguments`): there the
+prompt's examples show how a message becomes arguments, which the chat's own prompt does not.
+
+Owns the requests' shape (`first_step_body`, `arguments_body`) and reading their answers
+(`read_first_step`, `read_arguments`).
 Must not: decide what to do with the figures (the conversation does), or know about rows.
 """
 
@@ -37,8 +42,11 @@ __all__ = [
     "FIRST_STEP_OPENING",
     "NO_TOOL",
     "FirstStep",
+    "arguments_body",
+    "ask_arguments",
     "ask_first_step",
     "first_step_body",
+    "read_arguments",
     "read_first_step",
 ]
 
@@ -47,6 +55,8 @@ NO_TOOL = "none"
 FIRST_STEP_OPENING = '{"tool": "'
 # Enough tokens for the longest tool name and its closing quote; the first one decides.
 STEP_TOKENS = 12
+# A call's arguments are short (a path, a pattern, a command); a runaway one stops here.
+ARGUMENT_TOKENS = 256
 # How many alternatives of the first token the server reports: enough to hold every tool's
 # first token and `none` for any registry a chat has, far fewer than the vocabulary.
 TOP_ALTERNATIVES = 20
@@ -91,6 +101,47 @@ def read_first_step(answer: Mapping[str, Any], names: Sequence[str]) -> FirstSte
     return FirstStep(chosen, share if share is not None else float(chosen == NO_TOOL))
 
 
+def arguments_body(
+    messages: Sequence[Mapping[str, Any]],
+    *,
+    model: str,
+    name: str,
+    parameters: Mapping[str, Any],
+) -> dict[str, Any]:
+    """The request for the arguments of the tool `name` the first step chose, asked on the
+    same messages: its answer can only be `{"tool": name, "arguments": {...}}` with arguments
+    its schema allows (a JSON schema, which llama.cpp turns into a grammar)."""
+    step = {
+        "type": "object",
+        "properties": {"tool": {"const": name}, "arguments": dict(parameters)},
+        "required": ["tool", "arguments"],
+        "additionalProperties": False,
+    }
+    return {
+        "model": model,
+        "messages": list(messages),
+        "max_tokens": ARGUMENT_TOKENS,
+        "temperature": 0.0,
+        "response_format": {"type": "json_schema", "json_schema": {"name": "step", "schema": step}},
+    }
+
+
+def read_arguments(answer: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The arguments in an answer to `arguments_body`; None when it holds no such object (a
+    server that ignored the schema, a reply cut at `ARGUMENT_TOKENS`)."""
+    try:
+        text = str(answer["choices"][0]["message"]["content"] or "")
+    except (KeyError, IndexError, TypeError):
+        return None
+    text = text.strip().removeprefix("```json").removeprefix("```").removesuffix("```").strip()
+    try:
+        step = json.loads(text)
+    except ValueError:
+        return None
+    arguments = step.get("arguments") if isinstance(step, dict) else None
+    return arguments if isinstance(arguments, dict) else None
+
+
 def ask_first_step(
     client: openai.OpenAI,
     messages: Sequence[Mapping[str, Any]],
@@ -100,9 +151,39 @@ def ask_first_step(
     stop: threading.Event | None = None,
     on_request: Callable[[dict[str, Any]], None] | None = None,
 ) -> FirstStep | None:
-    """Ask the model for its first step; None when Stop came first. Stop closes the request
-    in any phase (`nbchat.llm.transport`)."""
+    """Ask the model for its first step; None when Stop came first."""
     body = first_step_body(messages, model=model, names=names)
+    answer = _post(client, body, stop=stop, on_request=on_request)
+    return None if answer is None else read_first_step(answer, names)
+
+
+def ask_arguments(
+    client: openai.OpenAI,
+    messages: Sequence[Mapping[str, Any]],
+    *,
+    model: str,
+    name: str,
+    parameters: Mapping[str, Any],
+    stop: threading.Event | None = None,
+    on_request: Callable[[dict[str, Any]], None] | None = None,
+) -> dict[str, Any] | None:
+    """The arguments of the call the first step chose, written on its own messages (its
+    examples show how a message becomes arguments); None after Stop or when the answer holds
+    none."""
+    body = arguments_body(messages, model=model, name=name, parameters=parameters)
+    answer = _post(client, body, stop=stop, on_request=on_request)
+    return None if answer is None else read_arguments(answer)
+
+
+def _post(
+    client: openai.OpenAI,
+    body: dict[str, Any],
+    *,
+    stop: threading.Event | None,
+    on_request: Callable[[dict[str, Any]], None] | None,
+) -> dict[str, Any] | None:
+    """One request, not streamed (a few tokens); None after Stop, which closes it in any
+    phase (`nbchat.llm.transport`)."""
     if on_request is not None:
         on_request(body)
     release = Release()
@@ -127,7 +208,7 @@ def ask_first_step(
         return None
     if not isinstance(answer, dict):
         raise ServerError("The model server's first step was not a JSON object.")
-    return read_first_step(answer, names)
+    return answer
 
 
 def _chosen_name(text: str, names: Sequence[str]) -> str:

@@ -20,6 +20,7 @@ by their classes in `sys.modules` and only their own methods are called).
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 import threading
 import time
@@ -50,6 +51,7 @@ __all__ = [
     "is_user_variable",
     "list_variables",
     "notebook_tools",
+    "variable_names",
 ]
 
 LIST_LIMIT = 200  # names listed at most; the rest are counted
@@ -63,6 +65,9 @@ MODULE_OF: dict[type, Callable[[Any], Any]] = {
     types.FunctionType: types.FunctionType.__dict__["__module__"].__get__,
 }
 NO_VARIABLE = "No variable named {name!r} (list_notebook_variables lists them)."
+NAMES_SHOWN = 20  # variables named to a small model's first step (`variable_names`)
+# Definitions (classes, functions) are code, not data the user asks about by name.
+DEFINITIONS = (type, types.FunctionType, types.BuiltinFunctionType)
 
 
 class Shell(Protocol):
@@ -165,8 +170,27 @@ def notebook_tools(shell: Shell) -> tuple[Tool, ...]:
         """Show the last exception raised in the notebook, with its traceback."""
         return _last_error(ctx)
 
-    functions = (list_notebook_variables, describe_variable, read_cell, last_error)
-    return tuple(Tool.from_function(function) for function in functions)
+    listing = dataclasses.replace(
+        Tool.from_function(list_notebook_variables),
+        context=lambda: variable_names(shell.user_ns),
+    )
+    others = (describe_variable, read_cell, last_error)
+    return (listing, *(Tool.from_function(function) for function in others))
+
+
+def variable_names(namespace: dict[Any, Any], limit: int = NAMES_SHOWN) -> str:
+    """ "The notebook's variables: sales (DataFrame), threshold (int)." — the user's variables
+    by name and type, at most `limit` of them: enough for a small model to know `sales` is
+    one. Runs no user code (`is_user_variable`, `type()`); "" when there are none."""
+    found = []
+    for name, value in list(namespace.items()):
+        if is_user_variable(name, value) and not issubclass(type(value), DEFINITIONS):
+            found.append(f"{name} ({type(value).__name__})")
+    if not found:
+        return ""
+    shown = sorted(found)[:limit]
+    more = f" and {len(found) - limit} more" if len(found) > limit else ""
+    return f"The notebook's variables: {', '.join(shown)}{more}."
 
 
 _MISSING = object()

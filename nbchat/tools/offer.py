@@ -12,7 +12,8 @@ looks first is asked separately (`nbchat.llm.firststep`), on the messages built 
   (`describe_tools`), then short example exchanges (`EXAMPLES`, none of them a user's words
   from any eval), always the same, so the server keeps them in its prompt cache;
 - the workspace's listing (the overview the chat shows, `WorkspaceOverview`), so a path the
-  user half-names can be found;
+  user half-names can be found, and what other tools can look at (the notebook's variable
+  names, `Tool.context`);
 - the conversation so far, briefly (`recent_exchange`): the last turn's words, the calls made
   since and the start of their results, so "open that file" or "now the tests" can be followed;
 - the user's message; the reply is then opened as `{"tool": "` for the model to continue.
@@ -87,11 +88,16 @@ def describe_tools(schemas: Sequence[Mapping[str, Any]]) -> str:
 
 
 def router_messages(
-    schemas: Sequence[Mapping[str, Any]], rows: Sequence[Row], *, workspace: str = ""
+    schemas: Sequence[Mapping[str, Any]],
+    rows: Sequence[Row],
+    *,
+    workspace: str = "",
+    notes: Sequence[str] = (),
 ) -> list[dict[str, Any]]:
     """The messages the first step is asked on (the opened reply is added by the caller):
-    the prompt and examples (the same every time), the workspace, the conversation so far in
-    brief, and the user's last message."""
+    the prompt and examples (the same every time), the workspace and what the tools can see
+    (`notes`: the notebook's variable names), the conversation so far in brief, and the
+    user's last message."""
     names = {str((schema.get("function") or {}).get("name")) for schema in schemas}
     messages: list[dict[str, Any]] = [
         {"role": "system", "content": ROUTER_PROMPT.format(tools=describe_tools(schemas))}
@@ -100,7 +106,7 @@ def router_messages(
         if step["tool"] == "none" or step["tool"] in names:
             messages.append({"role": "user", "content": text})
             messages.append({"role": "assistant", "content": json.dumps(step)})
-    context = "\n".join(part for part in (workspace, recent_exchange(rows)) if part)
+    context = "\n".join(part for part in (workspace, *notes, recent_exchange(rows)) if part)
     if context:
         messages.append({"role": "system", "content": context})
     last_user = next((row.content for row in reversed(rows) if row.role == "user"), "")

@@ -21,7 +21,7 @@ Must not: run tools (the executor does) or hold a global registry that user code
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import InitVar, dataclass, field
 from typing import Any, overload
 
@@ -43,6 +43,8 @@ class Tool:
 
     `parameters` is the schema sent to the server; the arguments are checked against the
     function's own signature (`signature`, made from `function` unless `described` is given).
+    `context` (optional) says in a line what the tool can look at now, for a small model's
+    first step.
     """
 
     name: str
@@ -51,6 +53,9 @@ class Tool:
     function: ToolFunction = field(repr=False)
     dangerous: bool = False
     described: InitVar[Signature | None] = None
+    # One line about what the tool can look at right now ("The notebook's variables: …"),
+    # shown to a small model's first step (`nbchat.tools.offer`); never a value, only names.
+    context: Callable[[], str] | None = field(default=None, repr=False, compare=False)
     signature: Signature = field(init=False, repr=False, compare=False)
 
     def __post_init__(self, described: Signature | None) -> None:
@@ -155,6 +160,11 @@ class ToolRegistry:
         the JSON tool-call fallback, which must not import the tools)."""
         found = self._tools.get(name)
         return found is not None and not found.problems(arguments)
+
+    def context_lines(self, names: Collection[str]) -> list[str]:
+        """The context lines of the tools named (`Tool.context`), skipping empty ones."""
+        lines = (self._tools[n].context for n in names if n in self._tools)
+        return [line for line in (context() for context in lines if context) if line]
 
     def schemas(self) -> list[dict[str, Any]]:
         """The OpenAI `tools=[{"type": "function", "function": {...}}]` list."""
