@@ -35,6 +35,7 @@ BENCHMARKS = (
     "render_math",
     "replay_savings",
     "streaming_overhead",
+    "transcript_bytes",
     "store_bench",
     "lease_bench",
     "inspector_rebuild",

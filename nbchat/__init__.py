@@ -7,11 +7,18 @@ asked for.
     ChatUI            the notebook widget (nbchat.ui)
     Conversation      one session's UI-free loop (nbchat.conversation.loop)
     CompactionEngine  keeps requests inside the token budget (nbchat.compaction.engine)
+    CompactionResult  what one compaction did (nbchat.compaction.result)
     Settings          every setting and where it came from (nbchat.config)
     Store             sessions and rows in SQLite (nbchat.store.store)
     Row, History, build_messages   the data model (nbchat.history)
     tool, ToolRegistry             tools the model may call (nbchat.tools)
-    NbchatError and its subclasses (nbchat.errors)
+    Event and its kinds            what `Conversation.send` yields, as it happens: TextDelta and
+                                   ReasoningDelta (nbchat.llm.stream), RowSaved, RequestStarted,
+                                   UsageReported, ToolStarted, ToolFinished, CompactionStarted,
+                                   CompactionFinished, Notice, then one Failed or Done
+                                   (nbchat.conversation.events)
+    NbchatError and its tree       nbchat.errors draws it; ModelServerError groups the model
+                                   server's failures (unavailable, context overflow, any other)
 """
 
 from __future__ import annotations
@@ -21,6 +28,10 @@ from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 
+_EVENTS = "nbchat.conversation.events"
+_ERRORS = "nbchat.errors"
+
+# Each name and the module that defines it.
 _EXPORTS = {
     "ChatUI": "nbchat.ui",
     "Conversation": "nbchat.conversation.loop",
@@ -33,34 +44,66 @@ _EXPORTS = {
     "build_messages": "nbchat.history",
     "tool": "nbchat.tools",
     "ToolRegistry": "nbchat.tools",
-    "NbchatError": "nbchat.errors",
-    "ConfigError": "nbchat.errors",
-    "ServerUnavailableError": "nbchat.errors",
-    "ContextOverflowError": "nbchat.errors",
-    "ServerError": "nbchat.errors",
-    "CompactionError": "nbchat.errors",
-    "ToolError": "nbchat.errors",
-    "StoreError": "nbchat.errors",
+    "Event": _EVENTS,
+    "TextDelta": "nbchat.llm.stream",
+    "ReasoningDelta": "nbchat.llm.stream",
+    "RowSaved": _EVENTS,
+    "RequestStarted": _EVENTS,
+    "UsageReported": _EVENTS,
+    "ToolStarted": _EVENTS,
+    "ToolFinished": _EVENTS,
+    "CompactionStarted": _EVENTS,
+    "CompactionFinished": _EVENTS,
+    "Notice": _EVENTS,
+    "Failed": _EVENTS,
+    "Done": _EVENTS,
+    "NbchatError": _ERRORS,
+    "ConfigError": _ERRORS,
+    "ModelServerError": _ERRORS,
+    "ServerUnavailableError": _ERRORS,
+    "ContextOverflowError": _ERRORS,
+    "ServerError": _ERRORS,
+    "CompactionError": _ERRORS,
+    "ToolError": _ERRORS,
+    "StoreError": _ERRORS,
+    "SessionLockedError": _ERRORS,
+    "LeaseLostError": _ERRORS,
 }
 
 __all__ = [
     "ChatUI",
     "CompactionEngine",
     "CompactionError",
+    "CompactionFinished",
     "CompactionResult",
+    "CompactionStarted",
     "ConfigError",
     "ContextOverflowError",
     "Conversation",
+    "Done",
+    "Event",
+    "Failed",
     "History",
+    "LeaseLostError",
+    "ModelServerError",
     "NbchatError",
+    "Notice",
+    "ReasoningDelta",
+    "RequestStarted",
     "Row",
+    "RowSaved",
     "ServerError",
     "ServerUnavailableError",
+    "SessionLockedError",
     "Settings",
     "Store",
     "StoreError",
+    "TextDelta",
     "ToolError",
+    "ToolFinished",
     "ToolRegistry",
+    "ToolStarted",
+    "UsageReported",
     "build_messages",
     "tool",
 ]
@@ -69,18 +112,35 @@ if TYPE_CHECKING:
     from nbchat.compaction.engine import CompactionEngine
     from nbchat.compaction.result import CompactionResult
     from nbchat.config import Settings
+    from nbchat.conversation.events import (
+        CompactionFinished,
+        CompactionStarted,
+        Done,
+        Event,
+        Failed,
+        Notice,
+        RequestStarted,
+        RowSaved,
+        ToolFinished,
+        ToolStarted,
+        UsageReported,
+    )
     from nbchat.conversation.loop import Conversation
     from nbchat.errors import (
         CompactionError,
         ConfigError,
         ContextOverflowError,
+        LeaseLostError,
+        ModelServerError,
         NbchatError,
         ServerError,
         ServerUnavailableError,
+        SessionLockedError,
         StoreError,
         ToolError,
     )
     from nbchat.history import History, Row, build_messages
+    from nbchat.llm.stream import ReasoningDelta, TextDelta
     from nbchat.store.store import Store
     from nbchat.tools import ToolRegistry, tool
     from nbchat.ui import ChatUI

@@ -3,9 +3,10 @@
 ```
 NbchatError                     anything nbchat raises deliberately; the UI shows it as a notice
 ├── ConfigError                 a setting is invalid; names the setting and where it came from
-├── ServerUnavailableError      no model server answers at the base URL (refused, DNS, timeout)
-├── ContextOverflowError        the server refused the request: prompt larger than its window
-├── ServerError                 the server answered with any other error (its message kept)
+├── ModelServerError            the model server failed the request: catch this for all three
+│   ├── ServerUnavailableError  no model server answers at the base URL (refused, DNS, timeout)
+│   ├── ContextOverflowError    the server refused the request: prompt larger than its window
+│   └── ServerError             the server answered with any other error (its message kept)
 ├── CompactionError             summarisation failed; the history was left as it was
 ├── ToolError                   a tool could not run (unknown, bad arguments, refused, timed out)
 └── StoreError                  the SQLite store cannot be read or written as asked
@@ -14,7 +15,10 @@ NbchatError                     anything nbchat raises deliberately; the UI show
 ```
 
 Library errors (openai, sqlite3, OSError) stop at the edge module that owns the resource and are
-re-raised as one of these with a message that says what happened and what to do.
+re-raised as one of these with a message that says what happened and what to do. (One more
+subclass lives beside the code that raises it and never leaves it: `llm.transport`'s
+`RequestCancelledError`, a request whose sockets Stop shut, which `llm/` turns into a stopped
+reply.)
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ __all__ = [
     "ConfigError",
     "ContextOverflowError",
     "LeaseLostError",
+    "ModelServerError",
     "NbchatError",
     "ServerError",
     "ServerUnavailableError",
@@ -41,11 +46,19 @@ class ConfigError(NbchatError):
     """A setting has an invalid value."""
 
 
-class ServerUnavailableError(NbchatError):
+class ModelServerError(NbchatError):
+    """The model server could not answer the request: unreachable, overflowed or failing.
+
+    A caller that treats every model-server failure alike (retry later, switch servers) catches
+    this; the subclasses say which it was.
+    """
+
+
+class ServerUnavailableError(ModelServerError):
     """No model server could be reached."""
 
 
-class ContextOverflowError(NbchatError):
+class ContextOverflowError(ModelServerError):
     """The request did not fit the model's context window.
 
     `prompt_tokens` and `context_size` carry the sizes when the server reported them.
@@ -59,7 +72,7 @@ class ContextOverflowError(NbchatError):
         self.context_size = context_size
 
 
-class ServerError(NbchatError):
+class ServerError(ModelServerError):
     """The model server answered with an error that is not an overflow.
 
     `status` is the HTTP status when there was one.

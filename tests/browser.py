@@ -4,8 +4,10 @@ driven in the page the way a person drives it.
 The server (JupyterLab or Notebook 7, `jupyter_server`) runs headless with a known token and
 every Jupyter directory in a temp dir; the embedded SmolLM2 model starts when the notebook's
 `ChatUI()` asks for it (NBCHAT_AUTOSTART=1). Playwright drives /usr/bin/chromium, never a
-downloaded browser. `stream_then_stop` is the shared scenario: a long reply is seen streaming
-while Stop is enabled, Stop ends it as stopped, and the input is usable again.
+downloaded browser. Screenshots go to test-artifacts/ (`SCREENSHOTS`: docs/ only when
+`scripts/screenshots` refreshes the README's). `stream_then_stop` is the shared scenario: a
+long reply is seen streaming while Stop is enabled, Stop ends it as stopped, and the input is
+usable again.
 """
 
 from __future__ import annotations
@@ -32,7 +34,10 @@ from nbchat.embedded.server import find_running
 
 REPO = Path(__file__).resolve().parent.parent
 ARTIFACTS = REPO / "test-artifacts"
-DOCS = REPO / "docs"  # where the browser tests put the README's screenshots
+# The README's screenshots (docs/*.png) are retaken by every browser test, into test-artifacts/
+# so that the test command leaves the checkout as it found it; `scripts/screenshots` sets
+# SCREENSHOTS_TO_DOCS=1 to write them over the README's own.
+SCREENSHOTS = REPO / "docs" if os.environ.get("SCREENSHOTS_TO_DOCS") == "1" else ARTIFACTS
 KERNELSPEC = {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [

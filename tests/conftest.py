@@ -1,4 +1,8 @@
-"""Shared fixtures: a temp home and store, and settings pointing at them (factories.py: rows)."""
+"""Shared fixtures: a temp home and store, and settings pointing at them (factories.py: rows).
+
+Also what keeps the checkout as the session found it: Hypothesis keeps its examples and caches
+outside it, and `checkout` fails the session when a test changed it.
+"""
 
 from __future__ import annotations
 
@@ -7,18 +11,31 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import checkout
 import pytest
 from hypothesis import HealthCheck, settings
 
 from nbchat.config import Settings
 from nbchat.store.store import Store
 
+# Hypothesis keeps its example database and caches in ./.hypothesis unless told otherwise: in
+# the workspace, where the model's own file tools would read them. The user's cache instead
+# (read when Hypothesis first needs it, which is after this; child processes inherit it).
+os.environ.setdefault(
+    "HYPOTHESIS_STORAGE_DIRECTORY",
+    str(Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "nbchat" / "hypothesis"),
+)
 # CI runs more examples and never fails on slow generation; locally it stays quick.
 settings.register_profile(
     "ci", max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow]
 )
 settings.register_profile("dev", max_examples=60, deadline=None)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if not config.pluginmanager.has_plugin("checkout"):  # `-p checkout` registers it itself
+        config.pluginmanager.register(checkout, "checkout")
 
 
 @pytest.fixture(autouse=True)

@@ -73,9 +73,11 @@ def buttons(root: widgets.Widget) -> list[widgets.Button]:
 
 
 class RecordingComm(BaseComm):
-    """A comm that serialises each message as a kernel would and records (time, comm, bytes)."""
+    """A comm that serialises each message as a kernel would and records (time, comm, bytes);
+    and, in `custom`, each custom message's content (a widget's `send`) with its comm."""
 
     sent: list[tuple[float, str, int]] = []
+    custom: list[tuple[str, Any]] = []
     lock = threading.Lock()
 
     def publish_msg(
@@ -89,6 +91,8 @@ class RecordingComm(BaseComm):
         size = len(json.dumps(data, default=str))
         with RecordingComm.lock:
             RecordingComm.sent.append((time.monotonic(), self.comm_id, size))
+            if isinstance(data, dict) and data.get("method") == "custom":
+                RecordingComm.custom.append((self.comm_id, data["content"]))
 
 
 @contextmanager
@@ -96,11 +100,31 @@ def recording_comms() -> Iterator[list[tuple[float, str, int]]]:
     """Widgets created inside get a `RecordingComm`; the original factory is put back."""
     original = comm.create_comm
     RecordingComm.sent = []
+    RecordingComm.custom = []
     comm.create_comm = lambda *args, **kwargs: RecordingComm(*args, **kwargs)
     try:
         yield RecordingComm.sent
     finally:
         comm.create_comm = original
+
+
+def from_front_end(widget: widgets.Widget, content: dict[str, Any]) -> None:
+    """`content` arrives at the widget as its front-end code's `model.send(content)` would."""
+    message = {"content": {"data": {"method": "custom", "content": content}}, "buffers": []}
+    widget.comm.handle_msg(message)
+
+
+def transcript_bytes(outputs: list[dict[str, Any]], display_id: str, comm_id: str) -> int:
+    """The bytes a transcript sent so far, as JSON: its displays and display updates among
+    `outputs` (a `CapturingDisplayPublisher`'s), and its saved copy's comm messages."""
+    shown = [
+        {key: output[key] for key in ("data", "metadata", "transient")}
+        for output in outputs
+        if (output.get("transient") or {}).get("display_id") == display_id
+    ]
+    displays = sum(len(json.dumps(output)) for output in shown)
+    with RecordingComm.lock:
+        return displays + sum(size for _, sent_on, size in RecordingComm.sent if sent_on == comm_id)
 
 
 class Script:

@@ -63,6 +63,13 @@ def test_streaming_overhead_runs(monkeypatch: pytest.MonkeyPatch) -> None:
     assert_table_rows(module.main())
 
 
+def test_transcript_bytes_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    module = load("transcript_bytes", monkeypatch, TURNS=4, MEASURED=(1, 2, 4))
+    rows = module.main()
+    assert_table_rows(rows)
+    assert rows[3]["figure"] == "transcript bytes: turn 4 against turn 1"
+
+
 def test_render_math_runs(monkeypatch: pytest.MonkeyPatch) -> None:
     module = load(
         "render_math",

@@ -4,11 +4,12 @@ JupyterLab runs headless on 127.0.0.1 (`browser.jupyter_server`); Playwright run
 types a message into the widget's input, presses Enter, checks that the reply streams into the
 page while Stop is enabled, and presses Stop (`browser.stream_then_stop`). A screenshot taken while
 the reply streams is saved in test-artifacts/; the chat itself, cropped to the widget, is saved in
-JupyterLab's light and dark themes as docs/chat-light.png and docs/chat-dark.png. Back in the
-light theme, the "request" link under the stopped reply shows the request as it was sent
-(docs/request-inspector.png), and `/compact` shows the preview card (docs/compaction-preview.png);
-Accept replaces it with the compaction card and its Undo button (docs/compaction-undo.png). The
-README shows these screenshots.
+JupyterLab's light and dark themes as chat-light.png and chat-dark.png. Back in the light theme,
+the "request" link under the stopped reply shows the request as it was sent
+(request-inspector.png), and `/compact` shows the preview card (compaction-preview.png); Accept
+replaces it with the compaction card and its Undo button (compaction-undo.png). The README shows
+these screenshots from docs/; the tests save them in test-artifacts/, and `scripts/screenshots`
+writes them into docs/.
 """
 
 from __future__ import annotations
@@ -21,10 +22,10 @@ import pytest
 from browser import (
     ARTIFACTS,
     CHROMIUM_ARGS,
-    DOCS,
     INSTALL_HINT,
     LONG_MESSAGE,
     REPO,
+    SCREENSHOTS,
     Server,
     find_chromium,
     jupyter_server,
@@ -94,12 +95,12 @@ def test_a_message_typed_into_the_widget_streams_a_reply_while_stop_is_enabled(
 
 def save_in_both_themes(page: Page, chat: Locator) -> None:
     """The chat cropped to the widget, in JupyterLab Light, then switched to JupyterLab Dark."""
-    DOCS.mkdir(exist_ok=True)
+    SCREENSHOTS.mkdir(exist_ok=True)
     chat.locator("textarea.nbchat-input-area").fill("")
     expect(page.locator("body[data-jp-theme-light='true']")).to_have_count(1)
-    chat.screenshot(path=str(DOCS / "chat-light.png"))
+    chat.screenshot(path=str(SCREENSHOTS / "chat-light.png"))
     switch_theme(page, "JupyterLab Dark", light=False)
-    chat.screenshot(path=str(DOCS / "chat-dark.png"))
+    chat.screenshot(path=str(SCREENSHOTS / "chat-dark.png"))
 
 
 def switch_theme(page: Page, theme: str, *, light: bool) -> None:
@@ -122,7 +123,7 @@ def inspect_last_request(chat: Locator) -> None:
     expect(panel.locator("summary", has_text="system")).not_to_have_count(0)
     expect(panel).to_contain_text(LONG_MESSAGE)
     panel.scroll_into_view_if_needed()
-    chat.screenshot(path=str(DOCS / "request-inspector.png"))
+    chat.screenshot(path=str(SCREENSHOTS / "request-inspector.png"))
 
 
 def ask(page: Page, chat: Locator, message: str, *, chars: int) -> None:
@@ -163,7 +164,7 @@ def preview_then_accept_compaction(page: Page, chat: Locator) -> None:
     size = page.viewport_size
     page.set_viewport_size({"width": 1280, "height": 3000})
     preview.scroll_into_view_if_needed()
-    preview.screenshot(path=str(DOCS / "compaction-preview.png"))
+    preview.screenshot(path=str(SCREENSHOTS / "compaction-preview.png"))
     if size is not None:
         page.set_viewport_size(size)
 
@@ -177,7 +178,7 @@ def preview_then_accept_compaction(page: Page, chat: Locator) -> None:
     expect(undo).to_be_enabled()
     # The card, its "What was replaced" view and Undo: the widget box around the summary.
     card.locator("xpath=ancestor::div[contains(@class, 'widget-vbox')][1]").screenshot(
-        path=str(DOCS / "compaction-undo.png")
+        path=str(SCREENSHOTS / "compaction-undo.png")
     )
 
 

@@ -5,7 +5,7 @@ scripted to call the three notebook tools at once (list the variables, describe 
 `sales`, the last exception), the second is a scripted answer. The tools themselves run for
 real in the notebook's kernel, on the notebook's real variables and its real KeyError; what
 they returned is read back from the request the server received. The chat, cropped to the
-widget with the DataFrame's preview opened, is saved as docs/notebook-tools.png.
+widget with the DataFrame's preview opened, is saved as notebook-tools.png (`browser.SCREENSHOTS`).
 
 The notebook is saved and reopened (a page reload) before the chat, while its kernel runs,
 as when a notebook is opened again or in another tab: the chat's cell ran in an earlier page.
@@ -25,8 +25,8 @@ import pytest
 from browser import (
     ARTIFACTS,
     CHROMIUM_ARGS,
-    DOCS,
     KERNELSPEC,
+    SCREENSHOTS,
     Server,
     find_chromium,
     jupyter_server,
@@ -98,7 +98,7 @@ def test_the_model_calls_the_notebook_tools_and_the_saved_notebook_holds_the_who
             chat = reopen_chat(page)  # the chat's cell ran in an earlier page
             ask_why(chat)
             see_the_tool_cards(chat)
-            chat.screenshot(path=str(DOCS / "notebook-tools.png"))
+            chat.screenshot(path=str(SCREENSHOTS / "notebook-tools.png"))
             save_notebook(page)
         except BaseException:
             page.screenshot(path=str(ARTIFACTS / "browser-tools-failure.png"))

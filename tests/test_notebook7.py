@@ -1,11 +1,11 @@
 """The chat in Notebook 7 (`jupyter notebook`), driven in Debian's chromium like the JupyterLab
 test (`browser.py`): a small generated notebook displays `ChatUI()` on the embedded SmolLM2 and
 is saved and reopened while its kernel runs; a message typed into the widget streams a reply
-while Stop is enabled, Stop ends it as stopped, and the input is usable again. The chat, cropped
-to the widget, is saved as docs/chat-notebook7.png. The notebook saved from the browser
-(File > Save) holds the question and the stopped reply in its static transcript. Nothing in the
-widget is JupyterLab-only (ipywidgets 8 and anywidget, JupyterLab's CSS variables with
-fallbacks), so this also stands for other front ends built on them.
+while Stop is enabled, Stop ends it as stopped, and the input is usable again. The chat,
+cropped to the widget, is saved as chat-notebook7.png (`browser.SCREENSHOTS`). The notebook
+saved from the browser (File > Save) holds the question and the stopped reply in its static
+transcript. Nothing in the widget is JupyterLab-only (ipywidgets 8 and anywidget, JupyterLab's
+CSS variables with fallbacks), so this also stands for other front ends built on them.
 """
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ import pytest
 from browser import (
     ARTIFACTS,
     CHROMIUM_ARGS,
-    DOCS,
     KERNELSPEC,
     LONG_MESSAGE,
+    SCREENSHOTS,
     find_chromium,
     jupyter_server,
     open_chat,
@@ -63,7 +63,7 @@ def test_in_notebook_7_a_reply_streams_stop_ends_it_and_the_saved_notebook_holds
             chat = reopen_chat(page)  # the chat's cell ran in an earlier page
             stream_then_stop(page, chat, ARTIFACTS / "browser-notebook7-streaming.png")
             chat.locator("textarea.nbchat-input-area").fill("")
-            chat.screenshot(path=str(DOCS / "chat-notebook7.png"))
+            chat.screenshot(path=str(SCREENSHOTS / "chat-notebook7.png"))
             save_notebook(page)
         except BaseException:
             page.screenshot(path=str(ARTIFACTS / "browser-notebook7-failure.png"))

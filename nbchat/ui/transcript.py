@@ -17,7 +17,9 @@ Notebook 7 apply an update only to an output displayed in that page since it loa
 notebook reopened while the kernel runs (a reload, another tab) the transcript would stay as it
 was saved. So the transcript also goes to a model-only widget (`savedcopy.SavedCopy`) whose
 front-end code writes it into the notebook's own copy of the output, found by the key in the
-output's metadata.
+output's metadata. That widget sends each turn's change only; once a front end that keeps the
+notebook is there, the whole-transcript display updates stop (`SavedCopy.needs_display_updates`).
+Each message is rendered once and reused while it is shown.
 
 Model text is untrusted: every message goes through `render` (the live view's sanitiser), then
 the copy buttons are dropped, so the transcript holds no event handler and no script at all.
@@ -26,9 +28,10 @@ the copy buttons are dropped, so the transcript holds no event handler and no sc
 from __future__ import annotations
 
 import json
+import threading
 import uuid
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, TypeAlias
 
 from IPython.display import display, update_display
 
@@ -45,14 +48,23 @@ from nbchat.ui.render import (
     render_tool_call,
     render_tool_result,
 )
-from nbchat.ui.savedcopy import METADATA_KEY, SavedCopy
+from nbchat.ui.savedcopy import METADATA_KEY, SavedCopy, Transcript
 
-__all__ = ["TranscriptDisplay", "render_transcript", "transcript_entries", "transcript_rows"]
+__all__ = [
+    "TranscriptDisplay",
+    "build_transcript",
+    "render_transcript",
+    "transcript_entries",
+    "transcript_rows",
+]
 
 # The newest messages kept in the transcript: it is rebuilt after every turn.
 TRANSCRIPT_LIMIT = 200
 FAILURE_PREFIXES = ("Error", "Refused", "Denied", "Not run", "Unknown tool", "Timed out")
 HEADING = "nbchat transcript (a saved copy: run the notebook to chat)"
+
+# A message as the transcript shows it: its stored row id, the row, its compaction record.
+Entry: TypeAlias = tuple[int, Row, "dict[str, Any] | None"]
 
 
 def transcript_entries(
@@ -86,15 +98,29 @@ def transcript_rows(store: Store, session_id: str) -> list[tuple[Row, dict[str, 
 
 def render_transcript(rows: list[tuple[Row, dict[str, Any] | None]]) -> str:
     """Static, sanitised HTML for the newest `TRANSCRIPT_LIMIT` rows."""
-    shown = rows[-TRANSCRIPT_LIMIT:]
-    parts = [f'<div class="nbchat-transcript"><p class="nbchat-label">{HEADING}</p>']
-    if len(rows) > len(shown):
-        parts.append(render_notice(f"{len(rows) - len(shown):,} earlier messages not shown."))
-    if not rows:
-        parts.append(render_notice("No messages yet."))
-    parts += [_render_row(row, info) for row, info in shown]
-    parts.append("</div>")
-    return "".join(parts).replace(COPY_BUTTON, "")
+    entries = [(i, row, info) for i, (row, info) in enumerate(rows)]
+    return build_transcript(entries, lambda entry: render_message(entry[1], entry[2])).html()
+
+
+def build_transcript(entries: Sequence[Entry], render: Callable[[Entry], str]) -> Transcript:
+    """The newest `TRANSCRIPT_LIMIT` entries, each rendered by `render`, under the head that
+    says how many are left out."""
+    shown = entries[-TRANSCRIPT_LIMIT:]
+    head = [f'<div class="nbchat-transcript"><p class="nbchat-label">{HEADING}</p>']
+    if len(entries) > len(shown):
+        head.append(render_notice(f"{len(entries) - len(shown):,} earlier messages not shown."))
+    if not entries:
+        head.append(render_notice("No messages yet."))
+    return Transcript(
+        "".join(head),
+        tuple(render(entry) for entry in shown),
+        tuple(row_id for row_id, _, _ in shown),
+    )
+
+
+def render_message(row: Row, info: dict[str, Any] | None) -> str:
+    """One row's static HTML, without the copy buttons (nothing in the transcript runs)."""
+    return _render_row(row, info).replace(COPY_BUTTON, "")
 
 
 def _message(role: str, text: str) -> str:
@@ -150,43 +176,78 @@ class TranscriptDisplay:
         self.display_id = f"nbchat-transcript-{uuid.uuid4().hex}"
         self.shown = False
         self.saved: SavedCopy | None = None
+        self._displayed: Transcript | None = None  # what the display id's outputs show
+        self._lock = threading.Lock()  # shown from the kernel's thread, updated from the worker
+        self._rendered: dict[tuple[int, Row, tuple[object, ...]], str] = {}
+
+    def current(self) -> Transcript:
+        """The session's transcript now; messages rendered before are not rendered again."""
+        session_id = self._session_id()
+        stored = transcript_entries(self._store, session_id) if session_id else []
+        entries = [(s.id, s.row, info) for s, info in stored]
+        with self._lock:
+            cache, self._rendered = self._rendered, {}  # keeps only what is still shown
+
+            def render(entry: Entry) -> str:
+                row_id, row, info = entry
+                key = (row_id, row, _facts(info))
+                html = cache.get(key)
+                self._rendered[key] = html if html is not None else render_message(row, info)
+                return self._rendered[key]
+
+            return build_transcript(entries, render)
 
     def html(self) -> str:
-        session_id = self._session_id()
-        return render_transcript(transcript_rows(self._store, session_id) if session_id else [])
+        return self.current().html()
 
     def show(self, widget_bundle: dict[str, Any]) -> None:
         """Display the widget's own bundle, then the transcript under the display id."""
-        html = self.html()
+        transcript = self.current()
         if self.saved is None:
-            self.saved = SavedCopy(key=self.display_id, html=html)
+            self.saved = SavedCopy(key=self.display_id, transcript=transcript)
+        else:
+            self.saved.update(transcript)
         display(widget_bundle, raw=True)  # type: ignore[no-untyped-call]
         display(
-            {"text/html": html},
+            {"text/html": transcript.html()},
             raw=True,
             metadata={METADATA_KEY: self.display_id},
             display_id=self.display_id,
         )  # type: ignore[no-untyped-call]
+        self._displayed = transcript
         self.shown = True
 
     def update(self) -> None:
-        """Replace every shown transcript with the current one (nothing when never shown)."""
+        """Bring every shown transcript up to date (nothing when never shown): the saved
+        copy's front ends get what changed; display updates, carrying the whole transcript,
+        go out only while some front end needs them."""
         if not self.shown:
             return
         try:
-            html = self.html()
+            transcript = self.current()
         except StoreError:
             return  # the chat shows the store's failure itself; the next turn tries again
-        update_display(
-            {"text/html": html},
-            raw=True,
-            metadata={METADATA_KEY: self.display_id},
-            display_id=self.display_id,
-        )  # type: ignore[no-untyped-call]
+        needed = self.saved is None or self.saved.needs_display_updates
+        if needed and transcript != self._displayed:
+            update_display(
+                {"text/html": transcript.html()},
+                raw=True,
+                metadata={METADATA_KEY: self.display_id},
+                display_id=self.display_id,
+            )  # type: ignore[no-untyped-call]
+            self._displayed = transcript
         if self.saved is not None:
-            self.saved.html = html  # JupyterLab and Notebook 7 apply it to the saved notebook
+            self.saved.update(transcript)  # JupyterLab and Notebook 7 write it into the notebook
 
     def close(self) -> None:
         """Close the saved copy's widget (the outputs shown stay as they are)."""
         if self.saved is not None:
             self.saved.close()
+
+
+def _facts(info: dict[str, Any] | None) -> tuple[object, ...]:
+    """What of a compaction record a message's HTML shows (part of its cache key)."""
+    facts = info or {}
+    return tuple(
+        _int(facts.get(name)) for name in ("rows_replaced", "tokens_before", "tokens_after")
+    )
