@@ -223,10 +223,6 @@ class Settings:
         the 10,000 of an unknown server."""
         return self.threshold_for(self.local_n_ctx if self.is_embedded else None)
 
-    def uses_json_tool_fallback(self) -> bool:
-        """Read a plain-JSON reply as a tool call? By default only on the embedded model."""
-        return self.is_embedded if self.json_tool_fallback is None else self.json_tool_fallback
-
     def shows_workspace_overview(self) -> bool:
         """Whether a request offering tools names the workspace's top-level entries: by default
         only on the embedded model (it helps a small one name real paths, and file names are not

@@ -127,7 +127,8 @@ class _Handler(BaseHTTPRequestHandler):
             return
         fake.record(RecordedRequest("GET", path, self._header_dict(), None))
         if path == "/v1/models":
-            model = {"id": MODEL_NAME, "object": "model", "created": 0, "owned_by": "fakeserver"}
+            owner = fake.models_owner
+            model = {"id": MODEL_NAME, "object": "model", "created": 0, "owned_by": owner}
             self._send_json(200, {"object": "list", "data": [model]})
         else:
             self._send_json(404, {"error": {"message": f"no route {path}", "code": 404}})
@@ -342,8 +343,11 @@ class FakeServer:
         responder: Responder | None = None,
         record_requests: bool = True,
         max_recorded: int = 10_000,
+        models_owner: str = "fakeserver",
     ) -> None:
         self.port = port
+        # `/v1/models`' `owned_by`: "llamacpp" makes the chat treat this as a llama.cpp server.
+        self.models_owner = models_owner
         self.default_reply = default_reply
         self.context_window = context_window
         self.responder = responder

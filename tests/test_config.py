@@ -271,9 +271,3 @@ def test_paths_are_made_absolute(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 def test_tool_env_allow_reads_a_comma_separated_list(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("NBCHAT_TOOL_ENV_ALLOW", "HF_TOKEN, MY_KEY")
     assert Settings.load().tool_env_allow == ("HF_TOKEN", "MY_KEY")
-
-
-def test_json_tool_fallback_is_on_for_the_embedded_model_only() -> None:
-    assert Settings().uses_json_tool_fallback()
-    assert not Settings(base_url="http://127.0.0.1:8080/v1").uses_json_tool_fallback()
-    assert Settings(base_url="http://x/v1", json_tool_fallback=True).uses_json_tool_fallback()

@@ -98,8 +98,8 @@ def test_the_widget_replaces_the_streamed_json_with_the_tool_card(
 def test_a_call_to_a_missing_tool_ends_as_a_real_call_not_a_json_answer(
     make_settings: Any, store: Store
 ) -> None:
-    # The eval's "delete_file" kind of reply: asked again once, forced to a real tool.
-    wrong = '{"name": "delete_file", "arguments": {"target": "old.log"}}'
+    # A missing tool whose arguments fit one that exists: asked again once, forced to it.
+    wrong = '{"name": "cat_file", "arguments": {"path": "notes.txt", "start_line": 1}}'
     settings = make_settings(json_tool_fallback=True, tool_policy="deny")
     with FakeServer() as server:
         server.enqueue(Reply(text=wrong), Reply(text=CALL), Reply(text="It is on Thursday."))
@@ -110,6 +110,6 @@ def test_a_call_to_a_missing_tool_ends_as_a_real_call_not_a_json_answer(
     assert [row.role for row in saved] == ["user", "assistant_full", "tool", "assistant"]
     assert saved[1].content == ""  # neither attempt's JSON is kept as text
     assert json.loads(saved[1].tool_args)[0]["function"]["name"] == "read_file"
-    assert second["messages"][-1]["content"].startswith("There is no tool named 'delete_file'.")
+    assert second["messages"][-1]["content"].startswith("There is no tool named 'cat_file'.")
     assert "response_format" in second  # forced to one of the offered tools
     assert saved[-1] == Row("assistant", "It is on Thursday.")

@@ -1,7 +1,8 @@
 """What a conversation turn reports, as it happens: the events `Conversation.send` yields.
 
 A UI renders them; a script can print or ignore them. Each is a small frozen value. Deltas are
-the client's own `ReasoningDelta` and `TextDelta`; everything that was persisted arrives as a
+the client's own `ReasoningDelta` and `TextDelta` (and `TextWithdrawn`: the text so far was a
+call that did not validate, asked again); everything that was persisted arrives as a
 `RowSaved`, so a consumer that only wants the transcript can listen to that alone.
 
 Pure values: no I/O.
@@ -14,7 +15,7 @@ from typing import TypeAlias
 
 from nbchat.compaction.result import CompactionResult
 from nbchat.history import Row, ToolCall
-from nbchat.llm.stream import ReasoningDelta, TextDelta
+from nbchat.llm.stream import ReasoningDelta, TextDelta, TextWithdrawn
 from nbchat.tools.executor import ToolOutcome
 
 __all__ = [
@@ -28,6 +29,7 @@ __all__ = [
     "RequestStarted",
     "RowSaved",
     "TextDelta",
+    "TextWithdrawn",
     "ToolFinished",
     "ToolStarted",
     "UsageReported",
@@ -111,6 +113,7 @@ Event: TypeAlias = (
     | RequestStarted
     | ReasoningDelta
     | TextDelta
+    | TextWithdrawn
     | UsageReported
     | ToolStarted
     | ToolFinished

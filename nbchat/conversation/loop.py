@@ -37,7 +37,7 @@ from nbchat.conversation.budget import Budget
 from nbchat.conversation.events import Done, Event, Failed, Notice
 from nbchat.conversation.inspect import InspectedRequest, last_request
 from nbchat.conversation.prepare import CheckpointPreparer, Situation, situation_of
-from nbchat.conversation.reply import plan_request, request_reply
+from nbchat.conversation.reply import first_step_messages, plan_request, request_reply
 from nbchat.conversation.session import Session
 from nbchat.conversation.steer import Steering, UndoOutcome
 from nbchat.conversation.steps import Steps, post_notice, save_rows
@@ -174,10 +174,13 @@ class Conversation:
             return
 
         plan = plan_request(self)
+        client, model = connection.client, self.settings.model
+        if plan.in_prompt:  # a small model's first step is asked on a prompt of its own
+            rows = [*self.history.rows, Row("user", "Hi")]
+            first = first_step_messages(self, plan.schemas, rows)
+            self.warmer.warm(client, model, first, cancel=cancel)
         opening = [*plan.messages, {"role": "user", "content": "Hi"}]  # the next turn's
-        self.warmer.warm(
-            connection.client, self.settings.model, opening, plan.body_tools, cancel=cancel
-        )
+        self.warmer.warm(client, model, opening, plan.body_tools, cancel=cancel)
 
     def use_idle_moment(
         self, cancel: threading.Event, notify: Callable[[], None] = lambda: None

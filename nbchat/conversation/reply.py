@@ -17,27 +17,28 @@ from dataclasses import dataclass
 from typing import Any
 
 from nbchat.compaction.cacheform import RequestShape
-from nbchat.config import Settings
 from nbchat.conversation.archivetool import offerable
 from nbchat.conversation.autocompact import compact_after_overflow, warn_over_budget
 from nbchat.conversation.events import Event, Notice, RequestStarted, UsageReported
 from nbchat.conversation.steps import Steps, TurnParts, post_notice, save_rows
 from nbchat.conversation.turn import Round, StreamedReply
 from nbchat.errors import ContextOverflowError, NbchatError, ServerUnavailableError
-from nbchat.history import ToolCall, build_messages, new_call_id
+from nbchat.history import Row, ToolCall, build_messages, new_call_id
 from nbchat.llm.client import stream_chat
 from nbchat.llm.firststep import ask_arguments, ask_first_step
-from nbchat.llm.stream import ReasoningDelta, TextDelta
+from nbchat.llm.stream import ReasoningDelta, TextDelta, TextWithdrawn
 from nbchat.tools.choice import NO_TOOL, allowed_tools, step_choice
 from nbchat.tools.offer import router_messages
 
 __all__ = [
+    "AFTER_RESULTS",
     "EMPTY_REPLY_NOTICE",
     "STOPPED_NOTICE",
     "FirstStep",
     "RequestPlan",
     "choose_first_step",
-    "describes_tools_in_prompt",
+    "first_step_messages",
+    "uses_grammars",
     "plan_request",
     "request_reply",
     "save_reply",
@@ -46,18 +47,29 @@ __all__ = [
 ]
 
 STOPPED_NOTICE = "Stopped by you; the reply so far was kept."
+# Sent after a small model's tool results (not stored): shown a file it was asked to show, a
+# 1.5B model answered "I have read the README.md file" without it.
+AFTER_RESULTS = (
+    "Answer the user's last message now, from the tool results above: what they show, quoted "
+    "where the user asked to see something. Do not describe the tool call itself."
+)
 EMPTY_REPLY_NOTICE = "The model sent an empty reply. Try rephrasing, or /retry."
 
 
 def request_reply(
     parts: TurnParts, state: Round, stop: threading.Event
 ) -> Generator[Event, None, StreamedReply]:
-    """One streamed request; after an overflow, one forced compaction and one retry."""
+    """One streamed request; after an overflow, one forced compaction and one retry; after a
+    tool result, an empty reply asked once more, for words (`tool_choice="none"`)."""
+    choice = state.tool_choice
     while True:
         yield from warn_over_budget(parts)
         yield RequestStarted(state.number, 2 if state.overflow_retried else 1)
         try:
-            reply = yield from stream_reply(parts, stop, state.tool_choice)
+            reply = yield from stream_reply(parts, stop, choice)
+            if reply.is_empty and not reply.stopped and _after_tool(parts) and choice != NO_TOOL:
+                choice = NO_TOOL  # models answered nothing after a read (issue 19): ask again
+                continue
             break
         except ContextOverflowError as exc:
             if state.overflow_retried:
@@ -72,6 +84,11 @@ def request_reply(
             yield from compact_after_overflow(parts, exc, stop)
     yield from save_reply(parts, reply)
     return reply
+
+
+def _after_tool(parts: TurnParts) -> bool:
+    rows = parts.history.rows
+    return bool(rows) and rows[-1].role == "tool"
 
 
 @dataclass(frozen=True)
@@ -93,17 +110,22 @@ class RequestPlan:
 def plan_request(parts: TurnParts) -> RequestPlan:
     """The next request's tools, system prompt and messages."""
     schemas = offerable(parts.tools.schemas(), parts.history.rows)
-    in_prompt = describes_tools_in_prompt(parts.settings)
+    in_prompt = parts.settings.offers_tools_on_request() and uses_grammars(parts)
     system_prompt = system_prompt_for(parts, schemas)
-    return RequestPlan(
-        schemas, in_prompt, system_prompt, build_messages(parts.history.rows, system_prompt)
-    )
+    messages = build_messages(parts.history.rows, system_prompt)
+    if in_prompt and _after_tool(parts):
+        messages.append({"role": "system", "content": AFTER_RESULTS})
+    return RequestPlan(schemas, in_prompt, system_prompt, messages)
 
 
-def describes_tools_in_prompt(settings: Settings) -> bool:
-    """A small model on llama.cpp (`tools_on_request`, read back by the JSON fallback): its
-    requests carry no schemas, and its first step chooses (`nbchat.tools.offer`)."""
-    return settings.offers_tools_on_request() and settings.uses_json_tool_fallback()
+def uses_grammars(parts: TurnParts) -> bool:
+    """Whether requests may carry llama.cpp's grammars and JSON schemas (the JSON fallback):
+    as set, else on any llama.cpp server (the embedded one, or one named by NBCHAT_BASE_URL).
+    With `tools_on_request` too, a small model's requests carry no schemas and its first step
+    chooses (`nbchat.tools.offer`)."""
+    if parts.settings.json_tool_fallback is not None:
+        return parts.settings.json_tool_fallback
+    return parts.budget.connect().is_llama_cpp
 
 
 def system_prompt_for(parts: TurnParts, schemas: Sequence[Mapping[str, Any]]) -> str:
@@ -145,13 +167,13 @@ def stream_reply(
             max_tokens=settings.max_tokens,
             temperature=settings.reply_temperature(),
             stop=stop,
-            json_tool_fallback=settings.uses_json_tool_fallback(),
+            json_tool_fallback=uses_grammars(parts),
             check_arguments=parts.tools.accepts,
             tool_choice=tool_choice,
             on_request=lambda body: _record_sent(parts, reply, body, plan.system_prompt),
         ):
             reply.take(event)
-            if isinstance(event, ReasoningDelta | TextDelta):
+            if isinstance(event, ReasoningDelta | TextDelta | TextWithdrawn):
                 yield event
     except ContextOverflowError:
         raise
@@ -190,16 +212,16 @@ def choose_first_step(
     if not allowed:
         return FirstStep(NO_TOOL)
     offered = [schema for schema in plan.schemas if schema["function"]["name"] in allowed]
-    messages = router_messages(
-        offered,
-        parts.history.rows,
-        workspace=parts.overview.text() if parts.overview.enabled else "",
-        notes=parts.tools.context_lines(allowed),
-    )
+    messages = first_step_messages(parts, offered, parts.history.rows)
     client, model = parts.budget.connect().client, parts.settings.model
     try:
         step = ask_first_step(client, messages, model=model, names=allowed, stop=stop)
-        choice = None if step is None else step_choice(step.chosen, step.answer_share)
+        after = _after_tool(parts)
+        choice = (
+            None
+            if step is None
+            else step_choice(step.chosen, step.answer_share, after_result=after)
+        )
         if choice is None or choice == NO_TOOL:
             return None if choice is None else FirstStep(NO_TOOL)
         schema = next(s for s in offered if s["function"]["name"] == choice)
@@ -215,6 +237,20 @@ def choose_first_step(
         return FirstStep(choice)
     call = ToolCall(new_call_id(), choice, json.dumps(arguments, ensure_ascii=False))
     return FirstStep(choice, call)
+
+
+def first_step_messages(
+    parts: TurnParts, offered: Sequence[Mapping[str, Any]], rows: Sequence[Row]
+) -> list[dict[str, Any]]:
+    """What a first step is asked on (`nbchat.tools.offer.router_messages`): the `offered`
+    tools, the workspace, what the tools can see, the conversation in `rows`."""
+    names = [str(schema["function"]["name"]) for schema in offered]
+    return router_messages(
+        offered,
+        rows,
+        workspace=parts.overview.text() if parts.overview.enabled else "",
+        notes=parts.tools.context_lines(names),
+    )
 
 
 def _is_dangerous(parts: TurnParts, name: str) -> bool:

@@ -13,7 +13,15 @@ import time
 from dataclasses import dataclass, field
 
 from nbchat.history import Row, ToolCall
-from nbchat.llm.stream import Finish, ReasoningDelta, StreamEvent, TextDelta, ToolCallsReady, Usage
+from nbchat.llm.stream import (
+    Finish,
+    ReasoningDelta,
+    StreamEvent,
+    TextDelta,
+    TextWithdrawn,
+    ToolCallsReady,
+    Usage,
+)
 
 __all__ = ["FailureGuard", "Round", "StreamedReply"]
 
@@ -60,6 +68,8 @@ class StreamedReply:
             self._text.append(event.text)
         elif isinstance(event, ReasoningDelta):
             self._reasoning.append(event.text)
+        elif isinstance(event, TextWithdrawn):
+            self._text.clear()
         elif isinstance(event, ToolCallsReady):
             if event.from_content:  # the text streamed so far was this call, written as JSON
                 self._text.clear()

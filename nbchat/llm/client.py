@@ -36,7 +36,15 @@ from nbchat.llm.fallback import ArgumentCheck, forced_call_format, text_only_gra
 from nbchat.llm.idle import IdleWatch
 from nbchat.llm.reader import ReplyReader
 from nbchat.llm.servererrors import midstream_error, partial_note, translate_error
-from nbchat.llm.stream import Finish, ReasoningDelta, StreamEvent, TextDelta, ToolCallsReady, Usage
+from nbchat.llm.stream import (
+    Finish,
+    ReasoningDelta,
+    StreamEvent,
+    TextDelta,
+    TextWithdrawn,
+    ToolCallsReady,
+    Usage,
+)
 from nbchat.llm.transport import Release, RequestCancelledError, http_client, releasing
 from nbchat.stopping import StopSignal
 
@@ -113,17 +121,16 @@ def stream_chat(
     """Stream one chat completion as events; the last one is always a `Finish`.
 
     `tool_choice` is "auto", "required", "none" or the name of one tool the model must call.
-    With the JSON fallback on, a forced call is asked for as JSON content (`forced_call_format`)
-    instead, because llama.cpp's server ignores a named `tool_choice`. Also with the fallback
-    on: the stream is closed as soon as the text has become one complete call-shaped JSON object
-    (the model cannot append more; the reply is the call), and a call-shaped reply that does not
-    validate (a tool that does not exist, arguments its schema refuses) gets one second chance:
-    the same request plus that reply and a note saying what was wrong, with the call forced to
-    one of the offered tools. Its events follow the first attempt's text. And "none" with the
-    fallback on sends llama.cpp a grammar (`text_only_grammar`): the reply cannot be a call
-    written as JSON text. With `tools_in_prompt` the request carries no `tools` list (the system
-    prompt describes them, `nbchat.tools.offer`); they still bound what a forced or written call
-    may name.
+    With the JSON fallback on (a llama.cpp server), a forced call is asked for as JSON content
+    (`forced_call_format`) instead, because llama.cpp's server ignores a named `tool_choice`,
+    and "none" sends llama.cpp a grammar (`text_only_grammar`): the reply cannot be a call
+    written as JSON text. On any server: a reply that is one complete call-shaped JSON object
+    of an offered tool is read as that call (the stream closed as soon as it is whole: the
+    model cannot append more), and a call-shaped reply that does not validate gets one second
+    chance (`second_chance`: the call forced to the tool it meant, or words when it meant none).
+    Its events follow the first attempt's text, after a `TextWithdrawn`. With
+    `tools_in_prompt` the request carries no `tools` list (a small model's first step chose:
+    `nbchat.tools.offer`); they still bound what a forced or written call may name.
 
     Deltas are yielded as they arrive; then `ToolCallsReady` (if any), `Usage` (if the server
     reported it) and `Finish`. Stop ends the reply with `Finish("stopped")`, never an exception.
@@ -159,6 +166,7 @@ def stream_chat(
         yield from ending
         return
     yield from (event for event in ending if not isinstance(event, Finish | Usage))
+    yield TextWithdrawn()
     reader = yield from _stream_once(client, retry[0], retry[1], stop)
     if reader is not None:
         yield from reader.finish()
@@ -231,8 +239,9 @@ def _read_stream(
 ) -> Generator[StreamEvent, None, ReplyReader | None]:
     url = public_url(str(client.base_url))
     limit = reply_char_limit(request.max_tokens)
-    fallback_tools = request.tools if request.fallback else ()
-    reader = ReplyReader(fallback_tools, request.check, char_limit=limit)
+    # A call written as text is read as the call on any server (`nbchat.llm.fallback`'s rule:
+    # the whole reply, a tool that exists, arguments it accepts).
+    reader = ReplyReader(request.tools, request.check, char_limit=limit)
     bound_events(
         stream.response,
         limit=event_byte_limit(limit),

@@ -1,12 +1,13 @@
-"""The JSON fallback's two corrections of a small model's call written as text.
+"""The corrections of a model's call written as text.
 
 Owns `ChatRequest` (one chat request's parameters besides the messages), `has_whole_call` (the
 streamed text has become one complete call-shaped JSON object, so the client closes the stream:
 the model cannot append junk, and the reply is the call) and `second_chance` (a call-shaped reply
-that does not validate, such as a tool that does not exist or arguments its schema refuses, is
-asked again once: the same messages plus that reply and a note saying what was wrong and which
-tools there are, with the call forced by a JSON schema to one of the offered tools, so the model
-cannot name a missing tool twice). A 0.5B model otherwise answers "delete old.log" with
+that does not validate is asked again once, with that reply and a note saying what was wrong:
+arguments a tool refuses, or a missing tool whose arguments fit one that exists, get the call
+forced to that tool, so the model cannot name a missing tool twice; a missing tool that fits
+none, `multiply` for "17 × 23", gets the answer asked in words, so a plain question never ends
+as call JSON). A 0.5B model otherwise answers "delete old.log" with
 `{"name": "delete_file", ...}`, which would be shown as a JSON blob (issue 12).
 
 Pure: no I/O; `nbchat.llm.client` sends the requests.
@@ -19,7 +20,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from nbchat.llm.fallback import ArgumentCheck, call_problem, call_shape
+from nbchat.llm.fallback import (
+    ArgumentCheck,
+    answer_instead,
+    call_problem,
+    call_shape,
+    fitting_tool,
+)
 from nbchat.llm.reader import ReplyReader
 from nbchat.llm.stream import StreamEvent, ToolCallsReady
 
@@ -70,6 +77,10 @@ def second_chance(
     shape = call_shape(text) if reader.may_be_call else None
     if shape is None:
         return None
-    note = call_problem(shape[0], shape[1], request.tools)
+    meant = fitting_tool(shape[0], shape[1], request.tools)
+    if meant is None:  # "multiply" for 17 × 23: no tool was wanted, an answer was
+        note, choice = answer_instead(shape[0]), "none"
+    else:
+        note, choice = call_problem(shape[0], shape[1], request.tools), meant
     retry = [*messages, {"role": "assistant", "content": text}, {"role": "user", "content": note}]
-    return retry, dataclasses.replace(request, tool_choice="required")
+    return retry, dataclasses.replace(request, tool_choice=choice)

@@ -42,6 +42,12 @@ class Connection:
     embedded: bool
     served: Served | None = None
 
+    @property
+    def is_llama_cpp(self) -> bool:
+        """The embedded server, or one whose model list says llama.cpp serves it: it takes a
+        `grammar`, a JSON-schema `response_format` and an opened assistant reply."""
+        return self.embedded or (self.served is not None and self.served.any_name)
+
     def check_model(self, settings: Settings) -> ModelCheck:
         """Does this server serve `settings.model`? (See `nbchat.llm.modelcheck`.)"""
         return check_model(settings, self.served, base_url=self.base_url)

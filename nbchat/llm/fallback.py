@@ -29,6 +29,8 @@ from typing import Any, TypeAlias
 __all__ = [
     "ArgumentCheck",
     "CALL_OPENINGS",
+    "answer_instead",
+    "fitting_tool",
     "call_from_text",
     "call_problem",
     "call_shape",
@@ -123,11 +125,14 @@ def looks_like_call_start(head: str) -> bool | None:
 
 def call_shape(text: str) -> tuple[str, Any] | None:
     """`(name, arguments)` when `text` opens with one complete call-shaped JSON object
-    (`{"name": ..., "arguments": ...}`, optionally after ```json or `<tool_call>`), whatever
-    follows it and whether or not the tool exists; None while it is incomplete or not one."""
+    (`{"name": ..., "arguments": ...}`, optionally after ```json or `<tool_call>`, or in the
+    doubled braces of Qwen's template, `{{"name": ...}}}}`), whatever follows it and whether or
+    not the tool exists; None while it is incomplete or not one."""
     body = OPENING.sub("", text.lstrip(), count=1)
     if not body.startswith("{"):
         return None
+    if body.startswith("{{"):  # Qwen's template shows the call in doubled braces: so does it
+        body = body[1:].lstrip()
     try:
         value, _end = DECODER.raw_decode(body)
     except ValueError:
@@ -175,6 +180,28 @@ def call_problem(name: str, arguments: Any, tools: Sequence[Mapping[str, Any]]) 
         summary = " ".join(str(function.get("description") or "").split())
         lines.append(f"- {function.get('name')}: {summary}")
     return "\n".join(lines)
+
+
+def fitting_tool(name: str, arguments: Any, tools: Sequence[Mapping[str, Any]]) -> str | None:
+    """The offered tool a call-shaped reply meant: `name` when offered, the one tool whose
+    parameters its arguments fit exactly, "required" (any tool) when several fit; None when
+    it meant none of them (a 1.5B model asked "17 × 23" wrote `{"name": "multiply", ...}`)."""
+    schemas = schemas_by_name(tools)
+    if name in schemas:
+        return name
+    fitting = [other for other in schemas if _fits(arguments, schemas[other])]
+    if not fitting:
+        return None
+    return fitting[0] if len(fitting) == 1 else "required"
+
+
+def answer_instead(name: str) -> str:
+    """What to tell a model whose call-shaped reply named a tool that exists nowhere and
+    meant none that does: answer in words."""
+    return (
+        f"There is no tool named {name!r}, and none is needed for that: answer the user "
+        "directly, in words."
+    )
 
 
 def _fits(arguments: Any, schema: Mapping[str, Any]) -> bool:

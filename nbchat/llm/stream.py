@@ -16,6 +16,7 @@ __all__ = [
     "ReasoningDelta",
     "StreamEvent",
     "TextDelta",
+    "TextWithdrawn",
     "ToolCallsReady",
     "Usage",
 ]
@@ -29,6 +30,12 @@ class ReasoningDelta:
 @dataclass(frozen=True)
 class TextDelta:
     text: str
+
+
+@dataclass(frozen=True)
+class TextWithdrawn:
+    """The text streamed so far was a call that did not validate, written as JSON; the reply is
+    asked again (`nbchat.llm.correction.second_chance`) and that text is no part of it."""
 
 
 @dataclass(frozen=True)
@@ -57,4 +64,6 @@ class Finish:
     reason: str | None
 
 
-StreamEvent: TypeAlias = ReasoningDelta | TextDelta | ToolCallsReady | Usage | Finish
+StreamEvent: TypeAlias = (
+    ReasoningDelta | TextDelta | TextWithdrawn | ToolCallsReady | Usage | Finish
+)

@@ -7,8 +7,9 @@ On a model that gets its tools described in the prompt (`nbchat.tools.offer`):
   last calls only repeated calls already made in this turn, whose results it has (a 0.5B model
   called the same tool again instead of answering until the turn ran out, issue 12);
 - otherwise the model's own first step decides (`nbchat.llm.firststep`): it answers in words
-  when at least `ANSWER_SHARE` of its first token went to answering, and otherwise calls the
-  tool it named, forced, so the call cannot come out as prose or as a tool that does not exist;
+  when at least `ANSWER_SHARE` of its first token went to answering (after a tool result,
+  `ANSWER_SHARE_AFTER_RESULT`: it looks again only when sure), and otherwise calls the tool
+  it named, forced, so the call cannot come out as prose or as a tool that does not exist;
 - a tool that runs or changes something (a "dangerous" one: the shell, writing, editing) is
   not allowed in a turn whose message tells the assistant not to run, delete or change things
   (`forbids_changes`), whatever the model would choose: "Please do NOT run `rm -rf build/`"
@@ -30,6 +31,7 @@ from nbchat.history import Row, stored_calls
 
 __all__ = [
     "ANSWER_SHARE",
+    "ANSWER_SHARE_AFTER_RESULT",
     "NO_TOOL",
     "allowed_tools",
     "forbids_changes",
@@ -39,9 +41,13 @@ __all__ = [
 ]
 
 NO_TOOL = "none"
-# The share of the first token that must go to answering for the model to answer in words.
-# Tuned on the eval's dev split (bench/eval_split_dev.py), never on its test split.
-ANSWER_SHARE = 0.1
+# The share of the first token that must go to answering for the model to answer in words:
+# a small model's first token leans to tools even for "capital of France?" (a third of it), and
+# to answering for what it has to look up only rarely. Tuned on the eval's dev split
+# (bench/eval_split_dev.py), never on its test split.
+ANSWER_SHARE = 0.2
+# After a tool result the question is whether to look again: only when the model is sure.
+ANSWER_SHARE_AFTER_RESULT = 0.02
 # "don't run", "do NOT delete anything", "never touch", "without changing", "no need to run".
 NEGATION = r"(?:\bdo\s+not|\bdon['’]?t|\bnever|\bwithout|\bno\s+need\s+to)"
 # Verb stems, so "changing", "deleting", "written" count too.
@@ -82,10 +88,12 @@ def round_choice(
     return None
 
 
-def step_choice(chosen: str, answer_share: float) -> str:
+def step_choice(chosen: str, answer_share: float, *, after_result: bool = False) -> str:
     """The round's `tool_choice` from the model's first step: "none", or the tool it named.
-    A first token leaning to a tool by less than `ANSWER_SHARE` of its probability answers."""
-    if chosen == NO_TOOL or answer_share >= ANSWER_SHARE:
+    A first token giving answering `ANSWER_SHARE` of its probability (after a tool result,
+    `ANSWER_SHARE_AFTER_RESULT`) or more answers."""
+    limit = ANSWER_SHARE_AFTER_RESULT if after_result else ANSWER_SHARE
+    if chosen == NO_TOOL or answer_share >= limit:
         return NO_TOOL
     return chosen
 

@@ -51,21 +51,28 @@ ROUTER_PROMPT = (
     "If the user says not to run or change something, do not choose a tool that would.\n"
     "Tools:\n{tools}"
 )
-# Example exchanges, written for this prompt: half answer, half look, one per kind of tool.
+# Example exchanges, written for this prompt (none of them a user's words from any eval): half
+# answer, including "how do I" questions that name files or commands; half look, one per kind of
+# tool, a question about what a file or a variable holds read from it rather than searched for.
 EXAMPLES: tuple[tuple[str, dict[str, Any]], ...] = (
     ("how do I merge two dicts in python?", {"tool": "none"}),
     ("is there a Dockerfile in here", {"tool": "list_files", "arguments": {"path": "."}}),
     ("who discovered penicillin", {"tool": "none"}),
     ("what's in setup.cfg", {"tool": "read_file", "arguments": {"path": "setup.cfg"}}),
-    ("what does `git rebase -i` do", {"tool": "none"}),
+    ("how do I count the lines of a file with awk", {"tool": "none"}),
     ("which node version have I got", {"tool": "run_shell", "arguments": {"command": "node -v"}}),
     ("45 divided by 9?", {"tool": "none"}),
     (
         "where do we call parse_args?",
         {"tool": "search_files", "arguments": {"pattern": "parse_args"}},
     ),
+    ("what does `git rebase -i` do", {"tool": "none"}),
+    (
+        "what base image does the Dockerfile use",
+        {"tool": "read_file", "arguments": {"path": "Dockerfile"}},
+    ),
     ("write a bash loop that renames *.jpeg to *.jpg", {"tool": "none"}),
-    ("show me my df variable", {"tool": "describe_variable", "arguments": {"name": "df"}}),
+    ("which columns has df got", {"tool": "describe_variable", "arguments": {"name": "df"}}),
     ("what's the difference between a process and a thread", {"tool": "none"}),
     ("why did that cell crash?", {"tool": "last_error", "arguments": {}}),
 )

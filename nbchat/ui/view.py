@@ -31,7 +31,7 @@ from nbchat.conversation.events import (
     UsageReported,
 )
 from nbchat.history import Row
-from nbchat.llm.stream import ReasoningDelta, TextDelta
+from nbchat.llm.stream import ReasoningDelta, TextDelta, TextWithdrawn
 from nbchat.ui.cards import Collapsible, row_widget, tool_result_widget
 from nbchat.ui.inspector import RequestLink
 from nbchat.ui.messages import MessageList, StreamingText
@@ -126,6 +126,8 @@ class EventView:
                 self._on_text_delta(event)
             case ReasoningDelta():
                 self._on_reasoning_delta(event)
+            case TextWithdrawn():
+                self._on_text_withdrawn()
             case RequestStarted():
                 self._on_request_started(event)
             case RowSaved():
@@ -172,6 +174,15 @@ class EventView:
             self.messages.add(live.reply.box)
         live.reply.append(event.text)
         self._streaming_status(live, len(event.text))
+
+    def _on_text_withdrawn(self) -> None:
+        # What streamed was a call that did not validate, written as JSON: the model is asked
+        # again, and its new reply streams into a box of its own.
+        live = self._live
+        if live is not None and live.reply is not None:
+            live.reply.finish()
+            live.reply.box.layout.display = "none"
+            live.reply = None
 
     def _streaming_status(self, live: _Live, characters: int) -> None:
         live.characters += characters
