@@ -12,8 +12,9 @@ asked for.
     Store             sessions and rows in SQLite (nbchat.store.store)
     Row, History, build_messages   the data model (nbchat.history)
     tool, ToolRegistry             tools the model may call (nbchat.tools)
-    Event and its kinds            what `Conversation.send` yields, as it happens: TextDelta and
-                                   ReasoningDelta (nbchat.llm.stream), RowSaved, RequestStarted,
+    Event and its kinds            what `Conversation.send` yields, as it happens: TextDelta,
+                                   ReasoningDelta and TextWithdrawn (nbchat.llm.stream: the text
+                                   so far was a call asked again), RowSaved, RequestStarted,
                                    UsageReported, ToolStarted, ToolFinished, CompactionStarted,
                                    CompactionFinished, Notice, then one Failed or Done
                                    (nbchat.conversation.events)
@@ -47,6 +48,7 @@ _EXPORTS = {
     "Event": _EVENTS,
     "TextDelta": "nbchat.llm.stream",
     "ReasoningDelta": "nbchat.llm.stream",
+    "TextWithdrawn": "nbchat.llm.stream",
     "RowSaved": _EVENTS,
     "RequestStarted": _EVENTS,
     "UsageReported": _EVENTS,
@@ -99,6 +101,7 @@ __all__ = [
     "Store",
     "StoreError",
     "TextDelta",
+    "TextWithdrawn",
     "ToolError",
     "ToolFinished",
     "ToolRegistry",
@@ -140,7 +143,7 @@ if TYPE_CHECKING:
         ToolError,
     )
     from nbchat.history import History, Row, build_messages
-    from nbchat.llm.stream import ReasoningDelta, TextDelta
+    from nbchat.llm.stream import ReasoningDelta, TextDelta, TextWithdrawn
     from nbchat.store.store import Store
     from nbchat.tools import ToolRegistry, tool
     from nbchat.ui import ChatUI

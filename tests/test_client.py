@@ -21,7 +21,15 @@ from nbchat.errors import ContextOverflowError, NbchatError, ServerError, Server
 from nbchat.history import ToolCall
 from nbchat.llm.client import build_client, server_context_size, stream_chat
 from nbchat.llm.servererrors import translate_error
-from nbchat.llm.stream import Finish, ReasoningDelta, StreamEvent, TextDelta, ToolCallsReady, Usage
+from nbchat.llm.stream import (
+    Finish,
+    ReasoningDelta,
+    StreamEvent,
+    TextDelta,
+    TextWithdrawn,
+    ToolCallsReady,
+    Usage,
+)
 from nbchat.stopping import StopSignal
 from nbchat.tools import Tool, ToolRegistry
 
@@ -577,8 +585,8 @@ def test_the_json_fallback_delivers_anything_else_intact_as_text(
     ("text", "problem"),
     [
         (
-            '{"name": "delete_everything", "arguments": {"target": "a.txt"}}',
-            "There is no tool named 'delete_everything'.",
+            '{"name": "open_file", "arguments": {"path": "a.txt"}}',
+            "There is no tool named 'open_file'. Its arguments fit 'read_file'.",
         ),
         (
             '{"name": "read_file", "arguments": {"path": 3}}',
@@ -639,12 +647,32 @@ def test_text_that_does_not_open_like_a_call_streams_normally_with_the_fallback_
     ]
 
 
-def test_without_the_fallback_a_json_reply_is_just_text(
+def test_without_the_fallback_a_call_written_as_json_is_still_the_call(
     fake: FakeServer, client: openai.OpenAI
 ) -> None:
+    # Any server: the whole reply, a tool that exists, arguments it accepts (issue 19).
     fake.enqueue(Reply(text=FALLBACK_CALL, chunk_size=100, usage=(1, 1)))
     events = collect(client, tools=[READ_FILE_TOOL])
-    assert events == [TextDelta(FALLBACK_CALL), Usage(1, 1), Finish("stop")]
+    (ready,) = [event for event in events if isinstance(event, ToolCallsReady)]
+    assert ready.from_content and ready.calls[0].name == "read_file"
+    assert "response_format" not in fake.chat_requests()[0]
+
+
+def test_a_call_of_a_tool_that_fits_nothing_is_withdrawn_and_asked_again_for_words(
+    fake: FakeServer, client: openai.OpenAI
+) -> None:
+    wrong = '{"name": "multiply", "arguments": {"a": 17, "b": 23}}'
+    fake.enqueue(Reply(text=wrong), Reply(text="391"))
+    events = collect(client, tools=[READ_FILE_TOOL])
+    withdrawn = events.index(TextWithdrawn())
+    assert "".join(e.text for e in events[:withdrawn] if isinstance(e, TextDelta)) == wrong
+    assert "".join(e.text for e in events[withdrawn:] if isinstance(e, TextDelta)) == "391"
+    _first, second = fake.chat_requests()
+    assert second["tool_choice"] == "none" and "grammar" not in second
+    assert second["messages"][-1]["content"] == (
+        "There is no tool named 'multiply', and none is needed for that: answer the user "
+        "directly, in words."
+    )
 
 
 FORCED_READ_FILE = {

@@ -62,6 +62,11 @@ class Budget:
         self.settings = settings
         self._engine = None
 
+    @property
+    def connection(self) -> Connection | None:
+        """The connection made so far, if any (reading it never connects)."""
+        return self._connection
+
     def connect(
         self, *, start: bool | None = None, progress: Callable[[str], None] | None = None
     ) -> Connection:

@@ -125,7 +125,8 @@ def uses_grammars(parts: TurnParts) -> bool:
     chooses (`nbchat.tools.offer`)."""
     if parts.settings.json_tool_fallback is not None:
         return parts.settings.json_tool_fallback
-    return parts.budget.connect().is_llama_cpp
+    connection = parts.budget.connection  # planning a request never connects by itself
+    return parts.settings.is_embedded if connection is None else connection.is_llama_cpp
 
 
 def system_prompt_for(parts: TurnParts, schemas: Sequence[Mapping[str, Any]]) -> str:
