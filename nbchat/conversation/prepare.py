@@ -203,8 +203,8 @@ class CheckpointPreparer:
             self._running = False
         if result is not None:
             log.info("preparing the next compaction: %s (%.1f s)", result.reason, result.duration)
-        if result is not None and result.changed and result.summary_row is not None:
-            covered = tuple(history.rows[: result.rows_summarised])
+        if result is not None and result.changed and result.edit.summary_row is not None:
+            covered = tuple(history.rows[: result.edit.rows_summarised])
             self._prepared = Prepared(now.session_id, now.key, covered, result)
             self._failures.pop(epoch, None)
         ready = self._valid(history, situation()) is not None
