@@ -26,16 +26,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 
-from nbchat.compaction.cacheform import RequestShape, build_cache_request, cache_prefix_end
+from nbchat.compaction.cacheform import RequestShape
 from nbchat.compaction.facts import facts_of, previous_summary, render_facts, strip_facts
 from nbchat.compaction.latest import latest_instruction, render_latest
-from nbchat.compaction.prompts import (
-    RESPONSE_FORMAT,
-    SMALL_CHECKPOINT_TOKENS,
-    SMALL_RESPONSE_FORMAT,
-    SummaryFormat,
-    to_blocks,
-)
+from nbchat.compaction.prompts import SMALL_CHECKPOINT_TOKENS, SummaryFormat, to_blocks
 from nbchat.compaction.prune import apply_replacements, find_prunable, protected_start
 from nbchat.compaction.result import (
     CompactionResult,
@@ -83,6 +77,10 @@ CHECKPOINT_TOKENS = 400
 # prepare it in, the user waits for every token of it (~50 ms each on the embedded model).
 CHECKPOINT_SHARE = 10
 MIN_CHECKPOINT_TOKENS = 96
+# Why nothing is summarised, when nothing is.
+SETTLED = "already compacted: a summary and the recent rows"
+NO_CUT = "fewer than two rows before the kept tail"
+NO_SHRINK = "a summary would not shrink the history"
 
 
 def trigger_tokens(threshold: int, factor: float) -> int:
@@ -169,6 +167,11 @@ class Preparation:
     paid: SummaryUsage = SummaryUsage()
 
     @property
+    def beside_tokens(self) -> int:
+        """What the summary row carries beside the summary: the facts and the carried message."""
+        return estimate_tokens(self.facts) + (estimate_tokens(self.carried) if self.carried else 0)
+
+    @property
     def tokens_after_pruning(self) -> int:
         """The request's size with the placeholders in (in the units of `tokens_before`)."""
         saved = sum(self.estimates) - sum(self.pruned_estimates)
@@ -203,7 +206,7 @@ def prepare(
     if not force and before < settings.trigger:
         return replace(base, reason=f"under the trigger ({before:,} of {settings.trigger:,})")
     if not base.rows or is_settled(base.rows, settings.tail_messages):
-        return replace(base, reason="already compacted: a summary and the recent rows")
+        return replace(base, reason=SETTLED)
     pruned = _pruned(base)
     under = bool(pruned.replacements) and pruned.tokens_after_pruning < settings.trigger
     if settings.prune_alone and under and not force:
@@ -216,7 +219,7 @@ def prepare_baseline(history: HistoryLike, settings: CompactionSettings) -> Prep
     budgets only when the history is over the trigger."""
     base = _unpruned(history, settings)
     if is_settled(base.rows, settings.tail_messages):
-        return replace(base, reason="already compacted: a summary and the recent rows")
+        return replace(base, reason=SETTLED)
     return _cut(base, over=base.tokens_before >= settings.trigger)
 
 
@@ -281,17 +284,10 @@ def _cut(preparation: Preparation, *, over: bool) -> Preparation:
     if split is None:
         return replace(preparation, reason=_without(preparation, NO_CUT))
     served = _at(preparation, split)
-    kept = estimate_tokens(served.facts) + (
-        estimate_tokens(served.carried) if served.carried else 0
-    )
     estimates = preparation.pruned_estimates
-    if kept + sum(estimates[split.start :]) >= sum(estimates):
+    if served.beside_tokens + sum(estimates[split.start :]) >= sum(estimates):
         return replace(served, reason=_without(preparation, NO_SHRINK))
     return served
-
-
-NO_CUT = "fewer than two rows before the kept tail"
-NO_SHRINK = "a summary would not shrink the history"
 
 
 def _at(preparation: Preparation, split: Split) -> Preparation:
@@ -319,10 +315,7 @@ def _split(preparation: Preparation, *, over: bool) -> Split | None:
     split = choose_split(rows, estimates, tail_messages=tail, budget=budget, over_trigger=over)
     if split is None or not over:
         return split
-    served = _at(preparation, split)
-    beside = estimate_tokens(served.facts) + (
-        estimate_tokens(served.carried) if served.carried else 0
-    )
+    beside = _at(preparation, split).beside_tokens
     budget = TailBudget(aim=max(0, budget.aim - beside), fit=max(0, budget.fit - beside))
     narrower = choose_split(rows, estimates, tail_messages=tail, budget=budget, over_trigger=over)
     return narrower or split
@@ -470,32 +463,19 @@ def _ask(preparation: Preparation, writer: SummaryWriter, cancel: threading.Even
 def _ask_cached(
     preparation: Preparation, writer: SummaryWriter, cancel: threading.Event | None
 ) -> tuple[int, Digest]:
-    """How many rows went in the cache form (0: none) and what was said for them."""
-    settings, shape = preparation.settings, preparation.shape
+    """How many rows went in the cache form (0: none) and what was said for them: only for the
+    JSON checkpoint, with the writer's own summariser, when the chat's last request is known."""
+    settings, shape, split = preparation.settings, preparation.shape, preparation.split
     if settings.summary_format != "json" or not writer.sends_prefix or shape is None:
         return 0, Digest()
-    assert preparation.split is not None
-    rows = preparation.rows[: preparation.split.start]
-    # The chat's requests, up to the threshold, went to this server: its window is at least
-    # that big, whatever a server without /props lets the writer guess.
-    window = max(writer.window, settings.threshold)
-    reply = min(settings.checkpoint_tokens, window // 4)
-    end = cache_prefix_end(rows, shape, model=writer.model_name, window=window, reply_tokens=reply)
-    if not end:
-        return 0, Digest()
-    small = settings.small_checkpoint
-    messages = build_cache_request(
-        rows[:end],
+    assert split is not None
+    return writer.write_cached(
+        preparation.rows[: split.start],
         shape,
+        threshold=settings.threshold,
+        reply_cap=settings.checkpoint_tokens,
+        small=settings.small_checkpoint,
         instruction=settings.summary_prompt,
         focus=preparation.focus,
-        small=small,
-    )
-    said = writer.write_cached(
-        messages,
-        tools=shape.tools,
-        max_tokens=reply,
         cancel=cancel,
-        response_format=SMALL_RESPONSE_FORMAT if small else RESPONSE_FORMAT,
     )
-    return end, said

@@ -6,8 +6,9 @@ transcript into chunks that fit the summariser's window next to the prompts and 
 asks for each chunk in turn, every request after the first *updating* the summary so far (the first
 updates the previous compaction's summary, when there is one). A cancel is honoured between chunks
 and passed on as the request's `stop`, so the HTTP stream is closed; an empty reply is a failure.
-`SummaryWriter.write_cached` sends one cache-form request instead (`nbchat.compaction.cacheform`),
-which only the writer's own summariser can send (it sends the chat's tool schemas too).
+`SummaryWriter.write_cached` asks in the cache form instead (`nbchat.compaction.cacheform`): as
+many of the rows as fit the window, in one request only the writer's own summariser can send (it
+sends the chat's tool schemas too).
 
 Pure apart from the summariser it is handed or builds: no I/O of its own.
 """
@@ -16,12 +17,14 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from nbchat.compaction.cacheform import RequestShape, build_cache_request, cache_prefix_end
 from nbchat.compaction.prompts import (
     RESPONSE_FORMAT,
+    SMALL_RESPONSE_FORMAT,
     SummaryFormat,
     build_request,
     chunk_blocks,
@@ -32,7 +35,7 @@ from nbchat.compaction.result import SummaryUsage
 from nbchat.compaction.summariser import Summariser, SummaryReply
 from nbchat.config import DEFAULT_N_CTX
 from nbchat.errors import CompactionError, ContextOverflowError, NbchatError
-from nbchat.history import Message, estimate_tokens
+from nbchat.history import Row, estimate_tokens
 
 if TYPE_CHECKING:
     import openai
@@ -153,31 +156,48 @@ class SummaryWriter:
 
     def write_cached(
         self,
-        messages: Sequence[Message],
+        rows: Sequence[Row],
+        shape: RequestShape,
         *,
-        tools: Sequence[Mapping[str, Any]],
-        max_tokens: int,
+        threshold: int,
+        reply_cap: int,
+        small: bool,
+        instruction: str | None = None,
+        focus: str | None = None,
         cancel: threading.Event | None = None,
-        response_format: Mapping[str, Any] = RESPONSE_FORMAT,
-    ) -> Digest:
-        """One cache-form request (`nbchat.compaction.cacheform`): the chat's prefix plus the
-        instruction, with the chat's tools and the checkpoint's schema (the writer's own
-        summariser: see `sends_prefix`)."""
+    ) -> tuple[int, Digest]:
+        """The longest prefix of `rows` that fits the window asked in the cache form
+        (`nbchat.compaction.cacheform`: the chat's messages plus the instruction, with the
+        chat's tools and the checkpoint's schema, the small one when `small`): how many rows
+        went (0: none, see `cache_prefix_end`) and what was said. The writer's own summariser
+        sends it (see `sends_prefix`)."""
+        # The chat's requests, up to the threshold, went to this server: its window is at
+        # least that big, whatever a server without /props lets the writer guess.
+        window = max(self.window, threshold)
+        reply = min(reply_cap, window // 4)
+        end = cache_prefix_end(
+            rows, shape, model=self.model_name, window=window, reply_tokens=reply
+        )
+        if not end:
+            return 0, Digest()
+        messages = build_cache_request(
+            rows[:end], shape, instruction=instruction, focus=focus, small=small
+        )
         try:
-            reply = self.own.summarise_prefix(
+            answer = self.own.summarise_prefix(
                 messages,
-                tools=tools,
-                max_tokens=min(max_tokens, self.window // 4),
-                response_format=response_format,
+                tools=shape.tools,
+                max_tokens=min(reply, self.window // 4),
+                response_format=SMALL_RESPONSE_FORMAT if small else RESPONSE_FORMAT,
                 stop=cancel,
             )
             digest = _read_reply(
-                Digest(chunks=1), reply, cancelled=cancel is not None and cancel.is_set()
+                Digest(chunks=1), answer, cancelled=cancel is not None and cancel.is_set()
             )
         except NbchatError as exc:
             raise self._learn_from(exc) from exc
         _log_warnings(digest)
-        return self._stamped(digest, "cache")
+        return end, self._stamped(digest, "cache")
 
     def _stamped(self, digest: Digest, form: str) -> Digest:
         """`digest` with the model and the form it was asked in, when it asked anything."""
