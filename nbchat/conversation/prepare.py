@@ -123,9 +123,6 @@ class CheckpointPreparer:
         prepared = self._prepared
         return "ready" if prepared is not None and prepared.session_id == session_id else ""
 
-    def drop(self) -> None:
-        self._prepared = None
-
     def take_warm(self, cancel: threading.Event) -> bool:
         """Whether a compaction was applied since the last idle moment (asked once)."""
         due, self.warm_due = self.warm_due and not cancel.is_set(), False
