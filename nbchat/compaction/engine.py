@@ -61,17 +61,17 @@ class CompactionEngine:
     """Decides when to compact and builds the compacted history (see the module docstring).
 
     The six positional parameters are the original nbchat's, kept so cells that drive it keep
-    working; everything added is keyword-only. `tail_messages` defaults to 5, the original
-    design's `CompactionEngine` default (the chat's `Settings.tail_messages` keeps the
-    original design's 4; `from_settings` uses that). Constructing an engine does no I/O: the
-    client (from `Settings.load()` when `client` is None) and the summariser's window are
-    looked up at the first summary. `summariser` replaces the OpenAI client with any
+    working; everything added is keyword-only. Constructing an engine does no I/O: the client
+    (from `Settings.load()` when `client` is None) and the summariser's window are looked up
+    at the first summary. `summariser` replaces the OpenAI client with any
     `Summariser` (asked transcripts only: the cache form needs the engine's own).
     """
 
     def __init__(
         self,
         threshold: int,
+        # 5 on purpose: the original design's `CompactionEngine` default (the chat's
+        # `Settings.tail_messages` keeps the original design's 4; `from_settings` passes it).
         tail_messages: int = 5,
         summary_prompt: str | None = None,
         summary_model: str | None = None,
