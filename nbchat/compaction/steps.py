@@ -49,6 +49,7 @@ __all__ = [
     "CHECKPOINT_TOKENS",
     "PRUNE_ALONE",
     "CompactionSettings",
+    "Earlier",
     "HistoryLike",
     "Preparation",
     "compact",
@@ -141,13 +142,22 @@ class CompactionSettings:
 
 
 @dataclass(frozen=True)
+class Earlier:
+    """A summary made before of the first `covered` rows: the summariser's own text (its facts
+    are made anew) and what asking for it cost."""
+
+    text: str
+    covered: int
+    paid: SummaryUsage
+
+
+@dataclass(frozen=True)
 class Preparation:
     """One compaction worked out up to the summary (see the module docstring).
 
     `pruned` is `rows` after the prune layer (`replacements`: index → placeholder); the summary
     replaces `pruned[:split.start]`. `reason` says why no summary is asked ("" when one is).
-    When `covered` is set, `earlier` is a summary of `rows[:covered]` made before (at a cost of
-    `paid`): only the rows after it are sent, to update it."""
+    With `earlier` (`reuse`), only the rows after the ones it covers are sent, to update it."""
 
     settings: CompactionSettings
     rows: tuple[Row, ...]
@@ -162,9 +172,7 @@ class Preparation:
     carried: str = ""
     focus: str | None = None
     shape: RequestShape | None = None
-    earlier: str = ""
-    covered: int = 0
-    paid: SummaryUsage = SummaryUsage()
+    earlier: Earlier | None = None
 
     @property
     def beside_tokens(self) -> int:
@@ -337,11 +345,11 @@ def reuse(
     split = _serving(preparation, covered)
     if earlier.edit.summary_row is None or split is None:
         return None
-    text = strip_facts(earlier.summary)  # the summariser's own text: facts are made anew
-    from_earlier = replace(preparation, earlier=text, covered=covered, paid=earlier.usage)
+    made = Earlier(strip_facts(earlier.summary), covered, earlier.usage)
+    from_earlier = replace(preparation, earlier=made)
     if split.start > covered and not force:
         at_once = _at(from_earlier, Split(covered, split.rule))
-        result = _summary_result(at_once, Digest(text=text))
+        result = _summary_result(at_once, Digest(text=made.text))
         if result.changed and result.tokens_after < preparation.settings.trigger:
             return at_once
     return _at(from_earlier, split)
@@ -407,7 +415,8 @@ def _summary_result(preparation: Preparation, said: Digest) -> CompactionResult:
         measured=preparation.tokens_after_pruning,
         estimated=sum(preparation.pruned_estimates) + overhead,
     )
-    usage = preparation.paid.plus(said.usage)
+    paid = preparation.earlier.paid if preparation.earlier else SummaryUsage()
+    usage = paid.plus(said.usage)
     if not result.changed:
         result = _without_summary(preparation, _without(preparation, result.reason))
         return replace(result, usage=usage, warnings=said.warnings)
@@ -431,15 +440,15 @@ def _ask(preparation: Preparation, writer: SummaryWriter, cancel: threading.Even
     after it; else in the cache form when it applies (the rows exactly as the chat sent them),
     with what does not fit the window as a transcript update; else as a transcript (chunked
     when needed)."""
-    settings, rows = preparation.settings, preparation.rows
+    settings, rows, earlier = preparation.settings, preparation.rows, preparation.earlier
     assert preparation.split is not None
     start = preparation.split.start
-    if preparation.covered:
-        if start == preparation.covered:
-            return Digest(text=preparation.earlier)
+    if earlier is not None:
+        if start == earlier.covered:
+            return Digest(text=earlier.text)
         return writer.write(
-            to_blocks(rows[preparation.covered : start]),
-            previous=preparation.earlier,
+            to_blocks(rows[earlier.covered : start]),
+            previous=earlier.text,
             max_tokens=settings.summary_max_tokens,
             fmt=settings.summary_format,
             instruction=settings.summary_prompt,

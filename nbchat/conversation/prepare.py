@@ -8,10 +8,12 @@ system prompt and the tool schemas. Nothing is written. A later idle moment brin
 date (only the rows added since are summarised). When the budget check reaches the trigger,
 `compact` hands it to `CompactionEngine.compact_prepared`: when the compaction would replace
 exactly the covered rows it is rebuilt at once, with no model call; when it would replace more,
-only those are summarised. This module decides when a checkpoint is prepared and whether it
-still fits; how it serves a compaction is the pure step `nbchat.compaction.steps.reuse`. A change of key, of a covered row or of session drops it. When one
+only those are summarised. A change of key, of a covered row or of session drops it. When one
 more turn like the last would reach the trigger, the idle moment applies it at once instead and
 has the server read the new prefix (`Conversation.warm_up`), so no reply waits for either.
+
+This module decides when a checkpoint is prepared and whether it still fits; how it serves a
+compaction is the pure step `nbchat.compaction.steps.reuse`.
 
 A preparation that fails (server down, overflow, a bad reply) leaves a log line and is tried
 again at the next idle moment, at most `MAX_FAILURES` times between two compactions, so it
