@@ -47,7 +47,7 @@ def measure(server: LocalServer) -> list[Figure]:
     same = sum(result.summary == first for result in results)
     differences = [first_difference(first, r.summary) for r in results if r.summary != first]
     computed = " / ".join(
-        "?" if r.computed_tokens is None else f"{r.computed_tokens:,}" for r in results
+        "?" if r.usage.computed_tokens is None else f"{r.usage.computed_tokens:,}" for r in results
     )
     return [
         Figure(

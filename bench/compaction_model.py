@@ -102,15 +102,16 @@ def compact(server: LocalServer, rows: list[Row], form: str) -> CompactionResult
 
 def figure_for(tokens: int, rows: list[Row], result: CompactionResult) -> Figure:
     history_tokens = sum(estimate_tokens(row) for row in rows)
-    summary_tokens = estimate_tokens(result.summary_row) if result.summary_row else 0
-    computed = result.computed_tokens
-    cached = "?" if result.cached_tokens is None else f"{result.cached_tokens:,}"
+    usage, edit = result.usage, result.edit
+    summary_tokens = estimate_tokens(edit.summary_row) if edit.summary_row else 0
+    computed = usage.computed_tokens
+    cached = "?" if usage.cached_tokens is None else f"{usage.cached_tokens:,}"
     return Figure(
         f"Qwen compaction, {tokens // 1000}k history ({len(rows)} rows, ~{history_tokens:,} tok), "
-        f"{result.summary_form or '-'} form",
+        f"{usage.form or '-'} form",
         f"{'?' if computed is None else f'{computed:,}'} prompt tok computed, {cached} from the "
-        f"cache; {result.completion_tokens:,} completion tok; {result.duration:.1f} s; "
-        f"{outcome(result)}, {result.requests} request(s); {result.rows_summarised} rows "
+        f"cache; {usage.completion_tokens:,} completion tok; {result.duration:.1f} s; "
+        f"{outcome(result)}, {usage.requests} request(s); {edit.rows_summarised} rows "
         f"summarised, summary ~{summary_tokens:,} tok"
         + "".join(f"; warning: {short_warning(text)}" for text in result.warnings),
         f"~{result.tokens_before:,} tok before",
@@ -121,12 +122,12 @@ def figure_for(tokens: int, rows: list[Row], result: CompactionResult) -> Figure
 def share_figure(tokens: int, results: dict[str, CompactionResult]) -> Figure:
     """The cache form's computed prompt tokens as a share of the transcript form's."""
     transcript, cache = results["transcript"], results["cache"]
-    if transcript.computed_tokens is None or cache.computed_tokens is None:
+    if transcript.usage.computed_tokens is None or cache.usage.computed_tokens is None:
         return Figure(f"{tokens // 1000}k: cache form / transcript form, computed", "unknown")
-    share = cache.computed_tokens / max(1, transcript.computed_tokens)
+    share = cache.usage.computed_tokens / max(1, transcript.usage.computed_tokens)
     return Figure(
         f"{tokens // 1000}k: prompt tokens computed, cache form / transcript form",
-        f"{cache.computed_tokens:,} / {transcript.computed_tokens:,}",
+        f"{cache.usage.computed_tokens:,} / {transcript.usage.computed_tokens:,}",
         f"{transcript.duration:.0f} s / {cache.duration:.0f} s wall",
         f"{share:.3f}",
         f"<= {TARGET_SHARE:.2f}",

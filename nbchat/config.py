@@ -126,6 +126,8 @@ class Settings:
     model: str = DEFAULT_MODEL
     summary_model: str = ""
     context_token_threshold: int | None = None
+    # 4 on purpose: the original design's chat default. `CompactionEngine(threshold)` keeps the
+    # original design's own default of 5 for cells that drive it; `from_settings` passes this.
     tail_messages: int = 4
     trigger_factor: float = DEFAULT_TRIGGER_FACTOR
     # Past this share of the trigger the widget prepares the next summary while the user

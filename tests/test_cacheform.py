@@ -127,8 +127,8 @@ def test_the_summary_request_continues_the_chats_last_request_byte_for_byte(
     assert summary["tools"] == chat["tools"]
     assert len(summary["tools"]) > 0
     assert summary["response_format"] == RESPONSE_FORMAT
-    assert finished.result.summary_form == "cache"
-    assert finished.result.rows_summarised == len(prefix) - 1  # the system message is no row
+    assert finished.result.usage.form == "cache"
+    assert finished.result.edit.rows_summarised == len(prefix) - 1  # the system message is no row
 
 
 def test_a_small_models_summary_carries_no_schemas_as_its_chat_carries_none(
@@ -155,7 +155,7 @@ def test_a_separate_summary_model_gets_the_transcript_form(
     assert summary["model"] == "summary-model"
     assert "tools" not in summary
     assert summary["messages"][1]["content"].startswith("<conversation>\n")
-    assert finished.result.summary_form == "transcript"
+    assert finished.result.usage.form == "transcript"
 
 
 def test_input_bigger_than_the_window_is_asked_in_the_cache_form_then_chunked_updates(
@@ -172,13 +172,13 @@ def test_input_bigger_than_the_window_is_asked_in_the_cache_form_then_chunked_up
     engine.request_shape = RequestShape("Be brief.", (), "fake-model")
     result = engine.compact(History(rows))
     first, *updates = server.chat_requests()
-    assert result.summary_form == "cache+transcript"
+    assert result.usage.form == "cache+transcript"
     assert result.layer == "chunked"
     end = len(first["messages"]) - 2  # the rows that fit, less the system and instruction
     assert 2 <= end < len(rows) - 2
     assert first["messages"][:-1] == build_messages(rows[:end], "Be brief.")
     assert first["messages"][-1]["content"] == SMALL_CACHE_INSTRUCTION  # a 1,500 trigger
-    assert len(updates) == result.requests - 1 > 1
+    assert len(updates) == result.usage.requests - 1 > 1
     for body in updates:
         assert body["messages"][1]["content"].startswith("<conversation>\n[")
         assert "<previous-summary>" in body["messages"][1]["content"]

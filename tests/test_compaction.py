@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from strategies import histories, tail_budgets, well_formed_histories
 
 from nbchat.compaction.engine import CompactionEngine
-from nbchat.compaction.result import CompactionResult, apply_compaction
+from nbchat.compaction.result import unchanged
 from nbchat.compaction.split import (
     Split,
     TailBudget,
@@ -29,6 +29,7 @@ from nbchat.compaction.split import (
     find_user_tail,
 )
 from nbchat.config import Settings
+from nbchat.conversation.session import apply_compaction
 from nbchat.errors import CompactionError, NbchatError
 from nbchat.history import History, Message, Row, build_messages, estimate_tokens, repair_rows
 from nbchat.llm.client import stream_chat
@@ -369,10 +370,10 @@ class TestLayers:
         fake = FakeSummariser()
         rows = [*one_long_turn(6), assistant("done"), user("thanks"), assistant("bye")]
         result = engine_with(fake, threshold=6000, prune_alone=True).compact(rows)
-        assert (result.changed, result.layer, result.requests) == (True, "prune", 0)
+        assert (result.changed, result.layer, result.usage.requests) == (True, "prune", 0)
         assert fake.requests == []
         assert result.tokens_after < engine_with(threshold=6000).trigger
-        for index, placeholder in result.replacements.items():
+        for index, placeholder in result.edit.replacements.items():
             assert result.rows[index] == placeholder
             assert placeholder.tool_id == rows[index].tool_id
             assert f'read_archived_output(tool_id="{placeholder.tool_id}")' in placeholder.content
@@ -390,10 +391,10 @@ class TestLayers:
         rows = [*one_long_turn(4), *chatty(4), user("now"), assistant("ok")]
         result = engine_with(threshold=6000, summary_max_tokens=200).compact(rows)
         assert result.layer == "summary"
-        assert result.summary_row == result.rows[0]
-        assert result.keep_tail == len(result.rows) - 1
-        assert result.rows_summarised == len(rows) - result.keep_tail
-        assert all(i >= result.rows_summarised for i in result.replacements)
+        assert result.edit.summary_row == result.rows[0]
+        assert result.edit.keep_tail == len(result.rows) - 1
+        assert result.edit.rows_summarised == len(rows) - result.edit.keep_tail
+        assert all(i >= result.edit.rows_summarised for i in result.edit.replacements)
         assert result.tokens_after < result.tokens_before
 
     def test_input_bigger_than_the_window_is_summarised_in_chunks(self) -> None:
@@ -402,7 +403,7 @@ class TestLayers:
         engine = engine_with(fake, threshold=3000, summariser_context=2000, summary_max_tokens=200)
         result = engine.compact(rows)
         assert result.layer == "chunked"
-        assert result.requests == len(fake.requests) > 1
+        assert result.usage.requests == len(fake.requests) > 1
         for request in fake.requests:
             size = sum(len(str(m["content"])) // 3 for m in request["messages"])
             assert size + request["max_tokens"] <= 2000
@@ -438,7 +439,7 @@ class TestLayers:
         result = engine_with(fake, threshold=10).compact(CONVERSATION)
         assert (result.changed, result.rows) == (False, tuple(CONVERSATION))
         assert result.reason == "the summary would not shrink it"
-        assert result.requests == 1
+        assert result.usage.requests == 1
 
     def test_a_summary_that_is_not_applied_names_no_layer(self) -> None:
         fake = FakeSummariser("## Goal\n" + "very long " * 200)
@@ -447,8 +448,12 @@ class TestLayers:
 
     def test_the_result_carries_usage_model_and_timing(self) -> None:
         result = engine_with(threshold=10, summary_model="small").compact(CONVERSATION)
-        assert (result.prompt_tokens, result.completion_tokens, result.requests) == (100, 20, 1)
-        assert result.model == "small"
+        assert (
+            result.usage.prompt_tokens,
+            result.usage.completion_tokens,
+            result.usage.requests,
+        ) == (100, 20, 1)
+        assert result.usage.model == "small"
         assert result.duration > 0
         assert result.tokens_before == engine_with().context_tokens(CONVERSATION)
         assert result.tokens_after == engine_with().context_tokens(list(result.rows))
@@ -501,7 +506,9 @@ class TestProperties:
     ) -> None:
         engine = engine_with(FakeSummariser("lorem ipsum"), threshold=threshold)
         result = engine.compact(rows, force=force)
-        check_compaction([result.replacements.get(i, r) for i, r in enumerate(rows)], result.rows)
+        check_compaction(
+            [result.edit.replacements.get(i, r) for i, r in enumerate(rows)], result.rows
+        )
         assert repair_rows(result.rows).dropped == []
         assert result.changed == (result.rows != tuple(rows))
         again = engine.compact(list(result.rows), force=force)
@@ -548,10 +555,10 @@ class TestSplitRule:
 
 
 def test_a_result_is_a_frozen_value() -> None:
-    result = CompactionResult.unchanged([user("hi")], 1, "nothing to do")
+    result = unchanged([user("hi")], 1, "nothing to do")
     with pytest.raises(AttributeError):
-        result.changed = True  # type: ignore[misc]
-    assert result.rows_pruned == 0
+        result.layer = "summary"  # type: ignore[misc]
+    assert (result.changed, result.edit.rows_pruned) == (False, 0)
 
 
 @pytest.fixture
@@ -714,7 +721,7 @@ def test_a_prune_is_stored_with_placeholders_in_place_and_originals_archived(
     assert result.layer == "prune"
     assert store.load_active(session) == list(result.rows)
     assert [c["kind"] for c in store.list_compactions(session)] == ["prune"]
-    for index in result.replacements:
+    for index in result.edit.replacements:
         original = store.find_tool_result(session, rows[index].tool_id)
         assert original is not None
         assert original.row == rows[index]
@@ -737,9 +744,11 @@ def test_placeholders_in_the_kept_tail_and_the_summary_are_stored_together(store
     result = engine.compact(store.load_active(session))
     ids = apply_compaction(store, session, result, expected_active=len(rows))
     assert result.layer == "chunked"  # 20,000 tokens of answers do not fit one request
-    assert sorted(result.replacements) == [len(rows) - 12, len(rows) - 10]
-    assert result.keep_tail == len(last_turn) + 1
+    assert sorted(result.edit.replacements) == [len(rows) - 12, len(rows) - 10]
+    assert result.edit.keep_tail == len(last_turn) + 1
     assert [c["kind"] for c in store.list_compactions(session)] == ["prune", "chunked"]
     assert len(ids) == 2
     assert store.load_active(session) == list(result.rows)
-    assert result.pruned_tokens == 2 * (1000 - estimate_tokens(result.replacements[len(rows) - 12]))
+    assert result.edit.pruned_tokens == 2 * (
+        1000 - estimate_tokens(result.edit.replacements[len(rows) - 12])
+    )

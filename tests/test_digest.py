@@ -11,6 +11,7 @@ import openai
 import pytest
 from compaction_strategies import SUMMARY, FakeSummariser
 from fakeserver import FakeServer, Reply
+from fixtures_server import Canned, ScriptedServer, client_for, settings_for
 
 from nbchat.compaction import modelsummariser as summariser_module
 from nbchat.compaction.modelsummariser import OpenAISummariser, to_compaction_error
@@ -40,13 +41,13 @@ def digest(fake: FakeSummariser, blocks: Sequence[str] = BLOCKS, **options: Any)
 def test_each_chunk_updates_the_summary_so_far() -> None:
     fake = FakeSummariser(lambda messages: f"## Goal\nafter {len(fake.requests)}")
     result = digest(fake)
-    assert result.chunks == result.requests == len(fake.requests) > 2
-    assert result.text == f"## Goal\nafter {result.requests}"
+    assert result.chunks == result.usage.requests == len(fake.requests) > 2
+    assert result.text == f"## Goal\nafter {result.usage.requests}"
     assert "<previous-summary>" not in fake.prompts[0]
     assert "<previous-summary>\n## Goal\nafter 1\n</previous-summary>" in fake.prompts[1]
-    assert (result.prompt_tokens, result.completion_tokens) == (
-        100 * result.requests,
-        20 * result.requests,
+    assert (result.usage.prompt_tokens, result.usage.completion_tokens) == (
+        100 * result.usage.requests,
+        20 * result.usage.requests,
     )
 
 
@@ -78,7 +79,7 @@ def test_a_stopped_reply_is_a_cancel_not_an_error() -> None:
             return SummaryReply("half a summ", finish_reason="stopped")
 
     result = digest(Stopped())
-    assert (result.cancelled, result.requests) == (True, 1)
+    assert (result.cancelled, result.usage.requests) == (True, 1)
 
 
 def test_a_reply_cut_at_max_tokens_is_kept_with_a_warning() -> None:
@@ -92,24 +93,23 @@ def test_a_reply_cut_at_max_tokens_is_kept_with_a_warning() -> None:
     assert result.warnings == ("the summary was cut at its max_tokens",)
 
 
-class SizedFake(FakeSummariser):
-    def __init__(self, size: int | None) -> None:
-        super().__init__()
-        self.size = size
-        self.asked = 0
-
-    def context_size(self) -> int | None:
-        self.asked += 1
-        return self.size
-
-
-def test_the_window_is_asked_once_and_defaults_to_8192() -> None:
-    sized = SizedFake(3000)
-    writer = SummaryWriter(sized)
-    assert (writer.window, writer.window, sized.asked) == (3000, 3000, 1)
-    assert SummaryWriter(SizedFake(None)).window == 8192
+def test_the_window_is_asked_once_of_the_own_summariser_and_defaults_to_8192(
+    tmp_path: Path,
+) -> None:
+    with ScriptedServer() as server, client_for(server.url, tmp_path) as client:
+        server.add("/props", Canned(body={"n_ctx": 3000}), Canned(body={"n_ctx": 3000}))
+        settings = settings_for(server.url, tmp_path)
+        writer = SummaryWriter(None, client=client, model="m", settings=settings)
+        assert (writer.window, writer.window) == (3000, 3000)
+        given = SummaryWriter(None, client=client, model="m", settings=settings, window=5000)
+        assert given.window == 5000
+        asked = [path for path, _ in server.requests if path == "/props"]
+    assert asked == ["/props"]
+    with ScriptedServer() as silent, client_for(silent.url, tmp_path) as client:
+        settings = settings_for(silent.url, tmp_path)
+        assert SummaryWriter(None, client=client, model="m", settings=settings).window == 8192
+    # A summariser handed in is asked nothing but summaries: the window is the default.
     assert SummaryWriter(FakeSummariser()).window == 8192
-    assert SummaryWriter(SizedFake(3000), window=5000).window == 5000
 
 
 def test_an_overflow_teaches_the_writer_the_real_window() -> None:

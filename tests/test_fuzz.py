@@ -172,11 +172,11 @@ def test_the_engine_compacts_any_history_or_says_why(
     assert result.changed == (list(result.rows) != [to_row(row) for row in rows])
     assert result.reason
     assert_well_paired(build_messages(result.rows))
-    if result.summary_row is not None:
+    if result.edit.summary_row is not None:
         kept = list(result.rows[1:])
         assert (
             kept
-            == [result.replacements.get(i, to_row(r)) for i, r in enumerate(rows)][
+            == [result.edit.replacements.get(i, to_row(r)) for i, r in enumerate(rows)][
                 len(rows) - len(kept) :
             ]
         )

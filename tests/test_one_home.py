@@ -10,9 +10,10 @@ import tokenize
 from pathlib import Path
 
 from nbchat import config, history
-from nbchat.compaction import result, sizing, split, writer
+from nbchat.compaction import result, split, steps, writer
 from nbchat.compaction.engine import CompactionEngine
 from nbchat.config import Settings
+from nbchat.conversation import session
 from nbchat.embedded import server
 from nbchat.store.records import CompactionRecord
 
@@ -83,7 +84,7 @@ def test_the_modules_use_the_one_definition() -> None:
     assert bare.summary_max_tokens == settings.summary_max_tokens
     assert writer.DEFAULT_SUMMARISER_CONTEXT == settings.local_n_ctx == server.DEFAULT_N_CTX
     assert split.UNSENT_ROLES is history.UNSENT_ROLES
-    assert sizing.context_tokens is history.context_tokens
+    assert steps.context_tokens is history.context_tokens
     assert history.estimate_tokens("x" * 30) == 10
     assert history.estimate_tokens(("user", "x" * 30, "", "", "y" * 9)) == 13
 
@@ -109,8 +110,7 @@ def test_apply_compaction_hands_the_store_its_own_record_type() -> None:
 
     rows = [history.Row("user", "x" * 300), history.Row("assistant", "y" * 300)]
     summary = history.Row("compacted", "short")
-    done = result.CompactionResult.summarised(
-        rows + rows, [100] * 4, summary, start=3, rule="turn", measured=400
-    )
-    assert result.apply_compaction(Recording(), "s", done, expected_active=4) == [2]
+    done = result.summarised(rows + rows, [100] * 4, summary, start=3, rule="turn", measured=400)
+    recording = Recording()
+    assert session.apply_compaction(recording, "s", done, expected_active=4) == [2]  # type: ignore[arg-type]
     assert [type(record) for record in records] == [CompactionRecord]

@@ -20,8 +20,8 @@ from helpers import Script, is_summary_request
 
 from nbchat.compaction.engine import CompactionEngine
 from nbchat.compaction.prune import is_placeholder
-from nbchat.compaction.result import apply_compaction
 from nbchat.config import Settings
+from nbchat.conversation.session import apply_compaction
 from nbchat.history import Row
 from nbchat.store.store import Store
 
@@ -66,7 +66,7 @@ def test_by_default_a_compaction_prunes_only_beside_a_summary(
     # Everything after the new summary row is the old history's tail, unchanged or pruned:
     # the prefix breaks once, at the start.
     assert active[1:] == list(result.rows[1:])
-    assert all(index >= len(rows) - result.keep_tail for index in result.replacements)
+    assert all(index >= len(rows) - result.edit.keep_tail for index in result.edit.replacements)
     kinds = [record["kind"] for record in store.list_compactions(session)]
     assert kinds[-1] == "summary"
 
@@ -83,4 +83,4 @@ def test_prune_alone_still_compacts_without_a_model_call_when_asked(
     assert server.chat_requests() == []
     assert [record["kind"] for record in store.list_compactions(session)] == ["prune"]
     placeholders = sum(is_placeholder(row) for row in store.load_active(session))
-    assert placeholders == len(result.replacements) > 0
+    assert placeholders == len(result.edit.replacements) > 0

@@ -156,7 +156,7 @@ def test_a_prepared_compaction_is_applied_at_the_trigger_without_a_summary_reque
     # The prepared summary replaces exactly the rows it covers; everything after them stays.
     rows = chat.history.rows
     assert rows[0].role == "compacted" and rows[0].content.startswith(
-        prepared.result.summary_row.content.split("\n\n# Recorded facts")[0]  # type: ignore[union-attr]
+        prepared.result.edit.summary_row.content.split("\n\n# Recorded facts")[0]  # type: ignore[union-attr]
     )
     assert rows[1 : len(rows_then) - covered + 1] == rows_then[covered:]
     assert finished[0].tokens_after < chat.engine.trigger

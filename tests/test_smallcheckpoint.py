@@ -19,9 +19,9 @@ from fakeserver import FakeServer, Reply
 from helpers import Script, is_summary_request, run
 
 from nbchat.compaction.cacheform import SMALL_CACHE_INSTRUCTION
-from nbchat.compaction.engine import CompactionEngine
 from nbchat.compaction.prompts import RESPONSE_FORMAT, SMALL_RESPONSE_FORMAT
 from nbchat.compaction.result import CompactionResult
+from nbchat.compaction.steps import CompactionSettings
 from nbchat.conversation.events import CompactionFinished
 from nbchat.conversation.loop import Conversation
 from nbchat.history import estimate_tokens
@@ -95,10 +95,10 @@ def test_a_small_trigger_records_only_the_newest_user_words_beside_the_checkpoin
     _, result = compacting_turn(
         server, store, settings, script, tools=ToolRegistry(), question=question
     )
-    assert result.summary_row is not None
-    quoted = [line for line in result.summary_row.content.splitlines() if "> question" in line]
+    assert result.edit.summary_row is not None
+    quoted = [line for line in result.edit.summary_row.content.splitlines() if "> question" in line]
     assert 2 <= len(quoted) <= 3  # the first message and the newest one or two
-    assert estimate_tokens(result.summary_row) < 1600 * 3 // 4 // 4
+    assert estimate_tokens(result.edit.summary_row) < 1600 * 3 // 4 // 4
 
 
 def test_a_big_trigger_keeps_the_full_checkpoint_and_its_cap(
@@ -113,6 +113,10 @@ def test_a_big_trigger_keeps_the_full_checkpoint_and_its_cap(
 
 
 def test_the_cap_never_goes_under_its_floor_nor_over_the_setting() -> None:
-    assert CompactionEngine(400, summary_max_tokens=1024).checkpoint_tokens == 96
-    assert CompactionEngine(400, summary_max_tokens=50).checkpoint_tokens == 50
-    assert CompactionEngine(100_000, summary_max_tokens=1024).checkpoint_tokens == 1024
+    def cap(threshold: int, summary_max_tokens: int) -> int:
+        settings = CompactionSettings(threshold, 5, summary_max_tokens=summary_max_tokens)
+        return settings.checkpoint_tokens
+
+    assert cap(400, 1024) == 96
+    assert cap(400, 50) == 50
+    assert cap(100_000, 1024) == 1024

@@ -161,8 +161,8 @@ class Soak:
             if isinstance(event, CompactionFinished) and event.result.changed:
                 result = event.result
                 self.layers[result.layer] += 1
-                self.records_expected += bool(result.replacements) + (
-                    result.summary_row is not None
+                self.records_expected += bool(result.edit.replacements) + (
+                    result.edit.summary_row is not None
                 )
 
     def drain(self, server: FakeServer) -> None:

@@ -131,7 +131,6 @@ def test_a_json_reply_is_rendered_as_markdown_sections() -> None:
         "critical_context": ["parser.py line 40"],
     }
     checkpoint = parse_reply("```json\n" + json.dumps(reply) + "\n```")
-    assert checkpoint.was_json
     assert checkpoint.missing == ()
     assert checkpoint.text == (
         "## Goal\nFix the parser\n\n## Constraints & preferences\n- no new dependencies\n\n"
@@ -162,7 +161,7 @@ def test_a_markdown_reply_is_kept_and_its_headings_checked() -> None:
         "## Key decisions\n## Next Steps\n"
     )
     checkpoint = parse_reply(text)
-    assert (checkpoint.text, checkpoint.was_json) == (text.strip(), False)
+    assert checkpoint.text == text.strip()  # kept as written: not read as JSON
     assert checkpoint.missing == ("Critical context",)
 
 
@@ -179,6 +178,6 @@ def test_a_json_summary_cut_at_its_token_limit_keeps_what_was_written(cut: int) 
         '"blocked": [], "decisions": [], "next_steps": ["rerun"], "critical_context": []}'
     )
     checkpoint = parse_reply(whole[:cut])
-    assert checkpoint.was_json
+    # Read as JSON (the object is rendered as sections), not kept as the raw text.
     assert checkpoint.text.startswith('## Goal\nFix the "parser", fast')
     assert parse_reply(whole).text.count("(none)") == 3

@@ -25,9 +25,10 @@ from hypothesis import strategies as st
 
 from nbchat.cli.command import main
 from nbchat.compaction.engine import CompactionEngine
-from nbchat.compaction.result import CompactionResult, apply_compaction
+from nbchat.compaction.result import CompactionResult, Edit
 from nbchat.config import Settings
 from nbchat.conversation.loop import Conversation
+from nbchat.conversation.session import apply_compaction
 from nbchat.errors import NbchatError, SessionLockedError, StoreError
 from nbchat.history import Row
 from nbchat.store.records import CompactionRecord
@@ -120,15 +121,17 @@ def test_undo_of_a_prune_and_its_summary_takes_both_back(store: Store) -> None:
     summary = Row("compacted", "what happened")
     result = CompactionResult(
         rows=(summary, rows[4], rows[5], placeholder, rows[7]),
-        changed=True,
         layer="summary",
         reason="test",
         tokens_before=900,
         tokens_after=200,
-        replacements=MappingProxyType({6: placeholder}),
-        pruned_tokens=150,
-        keep_tail=4,
-        summary_row=summary,
+        edit=Edit(
+            replacements=MappingProxyType({6: placeholder}),
+            pruned_tokens=150,
+            summary_row=summary,
+            rows_summarised=4,
+            keep_tail=4,
+        ),
         duration=0.25,
     )
     ids = apply_compaction(store, session, result, expected_active=len(rows))
@@ -648,12 +651,11 @@ def test_after_undoing_a_prune_the_transcript_shows_the_original_output(
     placeholder = Row("tool", "[placeholder for the pruned output]", "c1", "read_file", "")
     pruned = CompactionResult(
         rows=(rows[0], rows[1], placeholder, rows[3]),
-        changed=True,
         layer="prune",
         reason="test",
         tokens_before=300,
         tokens_after=100,
-        replacements=MappingProxyType({2: placeholder}),
+        edit=Edit(replacements=MappingProxyType({2: placeholder})),
     )
     apply_compaction(store, session, pruned, expected_active=4)
     client = openai.OpenAI(base_url=server.url + "/v1", api_key="test", max_retries=0)
@@ -703,12 +705,11 @@ def pruned_session(store: Store) -> tuple[str, list[Row], CompactionResult]:
     placeholder = Row("tool", "[placeholder for the pruned output]", "c1", "read_file", "")
     result = CompactionResult(
         rows=(rows[0], rows[1], placeholder, *rows[3:]),
-        changed=True,
         layer="prune",
         reason="test",
         tokens_before=300,
         tokens_after=100,
-        replacements=MappingProxyType({2: placeholder}),
+        edit=Edit(replacements=MappingProxyType({2: placeholder})),
     )
     return session, rows, result
 

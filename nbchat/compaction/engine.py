@@ -1,12 +1,10 @@
-"""`CompactionEngine`: keeps every request inside the token budget without losing what matters.
+"""`CompactionEngine`: the original API, a thin front over the compaction steps.
 
-The engine decides and builds; it never opens the DB or touches widgets. It is built in three
-layers, each its own module: the sizes (`nbchat.compaction.sizing`: trigger, overhead,
-checkpoint cap, keep budget), the prune and summary layers and the summary call
-(`nbchat.compaction.layers`), and the reuse of a checkpoint prepared in the background
-(`nbchat.compaction.prepared`). Its pure steps live beside them: the split, the prune, the
-facts, the prompts, the cache form. The one call to a model goes through a `Summariser` (by
-default `nbchat.compaction.modelsummariser.OpenAISummariser`, imported only when first needed).
+The engine holds the options a cell or the conversation gives it (the threshold, the tail, the
+system prompt and tool schemas, the summary's model and form) and the summariser
+(`nbchat.compaction.writer.SummaryWriter`: the one handed in, else an `OpenAISummariser` built at
+the first summary). Each call is the steps of `nbchat.compaction.steps`: `prepare` the
+compaction, then `compact` it (the one model call). It never opens the DB or touches widgets.
 
 - `total_tokens(history)`: rows only, the baseline len//3 rule; O(1) on a `History`.
 - `should_compact(history)`: rows + system prompt + tool schemas (or the server's reported
@@ -14,20 +12,17 @@ default `nbchat.compaction.modelsummariser.OpenAISummariser`, imported only when
 - `compact_history(history)`: the baseline, `[compacted, *tail]` or the history unchanged.
 - `compact(history, ...)`: the layered path the conversation loop uses: prune old tool
   outputs and summarise (in chunks when the input exceeds the summariser's window); a prune
-  alone only with `prune_alone` (see `layers.PRUNE_ALONE`). Returns a `CompactionResult` with
-  everything measurable.
+  alone only with `prune_alone` (see `steps.PRUNE_ALONE`). Returns a `CompactionResult`.
 - `compact_prepared(history, prepared)`: what `compact` would do now, from a summary prepared
-  earlier in the background (`nbchat.compaction.prepared`); only rows added since are
-  summarised.
+  earlier in the background (`steps.reuse`); only rows added since are summarised.
 - `preview(history, focus=...)`: the forced `compact` the Compact button proposes, to look at
   (and edit) before anything is applied.
-- `apply_compaction(store, ...)`: writes a result in one store transaction (archive, never
-  delete), through a small protocol so this module never imports `nbchat.store.store`.
+
+The store write is the caller's: `nbchat.conversation.session.apply_compaction`.
 """
 
 from __future__ import annotations
 
-import logging
 import threading
 import time
 from collections.abc import Mapping, Sequence
@@ -35,48 +30,48 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from nbchat.compaction.cacheform import RequestShape
-from nbchat.compaction.layers import PRUNE_ALONE
-from nbchat.compaction.prepared import PreparedCompaction
 from nbchat.compaction.prompts import SummaryFormat
-from nbchat.compaction.result import CompactionResult, CompactionStore, Layer, apply_compaction
-from nbchat.compaction.sizing import CHECKPOINT_TOKENS, HistoryLike, rows_and_estimates
+from nbchat.compaction.result import CompactionResult
+from nbchat.compaction.steps import (
+    PRUNE_ALONE,
+    CompactionSettings,
+    HistoryLike,
+    Preparation,
+    compact,
+    is_settled,
+    prepare,
+    prepare_baseline,
+    reuse,
+    trigger_tokens,
+)
 from nbchat.compaction.summariser import Summariser
 from nbchat.compaction.writer import SummaryWriter
 from nbchat.config import DEFAULT_SUMMARY_MAX_TOKENS, DEFAULT_TRIGGER_FACTOR
-from nbchat.history import Row
+from nbchat.history import History, Row, context_tokens, estimate_tokens, request_overhead_tokens
 
 if TYPE_CHECKING:
     import openai
 
     from nbchat.config import Settings
 
-__all__ = [
-    "CHECKPOINT_TOKENS",
-    "PRUNE_ALONE",
-    "CompactionEngine",
-    "CompactionResult",
-    "CompactionStore",
-    "Layer",
-    "apply_compaction",
-]
-
-log = logging.getLogger(__name__)
-
-DEFAULT_SUMMARY_FORMAT: SummaryFormat = "json"
+__all__ = ["CompactionEngine"]
 
 
-class CompactionEngine(PreparedCompaction):
+class CompactionEngine:
     """Decides when to compact and builds the compacted history (see the module docstring).
 
     The six positional parameters are the original nbchat's, kept so cells that drive it keep
     working; everything added is keyword-only. Constructing an engine does no I/O: the client
-    (from `Settings.load()` when `client` is None) and the summariser's window are looked up at
-    the first summary. `summariser` replaces the OpenAI client with any `Summariser`.
+    (from `Settings.load()` when `client` is None) and the summariser's window are looked up
+    at the first summary. `summariser` replaces the OpenAI client with any
+    `Summariser` (asked transcripts only: the cache form needs the engine's own).
     """
 
     def __init__(
         self,
         threshold: int,
+        # 5 on purpose: the original design's `CompactionEngine` default (the chat's
+        # `Settings.tail_messages` keeps the original design's 4; `from_settings` passes it).
         tail_messages: int = 5,
         summary_prompt: str | None = None,
         summary_model: str | None = None,
@@ -87,11 +82,9 @@ class CompactionEngine(PreparedCompaction):
         tool_schemas: Sequence[Mapping[str, Any]] = (),
         summary_max_tokens: int | None = None,
         summariser_context: int | None = None,
-        summary_format: SummaryFormat = DEFAULT_SUMMARY_FORMAT,
-        extra_body: Mapping[str, Any] | None = None,
+        summary_format: SummaryFormat = "json",
         settings: Settings | None = None,
         summariser: Summariser | None = None,
-        prune_protect_tokens: int | None = None,
         prune_alone: bool = PRUNE_ALONE,
     ) -> None:
         self.threshold = threshold
@@ -99,11 +92,10 @@ class CompactionEngine(PreparedCompaction):
         self.summary_prompt = summary_prompt
         self.summary_model = summary_model or (settings.summary_model if settings else None)
         self.system_prompt = system_prompt
-        self.client = client
+        self.tool_schemas = tuple(tool_schemas)
         self.trigger_factor: float = _pick(
             trigger_factor, settings, name="trigger_factor", default=DEFAULT_TRIGGER_FACTOR
         )
-        self.tool_schemas = tuple(tool_schemas)
         self.summary_max_tokens: int = _pick(
             summary_max_tokens,
             settings,
@@ -111,20 +103,16 @@ class CompactionEngine(PreparedCompaction):
             default=DEFAULT_SUMMARY_MAX_TOKENS,
         )
         self.summary_format = summary_format
-        self.extra_body = dict(extra_body) if extra_body else None
-        self.settings = settings
-        self.prune_protect_tokens = prune_protect_tokens
         self.prune_alone = prune_alone
-        self._summariser = summariser
-        self._summary_writer: SummaryWriter | None = None
-        self._window: int | None = summariser_context or (
-            settings.summariser_context if settings else None
-        )
-        _validate(self)
-        self._overhead: tuple[str, tuple[Mapping[str, Any], ...], int] | None = None
         # The chat's last request (set by the conversation): the summary is then asked as its
         # continuation, inside the server's prompt cache (`nbchat.compaction.cacheform`).
         self.request_shape: RequestShape | None = None
+        _validate(self)
+        window = summariser_context or (settings.summariser_context if settings else None)
+        self._writer = SummaryWriter(
+            summariser, client=client, model=self.summary_model, settings=settings, window=window
+        )
+        self._overhead: tuple[str, tuple[Mapping[str, Any], ...], int] | None = None
 
     @classmethod
     def from_settings(
@@ -155,9 +143,52 @@ class CompactionEngine(PreparedCompaction):
             f"trigger={self.trigger})"
         )
 
+    @property
+    def trigger(self) -> int:
+        """Compaction triggers at this many tokens and aims to land under it."""
+        return trigger_tokens(self.threshold, self.trigger_factor)
+
+    @property
+    def overhead_tokens(self) -> int:
+        """The system prompt's and the tool schemas' estimate, counted again only when changed."""
+        cached = self._overhead
+        if (
+            cached is None
+            or cached[0] is not self.system_prompt
+            or cached[1] is not self.tool_schemas
+        ):
+            tokens = request_overhead_tokens(self.system_prompt, self.tool_schemas)
+            self._overhead = cached = (self.system_prompt, self.tool_schemas, tokens)
+        return cached[2]
+
+    @property
+    def compaction_settings(self) -> CompactionSettings:
+        """The value the steps are sized and asked by, from this engine's options now."""
+        return CompactionSettings(
+            threshold=self.threshold,
+            tail_messages=self.tail_messages,
+            overhead_tokens=self.overhead_tokens,
+            trigger_factor=self.trigger_factor,
+            summary_max_tokens=self.summary_max_tokens,
+            summary_format=self.summary_format,
+            summary_prompt=self.summary_prompt,
+            prune_alone=self.prune_alone,
+        )
+
+    def total_tokens(self, history: HistoryLike) -> int:
+        """Rows only, the baseline rule; O(1) on a `History`, a rescan on a list."""
+        if isinstance(history, History):
+            return history.total_tokens
+        return sum(estimate_tokens(row) for row in history)
+
+    def context_tokens(self, history: HistoryLike) -> int:
+        """The size of the next request (`nbchat.history.context_tokens` with this engine's
+        system prompt and tool schemas)."""
+        return context_tokens(history, self.overhead_tokens)
+
     def should_compact(self, history: HistoryLike) -> bool:
         """At or over the trigger, unless the history is already `[compacted, <= tail rows]`."""
-        if len(history) == 0 or self._is_settled(history):
+        if len(history) == 0 or is_settled(history, self.tail_messages):
             return False
         return self.context_tokens(history) >= self.trigger
 
@@ -166,14 +197,8 @@ class CompactionEngine(PreparedCompaction):
 
         Raises `CompactionError` when the summariser fails; the history is not touched.
         """
-        rows, estimates = rows_and_estimates(history)
-        measured = self.context_tokens(history)
-        if self._is_settled(rows):
-            return rows
-        result = self._summarise(
-            rows, rows, estimates, measured=measured, over=measured >= self.trigger
-        )
-        return list(result.rows)
+        preparation = prepare_baseline(history, self.compaction_settings)
+        return list(compact(preparation, self._writer).rows)
 
     def compact(
         self,
@@ -190,29 +215,29 @@ class CompactionEngine(PreparedCompaction):
         returns `changed=False`. Raises `CompactionError` when the summariser fails.
         """
         started = time.monotonic()
-        rows, estimates = rows_and_estimates(history)
-        before = self.context_tokens(history)
-        if not force and before < self.trigger:
-            result = CompactionResult.unchanged(
-                rows, before, f"under the trigger ({before:,} of {self.trigger:,})"
-            )
-        elif not rows or self._is_settled(rows):
-            result = CompactionResult.unchanged(
-                rows, before, "already compacted: a summary and the recent rows"
-            )
-        else:
-            pruned, pruned_estimates = self._prune(rows, estimates, before)
-            if self._prune_is_enough(pruned, force=force):
-                result = pruned  # the cheap layer was enough: no model call
-            else:
-                result = self._summarise_pruned(
-                    rows,
-                    estimates,
-                    pruned,
-                    pruned_estimates=pruned_estimates,
-                    focus=focus,
-                    cancel=cancel,
-                )
+        preparation = self._prepare(history, force=force, focus=focus)
+        result = compact(preparation, self._writer, cancel=cancel)
+        return replace(result, duration=time.monotonic() - started)
+
+    def compact_prepared(
+        self,
+        history: HistoryLike,
+        prepared: CompactionResult,
+        *,
+        force: bool = False,
+        cancel: threading.Event | None = None,
+    ) -> CompactionResult | None:
+        """`compact(history)` reusing `prepared`, a forced compaction made earlier of this
+        history's first rows (the caller checks they are unchanged; see `steps.reuse`). None
+        when `prepared` cannot serve, or its summary would not shrink the history now: compact
+        as usual then."""
+        started = time.monotonic()
+        preparation = reuse(self._prepare(history, force=force), prepared, force=force)
+        if preparation is None:
+            return None
+        result = compact(preparation, self._writer, cancel=cancel)
+        if result.edit.summary_row is None and not result.cancelled:
+            return None
         return replace(result, duration=time.monotonic() - started)
 
     def preview(
@@ -228,6 +253,17 @@ class CompactionEngine(PreparedCompaction):
         (`apply_compaction`, or `Conversation.accept_compaction`). The summariser is called.
         """
         return self.compact(history, force=True, focus=focus, cancel=cancel)
+
+    def _prepare(
+        self, history: HistoryLike, *, force: bool, focus: str | None = None
+    ) -> Preparation:
+        return prepare(
+            history,
+            self.compaction_settings,
+            force=force,
+            focus=focus,
+            shape=self.request_shape,
+        )
 
 
 def _pick(value: Any, settings: Settings | None, *, name: str, default: Any) -> Any:

@@ -191,7 +191,6 @@ class Checkpoint:
 
     text: str
     missing: tuple[str, ...]
-    was_json: bool
     over_budget: tuple[str, ...] = ()  # sections cut to their budget (a server ignored it)
 
 
@@ -309,7 +308,7 @@ def parse_reply(text: str) -> Checkpoint:
         data = _load_json_object(candidate)
         if data is not None:
             return _from_json(data)
-    return Checkpoint(stripped, _missing_headings(stripped), was_json=False)
+    return Checkpoint(stripped, _missing_headings(stripped))
 
 
 def _load_json_object(text: str) -> dict[str, Any] | None:
@@ -369,7 +368,7 @@ def _from_json(data: Mapping[str, Any]) -> Checkpoint:
         sections.append(heading + "\n" + ("\n".join(lines) if lines else "(none)"))
     missing = tuple(dict.fromkeys(JSON_KEY_SECTION[k] for k in JSON_KEY_SECTION if k not in data))
     text = "\n\n".join(sections) if has_content else ""
-    return Checkpoint(text, missing, was_json=True, over_budget=tuple(over))
+    return Checkpoint(text, missing, over_budget=tuple(over))
 
 
 def _within_budget(key: str, value: Any) -> tuple[list[str], bool]:

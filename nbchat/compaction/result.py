@@ -1,126 +1,179 @@
-"""`CompactionResult`: what one compaction did, and `apply_compaction`, which stores it.
+"""`CompactionResult`: what one compaction did, as a value, and how the steps build one.
 
-A result is a value: the new active rows plus every figure worth showing or plotting (tokens
-before and after, rows summarised and pruned, duration, summariser usage, which layer did the
-work, the prompt tokens the server served from its cache) and exactly what the store needs to
-apply it: `replacements` (index → placeholder, the prune layer) and `summary_row` + `keep_tail`
-(the summary layer).
+A result is the new active rows, the sizes before and after, which layer did the work and why,
+and two small values: the `Edit` the store applies (placeholders at their positions, then one
+summary row over the rows it replaces) and the `SummaryUsage` of the summariser (model, tokens,
+requests, the prompt cache, how it was asked). The store write itself belongs to the caller
+(`nbchat.conversation.session.apply_compaction`).
 
-`apply_compaction` writes a result in one store transaction: the pruned originals are archived
-and their placeholders put at the same positions (`Store.replace_rows`, kind "prune"), then the
-summarised rows are archived behind one `compacted` row (`Store.replace_with_compacted`, kind
-"summary" or "chunked"). Nothing is deleted. The store is reached through the small
-`CompactionStore` protocol; of the store's modules only its values (`nbchat.store.records`,
-pure) are imported, so compaction never needs the database to be tested.
-
-Pure apart from the calls it makes on the store it is given.
+Pure: values and the functions that build them.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from contextlib import AbstractContextManager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import MappingProxyType
-from typing import Any, Literal, Protocol
+from typing import Literal
 
 from nbchat.history import Row, estimate_tokens
-from nbchat.store.records import CompactionRecord
 
-__all__ = ["CompactionResult", "CompactionStore", "Layer", "apply_compaction", "in_units_of"]
+__all__ = [
+    "NO_EDIT",
+    "CompactionResult",
+    "Edit",
+    "Layer",
+    "SummaryUsage",
+    "in_units_of",
+    "summarised",
+    "unchanged",
+    "with_placeholders_kept",
+]
 
 Layer = Literal["none", "prune", "summary", "chunked"]
+
+
+@dataclass(frozen=True)
+class SummaryUsage:
+    """The summariser's side of a compaction: who answered, what it cost, how it was asked.
+
+    `cached_tokens`: of `prompt_tokens`, how many the server served from its prompt cache (None:
+    it did not say). `form`: "cache" (continuing the chat's request), "transcript", or both
+    joined with "+" ("" when nothing was asked)."""
+
+    model: str = ""
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    requests: int = 0
+    cached_tokens: int | None = None
+    form: str = ""
+
+    @property
+    def computed_tokens(self) -> int | None:
+        """Prompt tokens the server had to compute (not served from its cache); None when it
+        did not report its cache."""
+        if self.cached_tokens is None:
+            return None
+        return max(0, self.prompt_tokens - self.cached_tokens)
+
+    def plus(self, other: SummaryUsage) -> SummaryUsage:
+        """Both counted: the tokens and requests added, the later one's model when it asked
+        anything, the forms joined ("cache+transcript")."""
+        cached = [c for c in (self.cached_tokens, other.cached_tokens) if c is not None]
+        forms = dict.fromkeys(f for usage in (self, other) for f in usage.form.split("+") if f)
+        return SummaryUsage(
+            model=other.model or self.model,
+            prompt_tokens=self.prompt_tokens + other.prompt_tokens,
+            completion_tokens=self.completion_tokens + other.completion_tokens,
+            requests=self.requests + other.requests,
+            cached_tokens=sum(cached) if cached else None,
+            form="+".join(forms),
+        )
+
+
+@dataclass(frozen=True)
+class Edit:
+    """What the store applies, in this order: `replacements` (index in the input history →
+    the placeholder put there, the prune layer), then `summary_row` in place of the first
+    `rows_summarised` rows, the last `keep_tail` kept (the summary layer).
+
+    `pruned_tokens`: what the kept placeholders saved (len/3), for the prune layer's record."""
+
+    replacements: Mapping[int, Row] = field(default_factory=lambda: MappingProxyType({}))
+    pruned_tokens: int = 0
+    summary_row: Row | None = None
+    rows_summarised: int = 0
+    keep_tail: int = 0
+
+    @property
+    def rows_pruned(self) -> int:
+        return len(self.replacements)
+
+
+NO_EDIT = Edit()
 
 
 @dataclass(frozen=True)
 class CompactionResult:
     """What one compaction did (or why it did nothing), and what the store needs to apply it.
 
-    `replacements` maps an index in the input history to the placeholder that replaces it;
-    `summary_row` (with `keep_tail`) replaces every row but the last `keep_tail`. Token figures
-    count the whole request: rows + system prompt + tool schemas, or the server's report.
-    """
+    Token figures count the whole request: rows + system prompt + tool schemas, or the
+    server's report. `changed` is `layer != "none"`."""
 
     rows: tuple[Row, ...]
-    changed: bool
     layer: Layer
     reason: str
     tokens_before: int
     tokens_after: int
-    rows_summarised: int = 0
+    edit: Edit = NO_EDIT
+    usage: SummaryUsage = SummaryUsage()
     duration: float = 0.0
-    summary: str = ""
-    model: str = ""
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    requests: int = 0
-    replacements: Mapping[int, Row] = field(default_factory=lambda: MappingProxyType({}))
-    pruned_tokens: int = 0
-    keep_tail: int = 0
-    summary_row: Row | None = None
     cancelled: bool = False
     warnings: tuple[str, ...] = ()
-    # Of `prompt_tokens`, how many the server served from its prompt cache (None: it did not
-    # say), and how the summary was asked: "cache" (continuing the chat's request) or
-    # "transcript" ("" when no summary was asked).
-    cached_tokens: int | None = None
-    summary_form: str = ""
 
     @property
-    def rows_pruned(self) -> int:
-        return len(self.replacements)
+    def changed(self) -> bool:
+        return self.layer != "none"
 
     @property
-    def computed_tokens(self) -> int | None:
-        """Prompt tokens the summariser's server had to compute (not served from its cache);
-        None when it did not report its cache."""
-        if self.cached_tokens is None:
-            return None
-        return max(0, self.prompt_tokens - self.cached_tokens)
+    def summary(self) -> str:
+        """The summary row's text ("" when no summary was made)."""
+        row = self.edit.summary_row
+        return row.content if row is not None else ""
 
-    @classmethod
-    def summarised(
-        cls,
-        rows: Sequence[Row],
-        estimates: Sequence[int],
-        summary_row: Row,
-        *,
-        start: int,
-        rule: str,
-        measured: int,
-        estimated: int | None = None,
-    ) -> CompactionResult:
-        """`[summary_row, *rows[start:]]`, or a no-op when that would not shrink the rows.
-        `estimated`: the estimate of the request `measured` counts (see `in_units_of`)."""
-        rows_tokens = sum(estimates)
-        after = estimate_tokens(summary_row) + sum(estimates[start:])
-        if after >= rows_tokens:
-            return cls.unchanged(rows, measured, "the summary would not shrink it")
-        saved = in_units_of(rows_tokens - after, measured=measured, estimated=estimated)
-        return cls(
-            rows=(summary_row, *rows[start:]),
-            changed=True,
-            layer="summary",
-            reason=f"{start} rows summarised ({rule} split)",
-            tokens_before=measured,
-            tokens_after=measured - saved,
-            rows_summarised=start,
-            summary=summary_row.content,
-            keep_tail=len(rows) - start,
-            summary_row=summary_row,
-        )
 
-    @classmethod
-    def unchanged(cls, rows: Sequence[Row], tokens: int, reason: str) -> CompactionResult:
-        """A no-op: the rows as they were, and why nothing was done."""
-        return cls(
-            rows=tuple(rows),
-            changed=False,
-            layer="none",
-            reason=reason,
-            tokens_before=tokens,
-            tokens_after=tokens,
-        )
+def unchanged(rows: Sequence[Row], tokens: int, reason: str) -> CompactionResult:
+    """A no-op: the rows as they were, and why nothing was done."""
+    return CompactionResult(
+        rows=tuple(rows), layer="none", reason=reason, tokens_before=tokens, tokens_after=tokens
+    )
+
+
+def summarised(
+    rows: Sequence[Row],
+    estimates: Sequence[int],
+    summary_row: Row,
+    *,
+    start: int,
+    rule: str,
+    measured: int,
+    estimated: int | None = None,
+) -> CompactionResult:
+    """`[summary_row, *rows[start:]]`, or a no-op when that would not shrink the rows.
+    `estimated`: the estimate of the request `measured` counts (see `in_units_of`)."""
+    rows_tokens = sum(estimates)
+    after = estimate_tokens(summary_row) + sum(estimates[start:])
+    if after >= rows_tokens:
+        return unchanged(rows, measured, "the summary would not shrink it")
+    saved = in_units_of(rows_tokens - after, measured=measured, estimated=estimated)
+    edit = Edit(summary_row=summary_row, rows_summarised=start, keep_tail=len(rows) - start)
+    return CompactionResult(
+        rows=(summary_row, *rows[start:]),
+        layer="summary",
+        reason=f"{start} rows summarised ({rule} split)",
+        tokens_before=measured,
+        tokens_after=measured - saved,
+        edit=edit,
+    )
+
+
+def with_placeholders_kept(
+    result: CompactionResult,
+    replacements: Mapping[int, Row],
+    *,
+    estimates: Sequence[int],
+    pruned_estimates: Sequence[int],
+) -> CompactionResult:
+    """`result` (a summary over the pruned rows) with the prune layer's placeholders that stay
+    in the kept tail: the ones before it went into the summary with the rows they stood for."""
+    first_kept = len(estimates) - result.edit.keep_tail
+    kept = {i: row for i, row in replacements.items() if i >= first_kept}
+    edit = replace(
+        result.edit,
+        replacements=MappingProxyType(kept),
+        pruned_tokens=sum(estimates[i] - pruned_estimates[i] for i in kept),
+    )
+    return replace(result, edit=edit)
 
 
 def in_units_of(saved: int, *, measured: int, estimated: int | None) -> int:
@@ -130,78 +183,3 @@ def in_units_of(saved: int, *, measured: int, estimated: int | None) -> int:
     if not estimated or estimated == measured:
         return saved
     return round(saved * measured / estimated)
-
-
-class CompactionStore(Protocol):
-    """What `apply_compaction` needs from `nbchat.store.store.Store` (a protocol, so tests and
-    the engine need no database)."""
-
-    def transaction(self, action: str) -> AbstractContextManager[Any]: ...
-
-    def replace_rows(
-        self,
-        session_id: str,
-        replacements: Mapping[int, Sequence[str]],
-        *,
-        expected_active: int,
-        record: CompactionRecord,
-    ) -> int: ...
-
-    def replace_with_compacted(
-        self,
-        session_id: str,
-        compacted: Sequence[str],
-        *,
-        keep_tail: int,
-        expected_active: int,
-        record: CompactionRecord,
-    ) -> int: ...
-
-
-def apply_compaction(
-    store: CompactionStore, session_id: str, result: CompactionResult, *, expected_active: int
-) -> list[int]:
-    """Write `result` to the session in one transaction; returns the compaction record ids.
-
-    `expected_active` is the number of active rows the result was computed from; the store
-    refuses (and writes nothing) when the session changed meanwhile.
-    """
-    if not result.changed:
-        return []
-    ids: list[int] = []
-    pruned_to = result.tokens_before - result.pruned_tokens
-    with store.transaction("save the compaction"):
-        if result.replacements:
-            record = _record(result, "prune", before=result.tokens_before, after=pruned_to)
-            ids.append(
-                store.replace_rows(
-                    session_id, result.replacements, expected_active=expected_active, record=record
-                )
-            )
-        if result.summary_row is not None:
-            record = _record(result, result.layer, before=pruned_to, after=result.tokens_after)
-            ids.append(
-                store.replace_with_compacted(
-                    session_id,
-                    result.summary_row,
-                    keep_tail=result.keep_tail,
-                    expected_active=expected_active,
-                    record=record,
-                )
-            )
-    return ids
-
-
-def _record(result: CompactionResult, kind: str, *, before: int, after: int) -> CompactionRecord:
-    """The store's record of one layer; the summariser's figures belong to the summary only."""
-    summary = kind != "prune"
-    return CompactionRecord(
-        kind=kind,
-        summary=result.summary if summary else "",
-        tokens_before=before,
-        tokens_after=after,
-        model=result.model if summary else "",
-        prompt_tokens=result.prompt_tokens if summary else 0,
-        completion_tokens=result.completion_tokens if summary else 0,
-        duration=result.duration,
-    )

@@ -1,9 +1,10 @@
 """The summariser seam: what compaction asks a model for, and what it gets back.
 
 `Summariser` is the one-method protocol the engine talks to; `OpenAISummariser`
-(`nbchat.compaction.modelsummariser`) is the real one, tests pass fakes. A `PrefixSummariser` can
-also send the chat's own tool schemas, so a summary is asked as a continuation of the chat's
-last request (the cache form, `nbchat.compaction.cacheform`). Pure values and protocols: no I/O.
+(`nbchat.compaction.modelsummariser`) is the real one, tests and scripts pass their own. Only the
+engine's own `OpenAISummariser` is asked the extras a server can do (its window, the cache form
+with the chat's tool schemas; `nbchat.compaction.writer`): a summariser handed in is asked
+transcripts, in chunks that fit `summariser_context`. Pure values and a protocol: no I/O.
 """
 
 from __future__ import annotations
@@ -11,11 +12,11 @@ from __future__ import annotations
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol
 
 from nbchat.history import Message
 
-__all__ = ["PrefixSummariser", "SizedSummariser", "Summariser", "SummaryReply"]
+__all__ = ["Summariser", "SummaryReply"]
 
 
 @dataclass(frozen=True)
@@ -39,29 +40,6 @@ class Summariser(Protocol):
         self,
         messages: Sequence[Message],
         *,
-        max_tokens: int,
-        response_format: Mapping[str, Any] | None,
-        stop: threading.Event | None,
-    ) -> SummaryReply: ...
-
-
-@runtime_checkable
-class SizedSummariser(Summariser, Protocol):
-    """A summariser that can also say how big its context window is (None: it cannot tell)."""
-
-    def context_size(self) -> int | None: ...
-
-
-@runtime_checkable
-class PrefixSummariser(Summariser, Protocol):
-    """A summariser that can send `messages` with the tool schemas the chat sent, so the server
-    finds the chat's last request as the prompt's prefix in its cache."""
-
-    def summarise_prefix(
-        self,
-        messages: Sequence[Message],
-        *,
-        tools: Sequence[Mapping[str, Any]],
         max_tokens: int,
         response_format: Mapping[str, Any] | None,
         stop: threading.Event | None,

@@ -1,53 +1,49 @@
-"""`SummaryWriter` and `write_digest`: a transcript summarised chunk by chunk.
+"""`SummaryWriter` and `write_digest`: a summary asked of the summariser, chunk by chunk.
 
-The writer talks to a `Summariser` (`nbchat.compaction.summariser`; the real one is
-`nbchat.compaction.modelsummariser.OpenAISummariser`, tests pass fakes). `write_digest` cuts the
+The writer talks to a `Summariser` (`nbchat.compaction.summariser`): one handed in, or its own
+`nbchat.compaction.modelsummariser.OpenAISummariser`, built at first use. `write_digest` cuts the
 transcript into chunks that fit the summariser's window next to the prompts and the reply, then
 asks for each chunk in turn, every request after the first *updating* the summary so far (the first
 updates the previous compaction's summary, when there is one). A cancel is honoured between chunks
 and passed on as the request's `stop`, so the HTTP stream is closed; an empty reply is a failure.
-`SummaryWriter.write_cached` sends one cache-form request instead (`nbchat.compaction.cacheform`).
+`SummaryWriter.write_cached` asks in the cache form instead (`nbchat.compaction.cacheform`): as
+many of the rows as fit the window, in one request only the writer's own summariser can send (it
+sends the chat's tool schemas too).
 
-Pure apart from the summariser it is handed: no I/O of its own.
+Pure apart from the summariser it is handed or builds: no I/O of its own.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from nbchat.compaction.cacheform import RequestShape, build_cache_request, cache_prefix_end
 from nbchat.compaction.prompts import (
     RESPONSE_FORMAT,
+    SMALL_RESPONSE_FORMAT,
     SummaryFormat,
     build_request,
     chunk_blocks,
     parse_reply,
     request_overhead,
 )
-from nbchat.compaction.summariser import (
-    PrefixSummariser,
-    SizedSummariser,
-    Summariser,
-    SummaryReply,
-)
+from nbchat.compaction.result import SummaryUsage
+from nbchat.compaction.summariser import Summariser, SummaryReply
 from nbchat.config import DEFAULT_N_CTX
 from nbchat.errors import CompactionError, ContextOverflowError, NbchatError
-from nbchat.history import Message, estimate_tokens
+from nbchat.history import Row, estimate_tokens
 
 if TYPE_CHECKING:
     import openai
 
+    from nbchat.compaction.modelsummariser import OpenAISummariser
     from nbchat.config import Settings
 
-__all__ = [
-    "Digest",
-    "SummaryWriter",
-    "joined",
-    "write_digest",
-]
+__all__ = ["Digest", "SummaryWriter", "joined", "write_digest"]
 
 log = logging.getLogger(__name__)
 
@@ -61,23 +57,20 @@ NOTHING_SAID = "(The earlier rows held only the assistant's reasoning.)"
 
 @dataclass(frozen=True)
 class Digest:
-    """The summariser's side of one compaction: the text, usage, chunks, how it ended."""
+    """What the summariser said for one compaction: the text, its usage, in how many chunks,
+    whether it was cancelled, and what was wrong with it."""
 
     text: str = ""
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    requests: int = 0
+    usage: SummaryUsage = SummaryUsage()
     chunks: int = 0
     cancelled: bool = False
     warnings: tuple[str, ...] = ()
-    cached_tokens: int | None = None  # of prompt_tokens, served from the server's cache
-    form: str = "transcript"  # or "cache": asked as a continuation of the chat's request
 
 
 class SummaryWriter:
-    """The engine's summariser: built at first use (OpenAI-backed unless one was injected), its
-    window asked once (else `DEFAULT_N_CTX`), and corrected when the server reports an
-    overflow."""
+    """The engine's summariser: the one handed in, else its own `OpenAISummariser` built at
+    first use; the window given, else asked once of its own summariser's server, else
+    `DEFAULT_N_CTX`, and corrected when the server reports an overflow."""
 
     def __init__(
         self,
@@ -86,39 +79,42 @@ class SummaryWriter:
         client: openai.OpenAI | None = None,
         model: str | None = None,
         settings: Settings | None = None,
-        extra_body: Mapping[str, Any] | None = None,
         window: int | None = None,
     ) -> None:
-        self._summariser = summariser
+        self._given = summariser
+        self._own: OpenAISummariser | None = None
         self._client, self._model, self._settings = client, model, settings
-        self._extra_body = extra_body
         self._window = window
 
     @property
     def summariser(self) -> Summariser:
-        if self._summariser is None:
+        return self._given if self._given is not None else self.own
+
+    @property
+    def own(self) -> OpenAISummariser:
+        """The writer's own summariser (the chat's server unless `summary_model` says else)."""
+        if self._own is None:
             # Imported here: only this path needs the HTTP client (and openai).
             from nbchat.compaction.modelsummariser import OpenAISummariser
 
-            self._summariser = OpenAISummariser(
-                self._client,
-                model=self._model,
-                settings=self._settings,
-                extra_body=self._extra_body,
-            )
-        return self._summariser
+            self._own = OpenAISummariser(self._client, model=self._model, settings=self._settings)
+        return self._own
+
+    @property
+    def sends_prefix(self) -> bool:
+        """Can this writer ask in the cache form? Only its own summariser sends tool schemas."""
+        return self._given is None
 
     @property
     def model_name(self) -> str:
-        return str(self._model or getattr(self._summariser, "model", "") or "")
+        return str(self._model or getattr(self._given or self._own, "model", "") or "")
 
     @property
     def window(self) -> int:
-        """The summariser's context size: given, else asked once from the server, else
-        `DEFAULT_N_CTX`."""
+        """The summariser's context size: given, else asked once of its own summariser's
+        server, else `DEFAULT_N_CTX`."""
         if self._window is None:
-            summariser = self.summariser
-            asked = summariser.context_size() if isinstance(summariser, SizedSummariser) else None
+            asked = self.own.context_size() if self._given is None else None
             self._window = asked or DEFAULT_SUMMARISER_CONTEXT
         return self._window
 
@@ -156,44 +152,58 @@ class SummaryWriter:
                 "as it was; compact again, or set another summary_model if it keeps failing."
             ) from exc
         _log_warnings(digest)
-        return digest
+        return self._stamped(digest, "transcript")
 
     def write_cached(
         self,
-        messages: Sequence[Message],
+        rows: Sequence[Row],
+        shape: RequestShape,
         *,
-        tools: Sequence[Mapping[str, Any]],
-        max_tokens: int,
+        threshold: int,
+        reply_cap: int,
+        small: bool,
+        instruction: str | None = None,
+        focus: str | None = None,
         cancel: threading.Event | None = None,
-        response_format: Mapping[str, Any] = RESPONSE_FORMAT,
-    ) -> Digest:
-        """One cache-form request (`nbchat.compaction.cacheform`): the chat's prefix plus the
-        instruction, with the chat's tools and the checkpoint's schema."""
-        summariser = self.summariser
-        if not isinstance(summariser, PrefixSummariser):
-            raise CompactionError("This summariser cannot send tool schemas; use the transcript.")
+    ) -> tuple[int, Digest]:
+        """The longest prefix of `rows` that fits the window asked in the cache form
+        (`nbchat.compaction.cacheform`: the chat's messages plus the instruction, with the
+        chat's tools and the checkpoint's schema, the small one when `small`): how many rows
+        went (0: none, see `cache_prefix_end`) and what was said. The writer's own summariser
+        sends it (see `sends_prefix`)."""
+        # The chat's requests, up to the threshold, went to this server: its window is at
+        # least that big, whatever a server without /props lets the writer guess.
+        window = max(self.window, threshold)
+        reply = min(reply_cap, window // 4)
+        end = cache_prefix_end(
+            rows, shape, model=self.model_name, window=window, reply_tokens=reply
+        )
+        if not end:
+            return 0, Digest()
+        messages = build_cache_request(
+            rows[:end], shape, instruction=instruction, focus=focus, small=small
+        )
         try:
-            reply = summariser.summarise_prefix(
+            answer = self.own.summarise_prefix(
                 messages,
-                tools=tools,
-                max_tokens=min(max_tokens, self.window // 4),
-                response_format=response_format,
+                tools=shape.tools,
+                max_tokens=min(reply, self.window // 4),
+                response_format=SMALL_RESPONSE_FORMAT if small else RESPONSE_FORMAT,
                 stop=cancel,
             )
             digest = _read_reply(
-                Digest(form="cache", chunks=1),
-                reply,
-                cancelled=cancel is not None and cancel.is_set(),
+                Digest(chunks=1), answer, cancelled=cancel is not None and cancel.is_set()
             )
         except NbchatError as exc:
             raise self._learn_from(exc) from exc
         _log_warnings(digest)
-        return digest
+        return end, self._stamped(digest, "cache")
 
-    @property
-    def sends_prefix(self) -> bool:
-        """Can this summariser ask in the cache form (send the chat's tool schemas)?"""
-        return isinstance(self.summariser, PrefixSummariser)
+    def _stamped(self, digest: Digest, form: str) -> Digest:
+        """`digest` with the model and the form it was asked in, when it asked anything."""
+        if not digest.usage.requests:
+            return digest
+        return replace(digest, usage=replace(digest.usage, model=self.model_name, form=form))
 
     def _learn_from(self, exc: NbchatError) -> CompactionError:
         """The error to raise; an overflow also says the window, so the next attempt fits it."""
@@ -265,16 +275,13 @@ def _chunk_budget(
 
 def _read_reply(digest: Digest, reply: SummaryReply, *, cancelled: bool) -> Digest:
     """`digest` after one reply: usage counted, its text the new summary so far."""
-    cached = digest.cached_tokens
-    if reply.cached_tokens is not None:
-        cached = (cached or 0) + reply.cached_tokens
-    counted = replace(
-        digest,
-        prompt_tokens=digest.prompt_tokens + reply.prompt_tokens,
-        completion_tokens=digest.completion_tokens + reply.completion_tokens,
-        requests=digest.requests + 1,
-        cached_tokens=cached,
+    usage = SummaryUsage(
+        prompt_tokens=reply.prompt_tokens,
+        completion_tokens=reply.completion_tokens,
+        requests=1,
+        cached_tokens=reply.cached_tokens,
     )
+    counted = replace(digest, usage=digest.usage.plus(usage))
     if cancelled or reply.finish_reason == "stopped":
         return replace(counted, cancelled=True)
     checkpoint = parse_reply(reply.text)
@@ -298,18 +305,13 @@ def _read_reply(digest: Digest, reply: SummaryReply, *, cancelled: bool) -> Dige
 def joined(first: Digest, then: Digest) -> Digest:
     """`then` (which updated `first`'s text) with both digests' usage and warnings; its form
     says "cache+transcript" when the first was asked in the cache form."""
-    if not first.requests:
+    if not first.usage.requests:
         return then
-    cached = [d.cached_tokens for d in (first, then) if d.cached_tokens is not None]
     return replace(
         then,
-        prompt_tokens=first.prompt_tokens + then.prompt_tokens,
-        completion_tokens=first.completion_tokens + then.completion_tokens,
-        requests=first.requests + then.requests,
+        usage=first.usage.plus(then.usage),
         chunks=first.chunks + then.chunks,
-        cached_tokens=sum(cached) if cached else None,
         warnings=tuple(dict.fromkeys(first.warnings + then.warnings)),
-        form=f"{first.form}+{then.form}",
     )
 
 

@@ -12,6 +12,9 @@ only those are summarised. A change of key, of a covered row or of session drops
 more turn like the last would reach the trigger, the idle moment applies it at once instead and
 has the server read the new prefix (`Conversation.warm_up`), so no reply waits for either.
 
+This module decides when a checkpoint is prepared and whether it still fits; how it serves a
+compaction is the pure step `nbchat.compaction.steps.reuse`.
+
 A preparation that fails (server down, overflow, a bad reply) leaves a log line and is tried
 again at the next idle moment, at most `MAX_FAILURES` times between two compactions, so it
 never loops; the foreground compaction then runs as before. Never on a read-only session or one
@@ -123,9 +126,6 @@ class CheckpointPreparer:
         prepared = self._prepared
         return "ready" if prepared is not None and prepared.session_id == session_id else ""
 
-    def drop(self) -> None:
-        self._prepared = None
-
     def take_warm(self, cancel: threading.Event) -> bool:
         """Whether a compaction was applied since the last idle moment (asked once)."""
         due, self.warm_due = self.warm_due and not cancel.is_set(), False
@@ -203,8 +203,8 @@ class CheckpointPreparer:
             self._running = False
         if result is not None:
             log.info("preparing the next compaction: %s (%.1f s)", result.reason, result.duration)
-        if result is not None and result.changed and result.summary_row is not None:
-            covered = tuple(history.rows[: result.rows_summarised])
+        if result is not None and result.changed and result.edit.summary_row is not None:
+            covered = tuple(history.rows[: result.edit.rows_summarised])
             self._prepared = Prepared(now.session_id, now.key, covered, result)
             self._failures.pop(epoch, None)
         ready = self._valid(history, situation()) is not None

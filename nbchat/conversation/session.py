@@ -15,6 +15,12 @@ reloads its rows from the store, so the model sees what the other kernel wrote. 
 finds the lease taken over raises `LeaseLostError` and leaves the session read-only here. A
 store that cannot be written at all (a read-only file) opens every session read-only.
 
+`apply_compaction` is the store write of a compaction (the steps never write,
+`nbchat.compaction.steps`): in one transaction, the pruned originals are archived and their
+placeholders put at the same positions (`Store.replace_rows`, kind "prune"), then the
+summarised rows are archived behind one `compacted` row (`Store.replace_with_compacted`, kind
+"summary" or "chunked"). Nothing is deleted.
+
 Must not: talk to the model, run tools or know about widgets.
 """
 
@@ -26,14 +32,15 @@ import uuid
 from collections.abc import Iterator, Sequence
 
 from nbchat.compaction.notebookfacts import typed_text
-from nbchat.compaction.result import CompactionResult, apply_compaction
+from nbchat.compaction.result import CompactionResult
 from nbchat.config import Settings
 from nbchat.errors import LeaseLostError, SessionLockedError, StoreError
 from nbchat.history import History, Row, ToolCall, to_row
 from nbchat.store import lease
+from nbchat.store.records import CompactionRecord
 from nbchat.store.store import Store
 
-__all__ = ["TITLE_CHARS", "Session", "title_from"]
+__all__ = ["TITLE_CHARS", "Session", "apply_compaction", "title_from"]
 
 TITLE_CHARS = 60  # a session picker's line
 
@@ -227,3 +234,54 @@ def title_from(message: str) -> str:
         return words
     cut = words[: TITLE_CHARS - 1]
     return (cut.rsplit(" ", 1)[0] if " " in cut else cut) + "…"
+
+
+def apply_compaction(
+    store: Store, session_id: str, result: CompactionResult, *, expected_active: int
+) -> list[int]:
+    """Write `result` to the session in one transaction; returns the compaction record ids.
+
+    `expected_active` is the number of active rows the result was computed from; the store
+    refuses (and writes nothing) when the session changed meanwhile.
+    """
+    if not result.changed:
+        return []
+    edit = result.edit
+    ids: list[int] = []
+    pruned_to = result.tokens_before - edit.pruned_tokens
+    with store.transaction("save the compaction"):
+        if edit.replacements:
+            record = _record(result, "prune", before=result.tokens_before, after=pruned_to)
+            ids.append(
+                store.replace_rows(
+                    session_id, edit.replacements, expected_active=expected_active, record=record
+                )
+            )
+        if edit.summary_row is not None:
+            record = _record(result, result.layer, before=pruned_to, after=result.tokens_after)
+            ids.append(
+                store.replace_with_compacted(
+                    session_id,
+                    edit.summary_row,
+                    keep_tail=edit.keep_tail,
+                    expected_active=expected_active,
+                    record=record,
+                )
+            )
+    return ids
+
+
+def _record(result: CompactionResult, kind: str, *, before: int, after: int) -> CompactionRecord:
+    """The store's record of one layer; the summariser's figures belong to the summary only."""
+    summary = kind != "prune"
+    usage = result.usage
+    return CompactionRecord(
+        kind=kind,
+        summary=result.summary if summary else "",
+        tokens_before=before,
+        tokens_after=after,
+        model=usage.model if summary else "",
+        prompt_tokens=usage.prompt_tokens if summary else 0,
+        completion_tokens=usage.completion_tokens if summary else 0,
+        duration=result.duration,
+    )

@@ -161,7 +161,7 @@ class Steering:
     def edit_warning(self, result: CompactionResult, text: str | None) -> str:
         """Why accepting `result` with `text` needs a confirmation (the history would be over
         the compaction trigger, and bigger than without the edit), or ""."""
-        if text is None or result.summary_row is None or not text.strip():
+        if text is None or result.edit.summary_row is None or not text.strip():
             return ""  # nothing edited, or refused by `accept` with its own reason
         return self._edited_warning(result, with_summary_text(result, text))
 
@@ -170,8 +170,8 @@ class Steering:
         tokens = applied.tokens_after
         if applied is result or tokens < engine.trigger or tokens <= result.tokens_after:
             return ""
-        assert applied.summary_row is not None  # an edit replaced the summary
-        what = f"The edited summary is ~{estimate_tokens(applied.summary_row):,} tokens"
+        assert applied.edit.summary_row is not None  # an edit replaced the summary
+        what = f"The edited summary is ~{estimate_tokens(applied.edit.summary_row):,} tokens"
         return over_trigger_warning(
             what, tokens=tokens, trigger=engine.trigger, threshold=engine.threshold
         )
@@ -245,7 +245,7 @@ class Steering:
 def with_summary_text(result: CompactionResult, text: str) -> CompactionResult:
     """`result` with its summary's model-written part replaced by `text` (the code-kept part
     stays); the token figures follow."""
-    old = result.summary_row
+    old = result.edit.summary_row
     if old is None:
         raise NbchatError(
             "This compaction only moves old tool output behind placeholders; it has no summary "
@@ -260,7 +260,6 @@ def with_summary_text(result: CompactionResult, text: str) -> CompactionResult:
     return replace(
         result,
         rows=tuple(rows),
-        summary_row=new,
-        summary=new.content,
+        edit=replace(result.edit, summary_row=new),
         tokens_after=result.tokens_after + change,
     )

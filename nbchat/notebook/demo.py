@@ -45,8 +45,8 @@ from pathlib import Path
 from typing import Any
 
 from nbchat.compaction.engine import CompactionEngine
-from nbchat.compaction.result import apply_compaction
 from nbchat.compaction.summariser import SummaryReply
+from nbchat.conversation.session import apply_compaction
 from nbchat.history import History, Message, Row, estimate_tokens
 from nbchat.notebook.scenario import (
     PARSER,

@@ -50,10 +50,10 @@ def render_replaced(rows: Sequence[Row]) -> str:
 def describe(result: CompactionResult) -> str:
     """One line: what the compaction replaces and the size before and after."""
     parts = []
-    if result.summary_row is not None:
-        parts.append(f"{result.rows_summarised} rows → 1 summary")
-    if result.rows_pruned:
-        parts.append(f"{result.rows_pruned} old tool output(s) → placeholders")
+    if result.edit.summary_row is not None:
+        parts.append(f"{result.edit.rows_summarised} rows → 1 summary")
+    if result.edit.rows_pruned:
+        parts.append(f"{result.edit.rows_pruned} old tool output(s) → placeholders")
     sizes = f"~{result.tokens_before:,} → ~{result.tokens_after:,} tokens"
     return f"{', '.join(parts)}; {sizes}"
 
@@ -110,15 +110,15 @@ class PreviewCard:
             f"<b>Proposed compaction</b> (nothing has changed yet): {html.escape(describe(result))}"
         )
         parts: list[widgets.Widget] = [widgets.HTML(value=f'<div class="nbchat-card">{head}</div>')]
-        if result.summary_row is not None:
+        if result.edit.summary_row is not None:
             parts.append(widgets.HTML(value="<b>Summary written by the model</b>"))
             parts.append(widgets.HTML(value=render_markdown(said)))
         if kept:
             parts.append(
                 Collapsible("Kept by code (facts)", widgets.HTML(value=render_markdown(kept)))
             )
-        replaced = [*covered[: result.rows_summarised]]
-        replaced += [covered[i] for i in sorted(result.replacements) if i < len(covered)]
+        replaced = [*covered[: result.edit.rows_summarised]]
+        replaced += [covered[i] for i in sorted(result.edit.replacements) if i < len(covered)]
         title = f"The {len(replaced)} rows it replaces"
         parts.append(Collapsible(title, widgets.HTML(value=render_replaced(replaced))))
         parts += [self.editor, widgets.HBox([*self._buttons, self._status])]
@@ -160,7 +160,7 @@ class PreviewCard:
             self._on_accept(self, self.editor.value if self.editing else None)
 
     def _on_edit_click(self, _button: widgets.Button) -> None:
-        if self.result.summary_row is None or self.decision:
+        if self.result.edit.summary_row is None or self.decision:
             return
         self.editor.layout.display = ""
         self._buttons[0].description = "Accept edited"

@@ -85,18 +85,18 @@ class CompactionFlow:
         """The card for a compaction that just happened (automatic or accepted)."""
         session_id = self.host.conversation.session_id
         info = self._records()[-1] if session_id else {}
-        if result.summary_row is None:  # pruned only: the placeholders are not shown
+        if result.edit.summary_row is None:  # pruned only: the placeholders are not shown
             text = f"Pruned old tool output: ~{result.tokens_before:,} → ~{result.tokens_after:,}"
-            info = {**info, "rows_replaced": result.rows_pruned}
+            info = {**info, "rows_replaced": result.edit.rows_pruned}
             text = f"{text} tokens (read it back with read_archived_output)."
             return self._card(text, info, pruned=True)
         info = {
             **info,
-            "rows_replaced": result.rows_summarised,
+            "rows_replaced": result.edit.rows_summarised,
             "tokens_before": result.tokens_before,
             "tokens_after": result.tokens_after,
         }
-        return self._card(result.summary_row.content, info)
+        return self._card(result.edit.summary_row.content, info)
 
     def stored_card(self, row: Row, info: dict[str, Any] | None) -> widgets.Widget:
         """The card for a `compacted` row of a loaded session (`info`: its record)."""

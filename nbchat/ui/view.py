@@ -241,12 +241,12 @@ class EventView:
         result = event.result
         if result.changed and self.compaction_widget is not None:
             self.messages.add(self.compaction_widget(result))
-        elif result.changed and result.summary_row is not None:
+        elif result.changed and result.edit.summary_row is not None:
             self.messages.add(
                 row_widget(
-                    result.summary_row,
+                    result.edit.summary_row,
                     compaction={
-                        "rows_replaced": result.rows_summarised,
+                        "rows_replaced": result.edit.rows_summarised,
                         "tokens_before": result.tokens_before,
                         "tokens_after": result.tokens_after,
                     },
