@@ -285,26 +285,29 @@ def test_a_server_that_never_starts_gives_one_notice_and_the_chat_goes_on(
     assert notices(run(chat, "again")) == []
 
 
-def test_a_server_that_answers_garbage_is_named(
-    chat_with: Callable[..., Conversation], model: FakeServer
+def test_a_server_that_answers_its_handshake_with_garbage_is_named(
+    chat_with: Callable[..., Conversation],
 ) -> None:
     babble = {
         "command": sys.executable,
         "args": ["-c", "import sys\nfor line in sys.stdin: print('hello, not json', flush=True)"],
     }
-    chat = chat_with(
-        {"babble": babble, "garbage": stdio("--garbage")},
-        mcp_allow=["garbage"],
-        mcp_start_timeout=3,
-    )
-    model.enqueue(Reply(tool_calls=[call("c1", "garbage__broken")]), Reply(text="done"))
-    events = run(chat, "try them")
+    chat = chat_with({"babble": babble}, mcp_start_timeout=3)
+    events = run(chat, "try it")
     assert notices(events) == [
         "The MCP server 'babble' did not finish its start (the MCP handshake and the list of "
         "its tools) within 3 s (it wrote something that is not MCP: 'hello, not json'). Check "
         "that it runs, or raise NBCHAT_MCP_START_TIMEOUT. The chat goes on without its tools."
     ]
-    (row,) = tool_rows(events)
+    assert saved(events)[-1] == Row("assistant", "ok")
+
+
+def test_a_tool_result_that_is_garbage_is_named(
+    chat_with: Callable[..., Conversation], model: FakeServer
+) -> None:
+    chat = chat_with({"garbage": stdio("--garbage")}, mcp_allow=["garbage"])
+    model.enqueue(Reply(tool_calls=[call("c1", "garbage__broken")]), Reply(text="done"))
+    (row,) = tool_rows(run(chat, "try it"))
     assert row.startswith(
         "The MCP server 'garbage' answered 'broken' with something that is not a tool result "
         "nbchat can read (ValidationError: "
