@@ -87,12 +87,7 @@ class McpTools:
         if not self.configured or self._closed:
             return []
         notices = self._configure()
-        servers = self._servers or {}
-        for server in servers.values():
-            if server.state == "waiting":
-                server.link = self._link(server.config)
-                server.link.begin()
-                server.state = "starting"
+        servers = self._begin_waiting()
         for server in servers.values():
             if server.state == "starting" and server.link is not None:
                 try:
@@ -165,6 +160,18 @@ class McpTools:
                 server.state, server.reason = "failed", reason
             return [*problems, f"MCP servers are configured ({names}) but {reason}."]
         return list(problems)
+
+    def _begin_waiting(self) -> dict[str, _Server]:
+        """Start every server not started yet (under the lock `close` takes, so a chat being
+        closed starts nothing more)."""
+        with self._lock:
+            servers = {} if self._closed else self._servers or {}
+            for server in servers.values():
+                if server.state == "waiting":
+                    server.link = self._link(server.config)
+                    server.link.begin()
+                    server.state = "starting"
+        return servers
 
     def _link(self, server: McpServer) -> McpLink:
         from nbchat.tools.mcplink import McpLink  # the SDK, now that a server starts
