@@ -30,6 +30,7 @@ from typing import Any, Literal
 from urllib.parse import urlsplit, urlunsplit
 
 from nbchat.errors import ConfigError
+from nbchat.mcpconfig import McpServer, servers_from
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -90,6 +91,8 @@ DEFAULT_SYSTEM_PROMPT = (
 EMBEDDED_TEMPERATURE = 0.0
 # Fields that are not settings a user writes (bookkeeping) or that cannot come from the file.
 NOT_FROM_FILE = frozenset({"home"})
+# A table of servers does not fit in a variable: NBCHAT_MCP_CONFIG names a file that holds them.
+NOT_FROM_ENV = frozenset({"mcp_servers"})
 BOOKKEEPING = frozenset({"api_key", "sources"})
 # NBCHAT_* variables read elsewhere than through a setting: the API key lookup above, and
 # scripts/run. With the settings' own this is the one list of the variables nbchat reads;
@@ -156,6 +159,13 @@ class Settings:
     local_model: str = "auto"  # qwen-1.5b where the machine can run it, else qwen-0.5b
     local_n_ctx: int = DEFAULT_N_CTX
     local_idle_timeout: float = 1800.0  # seconds without a request before the server stops
+    # MCP servers whose tools join the built-ins (`nbchat.mcpconfig`): nbchat's own table, the
+    # shared `{"mcpServers": ...}` file, the servers and tools that run without asking, and how
+    # long a server may take to start and list its tools.
+    mcp_servers: tuple[McpServer, ...] = ()
+    mcp_config: Path | None = None
+    mcp_allow: tuple[str, ...] = ()
+    mcp_start_timeout: float = 60.0
     api_key: str | None = field(default=None, repr=False, compare=False)
     sources: Mapping[str, str] = field(default_factory=dict, repr=False, compare=False)
 
@@ -167,6 +177,12 @@ class Settings:
         set_value(self, "db_path", db.expanduser().resolve())
         set_value(self, "summary_model", self.summary_model or self.model)
         set_value(self, "tool_env_allow", tuple(self.tool_env_allow))
+        set_value(self, "mcp_allow", tuple(self.mcp_allow))
+        origin = self.sources.get("mcp_servers", "argument")  # Settings(...) takes arguments
+        servers = servers_from(self.mcp_servers, origin=origin)
+        set_value(self, "mcp_servers", servers)
+        if self.mcp_config is not None:
+            set_value(self, "mcp_config", Path(self.mcp_config).expanduser().resolve())
         set_value(self, "sources", types.MappingProxyType(dict(self.sources)))
         _validate(self)
 
@@ -188,7 +204,7 @@ class Settings:
             sources[name] = str(file_path)
         for f in _user_fields():
             variable = ENV_PREFIX + f.name.upper()
-            if variable in os.environ:
+            if variable in os.environ and f.name not in NOT_FROM_ENV:
                 origin = f"environment variable {variable}"
                 values[f.name] = _parse(f.name, os.environ[variable], origin=origin)
                 sources[f.name] = origin
@@ -268,12 +284,15 @@ class Settings:
             value = getattr(self, f.name)
             public[f.name] = str(value) if isinstance(value, Path) else value
         public["tool_env_allow"] = list(self.tool_env_allow)
+        public["mcp_allow"] = list(self.mcp_allow)
+        # Names, commands and addresses only: env and header values are secrets.
+        public["mcp_servers"] = {server.name: server.public() for server in self.mcp_servers}
         return public
 
 
 def known_variables() -> frozenset[str]:
     """Every NBCHAT_* environment variable nbchat reads."""
-    fields = (ENV_PREFIX + f.name.upper() for f in _user_fields())
+    fields = (ENV_PREFIX + f.name.upper() for f in _user_fields() if f.name not in NOT_FROM_ENV)
     return frozenset((*fields, *OTHER_VARIABLES))
 
 
@@ -325,6 +344,8 @@ def _parse(name: str, raw: Any, *, origin: str) -> Any:
     is_union = typing.get_origin(hint) in (typing.Union, types.UnionType)
     allows_none = is_union and type(None) in typing.get_args(hint)
     base = next(a for a in typing.get_args(hint) if a is not type(None)) if is_union else hint
+    if name == "mcp_servers":
+        return servers_from(raw, origin=origin)
     if raw is None or (isinstance(raw, str) and raw.strip() == "" and allows_none):
         if allows_none:
             return None
@@ -418,7 +439,7 @@ def _validate(settings: Settings) -> None:
         fail("prepare_mark", "must be 0 (off) or a share of the trigger below 1, such as 0.6")
     if settings.local_idle_timeout < 0:
         fail("local_idle_timeout", "must be 0 (keep the server running) or a number of seconds")
-    for name in ("tool_timeout", "request_timeout", "connect_timeout"):
+    for name in ("tool_timeout", "request_timeout", "connect_timeout", "mcp_start_timeout"):
         if not getattr(settings, name) > 0:  # NaN too: a deadline that never comes
             fail(name, "must be a positive number of seconds")
     if settings.tool_policy not in TOOL_POLICIES:

@@ -9,6 +9,7 @@ NbchatError                     anything nbchat raises deliberately; the UI show
 │   └── ServerError             the server answered with any other error (its message kept)
 ├── CompactionError             summarisation failed; the history was left as it was
 ├── ToolError                   a tool could not run (unknown, bad arguments, refused, timed out)
+├── McpError                    an MCP server could not be started, listed or reached (names it)
 └── StoreError                  the SQLite store cannot be read or written as asked
     └── SessionLockedError      another kernel holds the writer lease on this session
         └── LeaseLostError      this kernel held the lease, but another kernel took it over
@@ -28,6 +29,7 @@ __all__ = [
     "ConfigError",
     "ContextOverflowError",
     "LeaseLostError",
+    "McpError",
     "ModelServerError",
     "NbchatError",
     "ServerError",
@@ -89,6 +91,11 @@ class CompactionError(NbchatError):
 
 class ToolError(NbchatError):
     """A tool call could not be carried out."""
+
+
+class McpError(NbchatError):
+    """An MCP server did not start, answer its handshake, or list its tools; the message names
+    the server and says what to check."""
 
 
 class StoreError(NbchatError):

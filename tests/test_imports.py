@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-GROUND = {"errors", "config", "history", "stopping"}
+GROUND = {"errors", "config", "mcpconfig", "history", "stopping"}
 
 PROBE = """
 import json, socket, sqlite3, sys, threading

@@ -1,6 +1,7 @@
 """`nbchat doctor`: check settings, database, model server, the model name, window and the
-embedded model's pieces (and which model `auto` picks, and why), one ✓/✗ line each, saying what
-to fix where the value was set; NBCHAT_* variables nbchat does not read are listed.
+embedded model's pieces (and which model `auto` picks, and why), and each configured MCP server
+(started, asked for its tools, stopped), one ✓/✗ line each, saying what to fix where the value
+was set; NBCHAT_* variables nbchat does not read are listed.
 
 Must not: print the API key (only whether one is set and from which variable), import
 xllamacpp (it is looked for with `find_spec`), or change anything it checks.
@@ -75,6 +76,7 @@ def run_doctor(args: argparse.Namespace) -> int:
         _check_embedded(doctor, settings)
     else:
         doctor.report(True, f"Embedded model: not used (base_url {settings.source_of('base_url')})")
+    _check_mcp(doctor, settings)
     return 1 if doctor.failed else 0
 
 
@@ -222,6 +224,18 @@ def _check_window(doctor: Doctor, settings: Settings, client: openai.OpenAI) -> 
         f"{text}; with max_tokens {settings.max_tokens:,} a request may not fit the "
         f"{n_ctx:,}-token window. {fix}",
     )
+
+
+def _check_mcp(doctor: Doctor, settings: Settings) -> None:
+    """One line per configured MCP server: does it start and list its tools? (Each is started
+    and stopped again; its env and header values are never printed.)"""
+    if not (settings.mcp_servers or settings.mcp_config):
+        doctor.report(True, "MCP servers: none configured")
+        return
+    from nbchat.tools.mcp import check_servers  # the tools (pydantic) only when needed
+
+    for ok, line in check_servers(settings):
+        doctor.report(ok, line)
 
 
 def _check_embedded(doctor: Doctor, settings: Settings) -> None:

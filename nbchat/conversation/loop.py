@@ -41,7 +41,7 @@ from nbchat.conversation.reply import first_step_messages, plan_request, request
 from nbchat.conversation.session import Session
 from nbchat.conversation.steer import Steering, UndoOutcome
 from nbchat.conversation.steps import Steps, post_notice, save_rows
-from nbchat.conversation.toolround import run_tools
+from nbchat.conversation.toolround import run_tools, start_servers
 from nbchat.conversation.turn import FailureGuard, Round
 from nbchat.conversation.warmup import PromptWarmer
 from nbchat.errors import NbchatError, StoreError
@@ -51,6 +51,7 @@ from nbchat.store.store import Store
 from nbchat.tools import ToolRegistry, default_registry
 from nbchat.tools.choice import round_choice
 from nbchat.tools.executor import Approver
+from nbchat.tools.mcp import McpTools
 from nbchat.tools.overview import WorkspaceOverview
 
 __all__ = ["Conversation"]
@@ -83,6 +84,7 @@ class Conversation:
         self.approver = approver
         self.session = Session(store, settings)
         self.tools = (tools if tools is not None else default_registry()).copy()
+        self.mcp = McpTools(settings)  # started by the first turn (`start_servers`)
         self.budget = Budget(
             settings,
             self.tools.schemas,
@@ -134,6 +136,7 @@ class Conversation:
 
     def close(self) -> None:
         self.warmer.cancel()
+        self.mcp.close()
         self.session.release()
 
     def set_model(self, model: str) -> None:
@@ -355,6 +358,7 @@ class Conversation:
         guard = FailureGuard()
         self.overview.refresh()  # once a turn: the prompt changes only when the listing did
         for number in range(1, self.settings.max_tool_turns + 1):
+            yield from start_servers(self, stop)
             state = Round(number, tool_choice=self._round_choice(number, tool_choice))
             yield from compact_if_needed(self, state, stop)
             reply = yield from request_reply(self, state, stop)

@@ -22,6 +22,7 @@ from nbchat.history import History, Row
 from nbchat.store.store import Store
 from nbchat.tools import ToolRegistry
 from nbchat.tools.executor import Approver
+from nbchat.tools.mcp import McpTools
 from nbchat.tools.overview import WorkspaceOverview
 
 __all__ = ["Steps", "TurnParts", "post_notice", "save_rows"]
@@ -36,6 +37,7 @@ class TurnParts(Protocol):
     store: Store
     session: Session
     tools: ToolRegistry
+    mcp: McpTools
     budget: Budget
     overview: WorkspaceOverview
     preparer: CheckpointPreparer

@@ -1,7 +1,8 @@
 """The tool round of a turn: each call the reply made run through the `ToolExecutor` (policy,
 approval, limits: one result holds at most the budget's `tool_output_limit`) and its result
 stored, every call answered even when Stop was pressed; the turn ends when the same call keeps
-failing (`FailureGuard`).
+failing (`FailureGuard`). Before each round, the MCP servers not started yet are started and
+their tools registered, and each that failed or stopped is said once (`start_servers`).
 
 Must not import the loop, widgets, or SQL.
 """
@@ -12,14 +13,21 @@ import threading
 from collections.abc import Generator
 
 from nbchat.conversation.events import Done, Event, ToolFinished, ToolStarted
-from nbchat.conversation.steps import TurnParts, post_notice, save_rows
+from nbchat.conversation.steps import Steps, TurnParts, post_notice, save_rows
 from nbchat.conversation.turn import FailureGuard
 from nbchat.history import Row, ToolCall
 from nbchat.tools import ApprovalRequest, ToolExecutor
 
-__all__ = ["NOT_RUN", "run_tools"]
+__all__ = ["NOT_RUN", "run_tools", "start_servers"]
 
 NOT_RUN = "Not run: stopped by the user."
+
+
+def start_servers(parts: TurnParts, stop: threading.Event) -> Steps:
+    """Start the chat's MCP servers when their tools are first needed (a no-op once they run),
+    posting each notice of one that failed or stopped."""
+    for text in parts.mcp.start(parts.tools, stop):
+        yield from post_notice(parts.session, text)
 
 
 def run_tools(

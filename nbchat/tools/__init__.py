@@ -20,6 +20,9 @@ The modules behind them:
                 runs each call into user code in a forked child under a deadline, masking
                 hides what looks like a secret (is_secret_name, mask_secrets)
     offer       which tools a request offers (on small models, only when asked for)
+    mcp         tools from the user's MCP servers (the optional `mcp` SDK): mcplink holds one
+                server's session on its own event loop, mcpcall checks a call's arguments
+                against the server's schema and turns its result into text
 
 A call written as plain JSON text is recognised by nbchat.llm.fallback.
 Importing this package does no work: the built-in tools are described when a registry is made.

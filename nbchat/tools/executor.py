@@ -40,6 +40,11 @@ WAIT_GRACE = KILL_GRACE + 1.0
 TRACEBACK_FRAMES = 4
 HEADLINE_CHARS = 200
 APPROVAL_REASON = "{name} can change files or run commands, and the tool policy is 'ask'."
+# A tool from elsewhere (an MCP server): nbchat cannot tell what it does.
+ORIGIN_REASON = (
+    "{name} is a tool of {origin}, which can do anything that server can, and the tool policy "
+    "is 'ask' (mcp_allow names the servers and tools that may run without asking)."
+)
 # The built-in tools fit their results to the limit with advice of their own; this is for the
 # rest (notebook tools, the user's functions), whose way to ask for less only they know.
 CUT_ADVICE = "one tool result holds at most {limit:,} characters; call it again asking for less"
@@ -183,10 +188,13 @@ class ToolExecutor:
         if not tool.dangerous or self.policy == "allow":
             return
         if self.policy == "deny":
+            what = (
+                f"a tool of {tool.origin}" if tool.origin else "it changes files or runs commands"
+            )
             raise _Failed(
-                f"Refused: the user's tool policy denies {tool.name!r} (it changes files or runs "
-                "commands). To allow it, set NBCHAT_TOOL_POLICY=allow, or NBCHAT_TOOL_POLICY=ask "
-                "to approve each call in the widget."
+                f"Refused: the user's tool policy denies {tool.name!r} ({what}). To allow it, "
+                "set NBCHAT_TOOL_POLICY=allow, or NBCHAT_TOOL_POLICY=ask to approve each call "
+                "in the widget."
             )
         if self.approver is None:
             raise _Failed(
@@ -198,7 +206,7 @@ class ToolExecutor:
             tool.name,
             arguments,
             call_id=call_id,
-            reason=APPROVAL_REASON.format(name=tool.name),
+            reason=_approval_reason(tool),
             description=tool.description,
         )
         worker = _start(lambda: approver(request), stop)
@@ -214,6 +222,12 @@ class ToolExecutor:
                 f"Refused: the user did not approve {tool.name!r}. Ask the user how to proceed "
                 "or do without it."
             )
+
+
+def _approval_reason(tool: Tool) -> str:
+    if tool.origin:
+        return ORIGIN_REASON.format(name=tool.name, origin=tool.origin)
+    return APPROVAL_REASON.format(name=tool.name)
 
 
 def _checked_arguments(tool: Tool, raw: str) -> dict[str, Any]:

@@ -1,9 +1,12 @@
 """`Tool` and `ToolRegistry`: which functions the model may call, and how they are described.
 
 A `Tool` is a function plus its name, description, JSON schema and argument check (made from
-the signature by `nbchat.tools.schema`) and whether it is `dangerous` (writes files or runs
-commands, so the approval policy applies). A `ToolRegistry` holds tools by name, hands the
-OpenAI `tools=` list to the client and checks arguments for the JSON fallback (`accepts`).
+the signature by `nbchat.tools.schema`, or any `ArgumentCheck`: an MCP server's tools are
+checked against the schema the server gives), whether it is `dangerous` (writes files, runs
+commands or comes from elsewhere, so the approval policy applies) and its `origin` when it
+comes from outside nbchat and the user's code (an MCP server). A `ToolRegistry` holds tools by
+name, hands the OpenAI `tools=` list to the client and checks arguments for the JSON fallback
+(`accepts`).
 Users add their own functions with one decorator or one call:
 
     registry = default_registry()
@@ -23,18 +26,33 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import InitVar, dataclass, field
-from typing import Any, overload
+from typing import Any, Protocol, overload
 
 from nbchat.errors import ToolError
 from nbchat.tools.context import ToolContext
 from nbchat.tools.schema import Signature, describe_function
 
-__all__ = ["Tool", "ToolRegistry", "tool"]
+__all__ = ["ArgumentCheck", "Tool", "ToolRegistry", "tool"]
 
 # OpenAI's rule for function names; llama.cpp and vLLM accept the same.
 NAME_RULE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 
 ToolFunction = Callable[..., Any]
+
+
+class ArgumentCheck(Protocol):
+    """How a tool's arguments are described and checked (`Signature` for a function)."""
+
+    @property
+    def schema(self) -> dict[str, Any]: ...
+
+    def problems(self, arguments: Mapping[str, Any]) -> list[str]:
+        """Everything wrong with `arguments`, one message each ([] when valid)."""
+        ...
+
+    def keywords(self, arguments: Mapping[str, Any], context: ToolContext) -> dict[str, Any]:
+        """The keyword arguments the function is called with (ToolError when not valid)."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -44,7 +62,8 @@ class Tool:
     `parameters` is the schema sent to the server; the arguments are checked against the
     function's own signature (`signature`, made from `function` unless `described` is given).
     `context` (optional) says in a line what the tool can look at now, for a small model's
-    first step.
+    first step. `origin` names where the tool comes from when that is not nbchat or the user's
+    own code ("MCP server 'github'"); the approval card and /help show it.
     """
 
     name: str
@@ -52,13 +71,14 @@ class Tool:
     parameters: dict[str, Any]
     function: ToolFunction = field(repr=False)
     dangerous: bool = False
-    described: InitVar[Signature | None] = None
+    described: InitVar[ArgumentCheck | None] = None
+    signature: ArgumentCheck = field(init=False, repr=False, compare=False)
+    origin: str = ""
     # One line about what the tool can look at right now ("The notebook's variables: …"),
     # shown to a small model's first step (`nbchat.tools.offer`); never a value, only names.
     context: Callable[[], str] | None = field(default=None, repr=False, compare=False)
-    signature: Signature = field(init=False, repr=False, compare=False)
 
-    def __post_init__(self, described: Signature | None) -> None:
+    def __post_init__(self, described: ArgumentCheck | None) -> None:
         object.__setattr__(self, "signature", described or Signature.of(self.function))
 
     @classmethod
@@ -168,7 +188,8 @@ class ToolRegistry:
 
     def schemas(self) -> list[dict[str, Any]]:
         """The OpenAI `tools=[{"type": "function", "function": {...}}]` list."""
-        return [item.to_schema() for item in self._tools.values()]
+        # A snapshot: the meter reads this on the kernel thread while a turn may add tools.
+        return [item.to_schema() for item in list(self._tools.values())]
 
     def copy(self) -> ToolRegistry:
         return ToolRegistry(list(self._tools.values()))

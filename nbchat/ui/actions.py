@@ -21,7 +21,7 @@ from nbchat.errors import NbchatError
 from nbchat.store.store import Store
 from nbchat.ui.attach import Attachment, Shell, attachment_from, with_attachments
 from nbchat.ui.background import IdleWork
-from nbchat.ui.commands import Command, help_text, parse_command
+from nbchat.ui.commands import Command, help_text, parse_command, tools_text
 from nbchat.ui.compactflow import CompactionFlow
 from nbchat.ui.input import ChatInput
 
@@ -187,7 +187,9 @@ def _ipython() -> Shell | None:
 
 
 def _help(ui: CommandTarget, _argument: str) -> None:
-    ui.notice(help_text())
+    conversation = ui.conversation
+    tools = tools_text(conversation.tools, conversation.mcp.status())
+    ui.notice(f"{help_text()}\n\n{tools}")
 
 
 def _invalid(ui: CommandTarget, argument: str) -> None:

@@ -1,13 +1,17 @@
-"""Slash commands typed in the chat input: what exists, how it parses, and the help text.
+"""Slash commands typed in the chat input: what exists, how it parses, and the help text (with
+the tools the model may call and the MCP servers they come from).
 
-Pure: parsing only. `ChatUI` carries each command out.
+Pure: parsing and wording only. `ChatUI` carries each command out.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
-__all__ = ["COMMANDS", "Command", "help_text", "parse_command"]
+from nbchat.tools.registry import ToolRegistry
+
+__all__ = ["COMMANDS", "Command", "help_text", "parse_command", "tools_text"]
 
 COMMANDS: dict[str, tuple[str, str]] = {
     "new": ("", "start a new session (the current one is kept)"),
@@ -67,4 +71,21 @@ def help_text() -> str:
     lines = []
     for name, (usage, description) in COMMANDS.items():
         lines.append(f"/{name}{' ' + usage if usage else ''} — {description}")
+    return "\n".join(lines)
+
+
+def tools_text(tools: ToolRegistry, servers: Sequence[str] = ()) -> str:
+    """The tools the model may call, one a line, with where each comes from and whether it
+    needs approval under the 'ask' policy; then one line per MCP server (`McpTools.status`)."""
+    lines = ["Tools the model may call:"]
+    for name in tools.names():
+        found = tools.get(name)
+        if found is None:  # removed meanwhile
+            continue
+        notes = [f"from {found.origin}"] if found.origin else []
+        if found.dangerous:
+            notes.append("asks first under the 'ask' policy")
+        lines.append(f"{name}{' — ' + ', '.join(notes) if notes else ''}")
+    if servers:
+        lines += ["MCP servers:", *servers]
     return "\n".join(lines)
