@@ -3,10 +3,11 @@
 A small model can drop a file path or an error line from its summary; these cannot be dropped,
 because they are read from the rows by code and appended to the summary under their own
 headings: files read and files modified (from the tool calls' arguments), tool failures (every
-distinct error headline, newest first), the user's own words verbatim (the head of the first
-message always, then the newest) and the notebook's variables and cells the conversation
-referred to (`nbchat.compaction.notebookfacts`). Each list has a token budget, applied when
-rendered, so the block stays small however long the session was.
+distinct error headline, `nbchat.compaction.headlines`: newest first, the oldest kept whatever
+came after them, many per-test lines of one file folded into one), the user's own words
+verbatim (the head of the first message always, then the newest) and the notebook's variables
+and cells the conversation referred to (`nbchat.compaction.notebookfacts`). Each list has a
+token budget, applied when rendered, so the block stays small however long the session was.
 
 Facts carry forward: `parse_facts` reads them back from a previous summary's `# Recorded facts`
 block, and `merge_facts` folds the new rows' facts into them.
@@ -21,6 +22,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from nbchat.compaction.headlines import error_headlines, fold_headlines
 from nbchat.compaction.latest import without_latest
 from nbchat.compaction.notebookfacts import (
     CELLS_HEADING,
@@ -38,7 +40,6 @@ __all__ = [
     "FACTS_HEADING",
     "Facts",
     "collect_facts",
-    "error_headlines",
     "facts_of",
     "file_operations",
     "is_view_tool",
@@ -60,6 +61,9 @@ USER_MESSAGES_HEADING = "## Recent user messages (newest first)"
 # Budgets in estimated tokens (`estimate_tokens`), applied when rendering.
 FILES_TOKENS = 400
 FAILURES_TOKENS = 700
+# The oldest failures (the task's own, often) keep this share of it: the newest cannot push
+# them out.
+OLDEST_SHARE = 4
 FIRST_MESSAGE_TOKENS = 300
 USER_MESSAGES_TOKENS = 600
 # On a small trigger (the small checkpoint) the facts are read again before every reply too:
@@ -68,9 +72,7 @@ USER_MESSAGES_TOKENS = 600
 SMALL_USER_MESSAGES_TOKENS = 100
 SMALL_FIRST_MESSAGE_TOKENS = 60
 NOTEBOOK_TOKENS = 300  # for the variables, and again for the cells
-HEADLINE_CHARS = 200
 PATH_CHARS = 300
-TRACEBACK_SEARCH_LINES = 400
 
 # Tools whose output is a view of files: their text is source, not an error report.
 VIEW_TOOLS = frozenset(
@@ -85,17 +87,6 @@ PATH_KEYS = frozenset({"path", "paths", "file", "files", "filename", "filenames"
 # Paths that name the workspace itself (listing its root): no file to remember.
 WORKSPACE_PATHS = frozenset({"", ".", "./"})
 
-HEADLINE = re.compile(
-    r"^(?:E\s+)?(?:[A-Za-z_][\w.]*)?(?:Error|Exception)(?::\s.*|$)"
-    r"|^(?:FAILED|ERROR)\b"
-    r"|: command not found$"
-    r"|No such file or directory"
-    r"|^fatal: "
-    r"|^Segmentation fault"
-)
-EXCEPTION_LINE = re.compile(r"[A-Za-z_][\w.]*(?::\s|:?$)")
-TRACEBACK = "Traceback (most recent call last)"
-CHAINED = ("During handling of the above exception", "The above exception was the direct cause")
 FAILURE_LINE = re.compile(r"^- (?P<headline>.*) \(in (?P<tool>[^()\s]*)\)$")
 
 
@@ -128,36 +119,6 @@ def _is_modify_tool(tool_name: str) -> bool:
 def _has_word(name: str, words: Iterable[str]) -> bool:
     parts = re.split(r"[^a-z]+", name.lower())
     return any(word in parts for word in words)
-
-
-def error_headlines(text: str) -> list[str]:
-    """Distinct error headlines in `text`, in order of appearance (each at most 200 chars).
-
-    A headline is a Traceback's last line, a line like `...Error: ...` (pytest's `E   ...`
-    too), `FAILED ...`/`ERROR ...`, or a shell error (`command not found`, `No such file`).
-    """
-    lines = text.splitlines()
-    found: dict[str, None] = {}
-    for index, line in enumerate(lines):
-        stripped = line.strip()
-        if stripped.startswith(TRACEBACK):
-            headline = _traceback_headline(lines, index + 1)
-            if headline:
-                found.setdefault(headline[:HEADLINE_CHARS], None)
-        elif HEADLINE.search(stripped):
-            found.setdefault(stripped[:HEADLINE_CHARS], None)
-    return list(found)
-
-
-def _traceback_headline(lines: list[str], start: int) -> str:
-    """The first unindented line after a traceback's frames: the exception it ended with."""
-    for line in lines[start : start + TRACEBACK_SEARCH_LINES]:
-        if line.startswith((TRACEBACK, *CHAINED)):
-            return ""  # a chained traceback: its own headline comes later
-        if EXCEPTION_LINE.match(line):
-            return line.strip()
-        # Frames, source lines, and whatever a harness inserted (elision markers) are skipped.
-    return ""
 
 
 def file_operations(row: Row) -> tuple[list[str], list[str]]:
@@ -270,7 +231,7 @@ def render_facts(facts: Facts, *, small: bool = False) -> str:
     sections = [
         (FILES_READ_HEADING, [f"- {path}" for path in files_read]),
         (FILES_MODIFIED_HEADING, [f"- {path}" for path in files_modified]),
-        (FAILURES_HEADING, _budgeted([f"- {h} (in {_tool(t)})" for t, h in facts.failures])),
+        (FAILURES_HEADING, _failure_lines(facts.failures)),
         (
             FIRST_MESSAGE_HEADING,
             [_quote(_head(facts.first_message, first_budget))] if facts.first_message else [],
@@ -293,7 +254,19 @@ def _tool(name: str) -> str:
     return re.sub(r"[()\s]+", "_", name) or "a_tool"
 
 
-def _budgeted(lines: Sequence[str], budget: int = FAILURES_TOKENS) -> list[str]:
+def _failure_lines(failures: Sequence[tuple[str, str]]) -> list[str]:
+    """The failures' lines, newest first, per-test lines folded (`headlines.fold_headlines`):
+    the oldest (the task's first errors) within a share of the budget, whatever came after
+    them, and the newest within the rest."""
+    folded = fold_headlines([headline for _, headline in failures])
+    lines = [f"- {line} (in {_tool(failures[index][0])})" for index, line in folded]
+    oldest = _budgeted(lines[::-1], FAILURES_TOKENS // OLDEST_SHARE)
+    newer = lines[: len(lines) - len(oldest)]
+    room = FAILURES_TOKENS - sum(estimate_tokens(line) for line in oldest)
+    return _budgeted(newer, room) + oldest[::-1]
+
+
+def _budgeted(lines: Sequence[str], budget: int) -> list[str]:
     """The leading lines (the newest) that fit `budget` tokens."""
     kept: list[str] = []
     used = 0

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from nbchat.compaction.facts import error_headlines, is_view_tool
+from nbchat.compaction.facts import is_view_tool
+from nbchat.compaction.headlines import error_headlines
 from nbchat.history import Row, estimate_tokens
 
 __all__ = [
