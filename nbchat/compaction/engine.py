@@ -29,6 +29,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from nbchat.compaction.brief import BRIEF_CAP
 from nbchat.compaction.cacheform import RequestShape
 from nbchat.compaction.prompts import SummaryFormat
 from nbchat.compaction.result import CompactionResult
@@ -64,7 +65,9 @@ class CompactionEngine:
     working; everything added is keyword-only. Constructing an engine does no I/O: the client
     (from `Settings.load()` when `client` is None) and the summariser's window are looked up
     at the first summary. `summariser` replaces the OpenAI client with any
-    `Summariser` (asked transcripts only: the cache form needs the engine's own).
+    `Summariser` (asked transcripts only: the cache form needs the engine's own). `brief_cap`:
+    summarise the brief transcript within that many tokens (the default on the embedded model,
+    `steps.CompactionSettings.brief_cap`).
     """
 
     def __init__(
@@ -86,6 +89,7 @@ class CompactionEngine:
         settings: Settings | None = None,
         summariser: Summariser | None = None,
         prune_alone: bool = PRUNE_ALONE,
+        brief_cap: int | None = None,
     ) -> None:
         self.threshold = threshold
         self.tail_messages = tail_messages
@@ -104,6 +108,10 @@ class CompactionEngine:
         )
         self.summary_format = summary_format
         self.prune_alone = prune_alone
+        # The embedded model summarises the brief transcript (`nbchat.compaction.brief`): read
+        # whole, in chunks, a long history took it tens of minutes.
+        embedded = settings is not None and settings.is_embedded
+        self.brief_cap = brief_cap if brief_cap is not None else BRIEF_CAP if embedded else None
         # The chat's last request (set by the conversation): the summary is then asked as its
         # continuation, inside the server's prompt cache (`nbchat.compaction.cacheform`).
         self.request_shape: RequestShape | None = None
@@ -173,6 +181,7 @@ class CompactionEngine:
             summary_format=self.summary_format,
             summary_prompt=self.summary_prompt,
             prune_alone=self.prune_alone,
+            brief_cap=self.brief_cap,
         )
 
     def total_tokens(self, history: HistoryLike) -> int:

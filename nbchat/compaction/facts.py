@@ -42,6 +42,7 @@ __all__ = [
     "collect_facts",
     "facts_of",
     "file_operations",
+    "is_modify_tool",
     "is_view_tool",
     "merge_facts",
     "parse_facts",
@@ -110,7 +111,8 @@ def is_view_tool(tool_name: str) -> bool:
     )
 
 
-def _is_modify_tool(tool_name: str) -> bool:
+def is_modify_tool(tool_name: str) -> bool:
+    """True for tools that change files (write/edit/patch), by name; a shell is neither."""
     return tool_name in MODIFY_TOOLS or (
         tool_name not in VIEW_TOOLS and _has_word(tool_name, MODIFY_WORDS)
     )
@@ -131,7 +133,7 @@ def file_operations(row: Row) -> tuple[list[str], list[str]]:
     modified: list[str] = []
     for name, arguments in _tool_calls(row):
         paths = list(_paths_in(arguments))
-        if _is_modify_tool(name):
+        if is_modify_tool(name):
             modified.extend(paths)
         elif is_view_tool(name):
             read.extend(paths)

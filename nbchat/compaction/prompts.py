@@ -24,12 +24,15 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from nbchat.compaction.echoes import find_echoes
 from nbchat.history import CHARS_PER_TOKEN, Message, Row, estimate_tokens
 
 __all__ = [
     "RESPONSE_FORMAT",
     "SMALL_CHECKPOINT_TOKENS",
     "SMALL_RESPONSE_FORMAT",
+    "BRIEF_REPLY_TOKENS",
+    "BRIEF_RESPONSE_FORMAT",
     "checkpoint_format",
     "SECTION_TITLES",
     "Checkpoint",
@@ -81,6 +84,22 @@ JSON_FORMAT = (
     "commands run and what they showed. Be brief: at most {items} items per list, each under "
     "{words} words. File paths, errors and the user's own words are recorded separately: do "
     "not copy them at length."
+)
+# The brief form (`nbchat.compaction.brief`): a small, slow summariser reads each message as one
+# short line and is told concretely what each list holds, in the conversation's own names.
+BRIEF_PROMPT = (
+    "The text inside <conversation> is a conversation between a user and an assistant, one "
+    "short line per message (long ones cut). Write the checkpoint the assistant will continue "
+    'from. "goal": what the user asked for, in one sentence. "done": what the assistant found '
+    'out or changed, each naming the file, function or command. "blocked": what failed and '
+    'why. "decisions": what the assistant chose to do and why. "next_steps": what the '
+    "assistant said it would do next. Use the names the conversation uses; never restate "
+    "these instructions."
+)
+BRIEF_FORMAT = (
+    'Reply with ONE JSON object and nothing else: "goal" (a string), then lists of short '
+    'strings "constraints", "done", "in_progress", "blocked", "decisions", "next_steps", '
+    '"critical_context" ([] when empty).'
 )
 FOCUS_PROMPT = "Pay particular attention to: {focus}"
 
@@ -145,6 +164,17 @@ SMALL_SECTION_ITEMS = SECTION_ITEMS | {
     "critical_context": 0,  # paths and notebook facts are recorded facts
 }
 SMALL_CHECKPOINT_TOKENS = 200
+# The brief checkpoint: what the brief form asks for (at most ~350 tokens written).
+BRIEF_GOAL_CHARS = 200
+BRIEF_ITEM_CHARS = 120
+BRIEF_SECTION_ITEMS = SECTION_ITEMS | {
+    "constraints": 1,
+    "in_progress": 1,
+    "decisions": 2,
+    "next_steps": 2,
+    "critical_context": 0,  # paths and errors are recorded facts
+}
+BRIEF_REPLY_TOKENS = 400
 
 
 def checkpoint_format(
@@ -177,6 +207,9 @@ RESPONSE_FORMAT = checkpoint_format(SECTION_ITEMS, goal_chars=GOAL_CHARS, item_c
 SMALL_RESPONSE_FORMAT = checkpoint_format(
     SMALL_SECTION_ITEMS, goal_chars=SMALL_GOAL_CHARS, item_chars=SMALL_ITEM_CHARS
 )
+BRIEF_RESPONSE_FORMAT = checkpoint_format(
+    BRIEF_SECTION_ITEMS, goal_chars=BRIEF_GOAL_CHARS, item_chars=BRIEF_ITEM_CHARS
+)
 TOOL_OUTPUT_CHARS = 2000
 TOOL_CALL_CHARS = 1500
 HEADING = re.compile(r"^#{1,6}\s*(.+?)\s*:?\s*$", re.MULTILINE)
@@ -187,11 +220,14 @@ SummaryFormat = Literal["json", "markdown"]
 
 @dataclass(frozen=True)
 class Checkpoint:
-    """A reply read back: markdown text (empty when the model said nothing) and what it lacks."""
+    """A reply read back: markdown text (empty when the model said nothing, or when what it said
+    was not kept) and what it lacks."""
 
     text: str
     missing: tuple[str, ...]
     over_budget: tuple[str, ...] = ()  # sections cut to their budget (a server ignored it)
+    echoes: int = 0  # items dropped: they copied the instruction or repeated (`echoes`)
+    rejected: bool = False  # mostly echoes: not kept at all
 
 
 def trim_middle(text: str, limit: int) -> str:
@@ -273,15 +309,21 @@ def build_request(
     fmt: SummaryFormat = "json",
     instruction: str | None = None,
     focus: str | None = None,
+    brief: bool = False,
 ) -> list[Message]:
-    """The summary request: the system prompt, then ONE user message holding everything."""
+    """The summary request: the system prompt, then ONE user message holding everything (the
+    brief form's instruction and format when `brief` and the format is JSON)."""
+    brief = brief and fmt == "json"
     parts = [f"<conversation>\n{transcript}\n</conversation>"]
     if previous:
         parts.append(f"<previous-summary>\n{previous}\n</previous-summary>")
         parts.append(UPDATE_PROMPT)
     else:
-        parts.append(instruction or SUMMARY_PROMPT)
-    parts.append(json_format() if fmt == "json" else MARKDOWN_FORMAT)
+        parts.append(instruction or (BRIEF_PROMPT if brief else SUMMARY_PROMPT))
+    if brief:
+        parts.append(BRIEF_FORMAT)
+    else:
+        parts.append(json_format() if fmt == "json" else MARKDOWN_FORMAT)
     if focus:
         parts.append(FOCUS_PROMPT.format(focus=focus))
     return [
@@ -299,16 +341,32 @@ def request_overhead(*, previous_tokens: int, instruction: str | None, focus: st
     return estimate_tokens(SUMMARY_SYSTEM_PROMPT) + prompt + fmt + extra + tags + previous_tokens
 
 
-def parse_reply(text: str) -> Checkpoint:
-    """The model's answer as markdown: a JSON object is rendered, anything else kept as is."""
+def parse_reply(text: str, *, instruction: str = "") -> Checkpoint:
+    """The model's answer as markdown: a JSON object is rendered, anything else kept as is;
+    either way without the items or lines that copy `instruction` (what the summariser was
+    told) or repeat one before (`nbchat.compaction.echoes`)."""
     stripped = text.strip()
     fenced = FENCE.match(stripped)
     candidate = fenced.group(1) if fenced else stripped
     if candidate.startswith("{"):
         data = _load_json_object(candidate)
         if data is not None:
-            return _from_json(data)
-    return Checkpoint(stripped, _missing_headings(stripped))
+            return _from_json(data, instruction)
+    return _from_text(stripped, instruction)
+
+
+def _from_text(text: str, instruction: str) -> Checkpoint:
+    """A plain or markdown reply without its echoed and repeated lines (headings and "(none)"
+    kept: they are the template's)."""
+    lines = text.splitlines()
+    items = [(index, _item_text(line)) for index, line in enumerate(lines)]
+    content = [(index, said) for index, said in items if said and said.lower() != "(none)"]
+    echoes = find_echoes({"lines": [said for _, said in content]}, instruction)
+    if echoes.rejected:
+        return Checkpoint("", _missing_headings(text), echoes=len(echoes.dropped), rejected=True)
+    gone = {content[i][0] for _, i in echoes.dropped}
+    kept = "\n".join(line for index, line in enumerate(lines) if index not in gone).strip()
+    return Checkpoint(kept, _missing_headings(kept), echoes=len(echoes.dropped))
 
 
 def _load_json_object(text: str) -> dict[str, Any] | None:
@@ -355,20 +413,38 @@ def json_format() -> str:
     return JSON_FORMAT.format(items=PROMPT_ITEMS, words=PROMPT_WORDS)
 
 
-def _from_json(data: Mapping[str, Any]) -> Checkpoint:
+def _item_text(line: str) -> str:
+    """A line's words without its list marker (`- `, `* `, `1. `, `- [x] `); "" for a heading."""
+    text = line.strip()
+    if text.startswith("#"):
+        return ""
+    for marker in ("- [x] ", "- [ ] ", "- ", "* "):
+        if text.startswith(marker):
+            return text[len(marker) :].strip()
+    number, dot, rest = text.partition(". ")
+    return rest.strip() if dot and number.isdigit() else text
+
+
+def _from_json(data: Mapping[str, Any], instruction: str) -> Checkpoint:
+    budgeted = {key: _within_budget(key, data.get(key)) for key, _, _ in JSON_SECTIONS}
+    over = tuple(key for key, (_, cut) in budgeted.items() if cut)
+    missing = tuple(dict.fromkeys(JSON_KEY_SECTION[k] for k in JSON_KEY_SECTION if k not in data))
+    echoes = find_echoes({key: items for key, (items, _) in budgeted.items()}, instruction)
+    if echoes.rejected:
+        return Checkpoint("", missing, over, echoes=len(echoes.dropped), rejected=True)
     sections: list[str] = []
-    over: list[str] = []
     has_content = False
     for key, heading, bullet in JSON_SECTIONS:
-        items, cut = _within_budget(key, data.get(key))
-        if cut:
-            over.append(key)
+        items = [
+            item
+            for index, item in enumerate(budgeted[key][0])
+            if (key, index) not in echoes.dropped
+        ]
         lines = [_bulleted(bullet, number, item) for number, item in enumerate(items, start=1)]
         has_content = has_content or bool(lines)
         sections.append(heading + "\n" + ("\n".join(lines) if lines else "(none)"))
-    missing = tuple(dict.fromkeys(JSON_KEY_SECTION[k] for k in JSON_KEY_SECTION if k not in data))
     text = "\n\n".join(sections) if has_content else ""
-    return Checkpoint(text, missing, over_budget=tuple(over))
+    return Checkpoint(text, missing, over, echoes=len(echoes.dropped))
 
 
 def _within_budget(key: str, value: Any) -> tuple[list[str], bool]:

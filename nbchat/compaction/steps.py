@@ -26,8 +26,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 
+from nbchat.compaction.brief import brief_blocks
 from nbchat.compaction.cacheform import RequestShape
 from nbchat.compaction.facts import facts_of, previous_summary, render_facts, strip_facts
+from nbchat.compaction.keylines import key_lines_of, render_key_lines
 from nbchat.compaction.latest import latest_instruction, render_latest
 from nbchat.compaction.prompts import SMALL_CHECKPOINT_TOKENS, SummaryFormat, to_blocks
 from nbchat.compaction.prune import apply_replacements, find_prunable, protected_start
@@ -78,6 +80,9 @@ CHECKPOINT_TOKENS = 400
 # prepare it in, the user waits for every token of it (~50 ms each on the embedded model).
 CHECKPOINT_SHARE = 10
 MIN_CHECKPOINT_TOKENS = 96
+# The key lines (`nbchat.compaction.keylines`) go beside the facts only when the rows replaced
+# are at least this many times their size.
+KEY_LINES_SHARE = 10
 # Why nothing is summarised, when nothing is.
 SETTLED = "already compacted: a summary and the recent rows"
 NO_CUT = "fewer than two rows before the kept tail"
@@ -109,6 +114,10 @@ class CompactionSettings:
     summary_format: SummaryFormat = "json"
     summary_prompt: str | None = None
     prune_alone: bool = PRUNE_ALONE
+    # A small, slow summariser (the embedded model): what it is sent as a transcript is the
+    # brief transcript within this many tokens (`nbchat.compaction.brief`); None: every row,
+    # in chunks that fit its window.
+    brief_cap: int | None = None
 
     @property
     def trigger(self) -> int:
@@ -300,14 +309,19 @@ def _cut(preparation: Preparation, *, over: bool) -> Preparation:
 
 def _at(preparation: Preparation, split: Split) -> Preparation:
     """`preparation` cut at `split`: the facts of the original rows the summary replaces (the
-    small checkpoint's on a small trigger), and the user's latest message when the cut takes
-    it."""
+    small checkpoint's on a small trigger) with their key lines (not on a small trigger, nor
+    for a short history), and the user's latest message when the cut takes it."""
     small = preparation.settings.small_checkpoint
+    replaced = preparation.rows[: split.start]
+    keys = "" if small else render_key_lines(key_lines_of(replaced))
+    if estimate_tokens(keys) * KEY_LINES_SHARE > sum(preparation.estimates[: split.start]):
+        keys = ""  # a short history: its summary says as much, and they would not pay for it
+    blocks = (render_facts(facts_of(replaced), small=small), keys)
     return replace(
         preparation,
         split=split,
         reason="",
-        facts=render_facts(facts_of(preparation.rows[: split.start]), small=small),
+        facts="\n\n".join(block for block in blocks if block),
         carried=render_latest(latest_instruction(preparation.pruned, split.start)),
     )
 
@@ -447,26 +461,36 @@ def _ask(preparation: Preparation, writer: SummaryWriter, cancel: threading.Even
         if start == earlier.covered:
             return Digest(text=earlier.text)
         return writer.write(
-            to_blocks(rows[earlier.covered : start]),
+            _transcript(settings, rows[earlier.covered : start]),
             previous=earlier.text,
             max_tokens=settings.summary_max_tokens,
             fmt=settings.summary_format,
             instruction=settings.summary_prompt,
             cancel=cancel,
+            brief=settings.brief_cap is not None,
         )
     end, said = _ask_cached(preparation, writer, cancel)
     if end == start or said.cancelled:
         return said
     rest = writer.write(
-        to_blocks(rows[end:start]),
+        _transcript(settings, rows[end:start]),
         previous=said.text or previous_summary(preparation.pruned[:start]),
         max_tokens=settings.summary_max_tokens,
         fmt=settings.summary_format,
         instruction=settings.summary_prompt,
         focus=preparation.focus,
         cancel=cancel,
+        brief=settings.brief_cap is not None,
     )
     return joined(said, rest)
+
+
+def _transcript(settings: CompactionSettings, rows: Sequence[Row]) -> list[str]:
+    """The rows as the summariser reads them: the brief transcript within `brief_cap`, else
+    every row (`to_blocks`, chunked by the writer)."""
+    if settings.brief_cap is None:
+        return to_blocks(rows)
+    return brief_blocks(rows, settings.brief_cap)
 
 
 def _ask_cached(

@@ -23,6 +23,8 @@ from typing import TYPE_CHECKING
 
 from nbchat.compaction.cacheform import RequestShape, build_cache_request, cache_prefix_end
 from nbchat.compaction.prompts import (
+    BRIEF_REPLY_TOKENS,
+    BRIEF_RESPONSE_FORMAT,
     RESPONSE_FORMAT,
     SMALL_RESPONSE_FORMAT,
     SummaryFormat,
@@ -35,7 +37,7 @@ from nbchat.compaction.result import SummaryUsage
 from nbchat.compaction.summariser import Summariser, SummaryReply
 from nbchat.config import DEFAULT_N_CTX
 from nbchat.errors import CompactionError, ContextOverflowError, NbchatError
-from nbchat.history import Row, estimate_tokens
+from nbchat.history import Message, Row, estimate_tokens
 
 if TYPE_CHECKING:
     import openai
@@ -53,6 +55,13 @@ MIN_CHUNK_TOKENS = 256
 # notebook shows WARNING records as stderr output).
 OVER_BUDGET = "the summary's section(s)"
 NOTHING_SAID = "(The earlier rows held only the assistant's reasoning.)"
+ECHOED = "copied the summariser's instruction or repeated a line and were left out"
+NOT_KEPT = (
+    "the summary mostly copied its instruction or repeated itself and was not kept; what code "
+    "picked (the facts and key lines) stands alone"
+)
+CONVERSATION_END = "</conversation>"
+PREVIOUS_START, PREVIOUS_END = "<previous-summary>", "</previous-summary>"
 
 
 @dataclass(frozen=True)
@@ -128,6 +137,7 @@ class SummaryWriter:
         instruction: str | None = None,
         focus: str | None = None,
         cancel: threading.Event | None = None,
+        brief: bool = False,
     ) -> Digest:
         """`write_digest` with this summariser and window; every failure a `CompactionError`,
         whatever the summariser raised (a plugged-in one may raise anything)."""
@@ -142,6 +152,7 @@ class SummaryWriter:
                 instruction=instruction,
                 focus=focus,
                 cancel=cancel,
+                brief=brief,
             )
         except NbchatError as exc:
             raise self._learn_from(exc) from exc
@@ -192,7 +203,10 @@ class SummaryWriter:
                 stop=cancel,
             )
             digest = _read_reply(
-                Digest(chunks=1), answer, cancelled=cancel is not None and cancel.is_set()
+                Digest(chunks=1),
+                answer,
+                cancelled=cancel is not None and cancel.is_set(),
+                told=messages[-1:],
             )
         except NbchatError as exc:
             raise self._learn_from(exc) from exc
@@ -228,11 +242,14 @@ def write_digest(
     instruction: str | None = None,
     focus: str | None = None,
     cancel: threading.Event | None = None,
+    brief: bool = False,
 ) -> Digest:
-    """The summary of the transcript `blocks`, updating `previous` (may be empty)."""
+    """The summary of the transcript `blocks`, updating `previous` (may be empty); `brief`:
+    the blocks are a brief transcript (`nbchat.compaction.brief`), asked for the brief
+    checkpoint."""
     if not blocks:
         return Digest(text=previous or NOTHING_SAID)
-    reply_tokens = min(max_tokens, window // 4)
+    reply_tokens = min(max_tokens, window // 4, BRIEF_REPLY_TOKENS if brief else max_tokens)
     budget = _chunk_budget(
         window, reply_tokens, previous=previous, instruction=instruction, focus=focus
     )
@@ -242,13 +259,15 @@ def write_digest(
         if cancel is not None and cancel.is_set():
             return replace(digest, cancelled=True)
         messages = build_request(
-            chunk, previous=digest.text, fmt=fmt, instruction=instruction, focus=focus
+            chunk, previous=digest.text, fmt=fmt, instruction=instruction, focus=focus, brief=brief
         )
-        schema = RESPONSE_FORMAT if fmt == "json" else None
+        schema = (BRIEF_RESPONSE_FORMAT if brief else RESPONSE_FORMAT) if fmt == "json" else None
         reply = summariser.summarise(
             messages, max_tokens=reply_tokens, response_format=schema, stop=cancel
         )
-        digest = _read_reply(digest, reply, cancelled=cancel is not None and cancel.is_set())
+        digest = _read_reply(
+            digest, reply, cancelled=cancel is not None and cancel.is_set(), told=messages
+        )
         if digest.cancelled:
             return digest
     return digest
@@ -273,8 +292,11 @@ def _chunk_budget(
     return budget
 
 
-def _read_reply(digest: Digest, reply: SummaryReply, *, cancelled: bool) -> Digest:
-    """`digest` after one reply: usage counted, its text the new summary so far."""
+def _read_reply(
+    digest: Digest, reply: SummaryReply, *, cancelled: bool, told: Sequence[Message]
+) -> Digest:
+    """`digest` after one reply: usage counted, its text the new summary so far (the summary
+    before it, when the reply only copied `told`, its instruction, or repeated itself)."""
     usage = SummaryUsage(
         prompt_tokens=reply.prompt_tokens,
         completion_tokens=reply.completion_tokens,
@@ -284,13 +306,18 @@ def _read_reply(digest: Digest, reply: SummaryReply, *, cancelled: bool) -> Dige
     counted = replace(digest, usage=digest.usage.plus(usage))
     if cancelled or reply.finish_reason == "stopped":
         return replace(counted, cancelled=True)
-    checkpoint = parse_reply(reply.text)
+    checkpoint = parse_reply(reply.text, instruction=instruction_of(told))
+    warnings = list(counted.warnings)
+    if checkpoint.rejected:
+        warnings.append(NOT_KEPT)
+        return replace(counted, warnings=tuple(dict.fromkeys(warnings)))
     if not checkpoint.text:
         raise CompactionError(
             "The summariser returned an empty summary. The history was left as it was; compact "
             "again, or set another summary_model if it keeps happening."
         )
-    warnings = list(counted.warnings)
+    if checkpoint.echoes:
+        warnings.append(f"{checkpoint.echoes} item(s) of the summary {ECHOED}")
     if checkpoint.missing:
         missing = ", ".join(checkpoint.missing)
         warnings.append(f"the summary lacks section(s) {missing}; the recorded facts stand in")
@@ -300,6 +327,22 @@ def _read_reply(digest: Digest, reply: SummaryReply, *, cancelled: bool) -> Dige
     if reply.finish_reason == "length":
         warnings.append("the summary was cut at its max_tokens")
     return replace(counted, text=checkpoint.text, warnings=tuple(dict.fromkeys(warnings)))
+
+
+def instruction_of(messages: Sequence[Message]) -> str:
+    """What a summary request told the summariser: its messages without the transcript (in the
+    cache form, `messages` is only the instruction)."""
+    parts = []
+    for message in messages:
+        content = str(message.get("content") or "")
+        end = content.rfind(CONVERSATION_END)
+        told = content[end + len(CONVERSATION_END) :] if end >= 0 else content
+        # An update carries the previous summary forward: its items are no echo.
+        start, stop = told.find(PREVIOUS_START), told.find(PREVIOUS_END)
+        if 0 <= start < stop:
+            told = told[:start] + told[stop + len(PREVIOUS_END) :]
+        parts.append(told)
+    return "\n".join(parts)
 
 
 def joined(first: Digest, then: Digest) -> Digest:
