@@ -13,6 +13,9 @@ from hypothesis import strategies as st
 from nbchat.ui.mathspans import math_spans
 from nbchat.ui.render import (
     COPY_HANDLER,
+    STYLE,
+    checkpoint_sections,
+    render_checkpoint,
     render_compacted,
     render_markdown,
     render_notice,
@@ -109,6 +112,8 @@ def every_rendering(text: str) -> list[str]:
         render_tool_call(text, text),
         render_tool_result(text, text, ok=False),
         render_compacted(text, rows_replaced=3, tokens_before=10, tokens_after=2),
+        render_checkpoint(text),
+        render_checkpoint("## " + text + "\n" + text),
         render_notice(text, error=True, traceback=text),
     ]
 
@@ -243,6 +248,40 @@ def test_the_compacted_card_says_what_it_replaced() -> None:
         "## Goal\nfix", rows_replaced=12, tokens_before=9000, tokens_after=800
     )
     assert "12 rows, ~9,000 → ~800 tokens" in markup
+
+
+CHECKPOINT = (
+    "## Goal\nKeep the last token\n\n## Progress\n### Done\n"
+    + "".join(f"- [x] step {n}\n" for n in range(8))
+    + "\n# Recorded facts\n(Kept by code.)\n\n## Files read\n- src/parse.py"
+)
+
+
+def test_a_checkpoint_is_one_section_per_heading_long_ones_folded() -> None:
+    sections = checkpoint_sections(CHECKPOINT)
+    assert [title for title, _ in sections] == ["Goal", "Progress", "Recorded facts", "Files read"]
+    markup = render_checkpoint(CHECKPOINT)
+    assert markup.startswith('<div class="nbchat-checkpoint">')
+    assert "<details open><summary>Goal</summary>" in markup
+    assert "<details><summary>Progress</summary>" in markup  # ten lines: folded
+    assert "<h3>Done</h3>" in markup  # a sub-heading stays inside its section
+    assert "<h2>" not in markup and "<h1>" not in markup
+
+
+def test_a_heading_inside_a_code_fence_starts_no_section() -> None:
+    text = "## Last changes\n```\n## not a heading\n```\n## Next\nrun it"
+    assert [title for title, _ in checkpoint_sections(text)] == ["Last changes", "Next"]
+
+
+def test_a_checkpoints_headings_read_at_the_chats_type_scale() -> None:
+    rule = STYLE[STYLE.index(".nbchat-checkpoint h1") :].split("}")[0]
+    assert "font-size: 1em" in rule
+
+
+def test_the_compaction_card_shows_the_checkpoint_in_sections() -> None:
+    markup = render_compacted(CHECKPOINT, rows_replaced=3)
+    assert '<div class="nbchat-checkpoint">' in markup
+    assert "<summary>Files read</summary>" in markup
 
 
 @pytest.mark.parametrize(

@@ -520,6 +520,15 @@ def test_compact_shows_a_preview_and_changes_nothing(ui: ChatUI, store: Store) -
     assert (snapshot(store, session), counts(store)) == (before, tables)
 
 
+def test_the_preview_shows_the_checkpoint_in_sections_at_the_chats_type_scale(
+    ui: ChatUI,
+) -> None:
+    proposed(ui)
+    text = shown(ui)
+    assert '<div class="nbchat-checkpoint"><details open><summary>Goal</summary>' in text
+    assert "<h2>" not in text
+
+
 def test_accept_in_the_widget_compacts_and_the_card_offers_undo(ui: ChatUI, store: Store) -> None:
     session = str(ui.conversation.session_id)
     before = active_ids(store, session)

@@ -19,7 +19,7 @@ from nbchat.compaction.result import CompactionResult
 from nbchat.conversation.steer import split_summary
 from nbchat.history import Row
 from nbchat.ui.cards import Collapsible
-from nbchat.ui.render import render_compacted, render_markdown, render_notice
+from nbchat.ui.render import render_checkpoint, render_compacted, render_notice
 
 __all__ = [
     "CompactionCard",
@@ -112,10 +112,10 @@ class PreviewCard:
         parts: list[widgets.Widget] = [widgets.HTML(value=f'<div class="nbchat-card">{head}</div>')]
         if result.edit.summary_row is not None:
             parts.append(widgets.HTML(value="<b>Summary written by the model</b>"))
-            parts.append(widgets.HTML(value=render_markdown(said)))
+            parts.append(widgets.HTML(value=render_checkpoint(said)))
         if kept:
             parts.append(
-                Collapsible("Kept by code (facts)", widgets.HTML(value=render_markdown(kept)))
+                Collapsible("Kept by code (facts)", widgets.HTML(value=render_checkpoint(kept)))
             )
         replaced = [*covered[: result.edit.rows_summarised]]
         replaced += [covered[i] for i in sorted(result.edit.replacements) if i < len(covered)]

@@ -40,6 +40,8 @@ __all__ = [
     "destination_badge",
     "render_approval",
     "render_label",
+    "checkpoint_sections",
+    "render_checkpoint",
     "render_compacted",
     "render_markdown",
     "render_notice",
@@ -58,6 +60,8 @@ COPY_BUTTON = (
     f'<button class="nbchat-copy" title="Copy code" onclick="{COPY_HANDLER}">Copy</button>'
 )
 ROLE_LABELS = {"user": "You", "assistant": "Assistant"}
+# A checkpoint's section longer than this many lines is shown folded under its title.
+FOLD_LINES = 6
 MARK_OPEN, MARK_CLOSE = "\ue000", "\ue001"
 MARK_PATTERN = re.compile("\ue000([0-9]+)\ue001")
 FENCE_PATTERN = re.compile(r"^ {0,3}(`{3,}|~{3,})", re.MULTILINE)
@@ -91,6 +95,18 @@ STYLE = (
   margin: 2px 0; background: var(--jp-layout-color1, transparent); }
 .nbchat-card.nbchat-failed { border-left-color: var(--jp-error-color1, #d32f2f); }
 .nbchat-card.nbchat-compacted { border-left-color: var(--jp-warn-color1, #f57c00); }
+/* A checkpoint reads at the chat's type scale: its headings are labels, not page titles. */
+.nbchat-checkpoint { font-size: var(--jp-content-font-size1, 14px); line-height: 1.45; }
+.nbchat-checkpoint h1, .nbchat-checkpoint h2, .nbchat-checkpoint h3, .nbchat-checkpoint h4,
+.nbchat-checkpoint h5, .nbchat-checkpoint h6 { font-size: 1em; font-weight: 600;
+  margin: 4px 0 2px 0; }
+.nbchat-checkpoint details { margin: 2px 0; }
+.nbchat-checkpoint summary { font-weight: 600; cursor: pointer; }
+.nbchat-checkpoint .nbchat-msg p { margin: 2px 0; }
+.nbchat-checkpoint .nbchat-msg ul, .nbchat-checkpoint .nbchat-msg ol { margin: 2px 0;
+  padding-left: 1.4em; }
+.nbchat-checkpoint blockquote { margin: 2px 0 2px 4px; padding-left: 6px;
+  border-left: 2px solid var(--jp-border-color2, rgba(127, 127, 127, 0.3)); }
 .nbchat-failed .nbchat-result { color: var(--jp-error-color1, #d32f2f); }
 .nbchat-exact { unicode-bidi: bidi-override; direction: ltr; text-align: left;
   white-space: pre-wrap; overflow-wrap: anywhere; max-height: 24em; overflow: auto;
@@ -296,6 +312,38 @@ def render_tool_result(name: str, content: str, *, ok: bool = True, limit: int =
     )
 
 
+def render_checkpoint(text: str) -> str:
+    """A checkpoint (a summary, its facts) as one folding section per heading (`# ` or `## `),
+    at the chat's type scale: a section of at most FOLD_LINES lines shows open, a longer one
+    folded under its title. Titles are escaped; bodies go through `render_markdown`."""
+    parts = []
+    for title, body in checkpoint_sections(text):
+        inner = render_markdown(body) if body.strip() else ""
+        if not title:
+            parts.append(inner)
+            continue
+        shown = " open" if len(body.strip().splitlines()) <= FOLD_LINES else ""
+        parts.append(f"<details{shown}><summary>{html.escape(title)}</summary>{inner}</details>")
+    return f'<div class="nbchat-checkpoint">{"".join(parts)}</div>'
+
+
+def checkpoint_sections(text: str) -> list[tuple[str, str]]:
+    """(heading, body) for each `# `/`## ` heading of `text` outside code fences; a body before
+    the first heading comes with the title ""."""
+    sections: list[tuple[str, list[str]]] = [("", [])]
+    fence = ""
+    for line in text.splitlines():
+        opened = FENCE_PATTERN.match(line)
+        if opened and (not fence or opened.group(1).startswith(fence)):
+            fence = "" if fence else opened.group(1)
+        heading = line.startswith(("# ", "## ")) and not fence
+        if heading:
+            sections.append((line.lstrip("#").strip(), []))
+        else:
+            sections[-1][1].append(line)
+    return [(title, "\n".join(body)) for title, body in sections if title or "".join(body).strip()]
+
+
 def render_compacted(
     summary: str,
     *,
@@ -313,7 +361,7 @@ def render_compacted(
     return (
         f'<div class="nbchat-card nbchat-compacted"><details><summary>{COMPACTED_ICON} '
         f"Earlier conversation compacted{html.escape(detail)}</summary>"
-        f"{render_markdown(summary)}</details></div>"
+        f"{render_checkpoint(summary)}</details></div>"
     )
 
 
