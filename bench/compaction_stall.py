@@ -6,6 +6,11 @@ enough that it compacts every few turns, and a pause between turns as a reader w
 (`--pause`, 20 s by default; 0 for none). Each turn's wall time is from `send` to `wait`
 returning: the reply, plus any compaction the turn ran, plus re-reading a new prefix.
 
+Two scenarios (`--scenario`): "budget" (issue 13): the 0.5B with a 1,600-token budget, ~250-token
+replies, no tools; "window" (issue 22): the default model (`auto`: the 1.5B where the machine can
+run it) with a 4,096-token window and the budget it implies, replies up to 96 tokens, the
+default tools (denied), twelve explain-this-code questions.
+
 Two modes in the same process, each in a new session (its own database): "today" with
 `prepare_mark=0` (no background preparation: a compacting turn summarises in the foreground)
 and "after" with the default mark (the widget prepares the next compaction while the user
@@ -17,7 +22,8 @@ Figures only, never an assertion. Slow: minutes per mode on two cores.
 prompt tokens computed, the cached part and the tokens generated (where a compacting turn's
 seconds go: the instruction, the summary, the re-read of the new prefix, the reply).
 
-    python bench/compaction_stall.py [--turns 8] [--pause 20] [--modes today after]
+    python bench/compaction_stall.py [--scenario budget|window] [--turns 8] [--pause 20]
+                                     [--modes today after]
 """
 
 from __future__ import annotations
@@ -30,7 +36,7 @@ import statistics
 import sys
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +44,7 @@ import harness
 from harness import Figure, temporary_directory
 
 from nbchat.config import DEFAULT_PREPARE_MARK, Settings
+from nbchat.embedded.machine import choose_model, read_machine
 from nbchat.embedded.server import ensure_server
 from nbchat.tools import ToolRegistry
 from nbchat.ui import ChatUI
@@ -74,6 +81,56 @@ QUESTIONS = tuple(
 )
 
 
+CODE_QUESTIONS = tuple(
+    f"Explain what this code does, briefly:\n```python\n{code}\n```"
+    for code in (
+        "def chunks(xs, n):\n    return [xs[i:i + n] for i in range(0, len(xs), n)]",
+        "from collections import Counter\nwords = open('a.txt').read().split()\n"
+        "print(Counter(words).most_common(3))",
+        "import functools\n@functools.lru_cache(maxsize=None)\ndef fib(n):\n"
+        "    return n if n < 2 else fib(n - 1) + fib(n - 2)",
+        "with open('data.csv') as f:\n    rows = [line.rstrip('\\n').split(',') for line in f]\n"
+        "header, *body = rows",
+        "squares = {n: n * n for n in range(10) if n % 2}",
+        "def flatten(xs):\n    for x in xs:\n        if isinstance(x, list):\n"
+        "            yield from flatten(x)\n        else:\n            yield x",
+        "import re\nemails = re.findall(r'[\\w.]+@[\\w.]+', text)",
+        "pairs = sorted(scores.items(), key=lambda kv: kv[1], reverse=True)[:5]",
+        "class Stack:\n    def __init__(self):\n        self.items = []\n"
+        "    def push(self, x):\n        self.items.append(x)\n"
+        "    def pop(self):\n        return self.items.pop()",
+        "import pathlib\n"
+        "sizes = {p.name: p.stat().st_size for p in pathlib.Path('.').glob('*.py')}",
+        "total = sum(x for x in numbers if x > 0) / max(1, len(numbers))",
+        "from itertools import groupby\nfor key, group in groupby(sorted(words), key=len):\n"
+        "    print(key, list(group))",
+    )
+)
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """One chat to measure: the model, its window and budget, the reply cap, the questions, and
+    whether the default tools are offered (denied when asked)."""
+
+    model: str
+    n_ctx: int
+    threshold: int | None  # None: the window's own (n_ctx minus the reply's max_tokens)
+    max_tokens: int
+    summary_max_tokens: int | None
+    turns: int
+    tools: bool
+    questions: tuple[str, ...] = field(default=QUESTIONS, repr=False)
+
+
+def scenarios() -> dict[str, Scenario]:
+    """The scenarios, read at call time (a test narrows MODEL, MAX_TOKENS and TURNS)."""
+    return {
+        "budget": Scenario(MODEL, N_CTX, THRESHOLD, MAX_TOKENS, SUMMARY_MAX_TOKENS, TURNS, False),
+        "window": Scenario("auto", 4_096, None, 96, None, 12, True, CODE_QUESTIONS),
+    }
+
+
 @dataclass(frozen=True)
 class Turn:
     seconds: float
@@ -81,25 +138,31 @@ class Turn:
     before: bool = False  # in the pause before it (the widget's idle work)
 
 
-def settings_for(home: Path, mode: str, pause: float) -> Settings:
+def settings_for(home: Path, mode: str, pause: float, scenario: Scenario) -> Settings:
+    summary = (
+        {}
+        if scenario.summary_max_tokens is None
+        else {"summary_max_tokens": scenario.summary_max_tokens}
+    )
     return Settings(
         home=home,
         workspace=home,
         db_path=home / f"{mode}-{pause:g}.db",  # a new session, nothing shared but the server
-        local_model=MODEL,
-        local_n_ctx=N_CTX,
-        context_token_threshold=THRESHOLD,
-        max_tokens=MAX_TOKENS,
-        summary_max_tokens=SUMMARY_MAX_TOKENS,
+        local_model=scenario.model,
+        local_n_ctx=scenario.n_ctx,
+        context_token_threshold=scenario.threshold,
+        max_tokens=scenario.max_tokens,
         prepare_mark=MODES[mode],
         notebook_tools=False,
         tool_policy="deny",
+        **summary,
     )
 
 
-def chat(home: Path, mode: str, *, turns: int, pause: float) -> list[Turn]:
+def chat(home: Path, mode: str, *, turns: int, pause: float, scenario: Scenario) -> list[Turn]:
     """One session of `turns` questions; each turn's wall time and whether it compacted."""
-    ui = ChatUI(settings_for(home, mode, pause), tools=ToolRegistry())
+    tools = None if scenario.tools else ToolRegistry()  # None: the default tools
+    ui = ChatUI(settings_for(home, mode, pause, scenario), tools=tools)
     measured: list[Turn] = []
     try:
         ui.send("Hi")  # not measured: the first reply reads the system prompt and tools
@@ -109,7 +172,7 @@ def chat(home: Path, mode: str, *, turns: int, pause: float) -> list[Turn]:
         for number in range(turns):
             before = compactions(ui)
             started = time.monotonic()
-            ui.send(QUESTIONS[number % len(QUESTIONS)])
+            ui.send(scenario.questions[number % len(scenario.questions)])
             ui.wait()
             done, idle = compactions(ui), before > done
             measured.append(Turn(time.monotonic() - started, done > before, idle))
@@ -150,22 +213,29 @@ def figure_for(mode: str, pause: float, turns: Sequence[Turn]) -> Figure:
 
 
 def main(
-    turns: int = TURNS,
+    turns: int | None = None,
     pauses: Sequence[float] = (PAUSE,),
     modes: Sequence[str] = tuple(MODES),
     *,
     server_log: Path | None = None,
+    scenario: str = "budget",
 ) -> list[dict[str, Any]]:
-    """Start Qwen in a temporary home, chat in each mode at each pause, stop it; `server_log`
-    keeps a copy of llama.cpp's log (its per-request timings: prompt, cached, generated)."""
-    figures: list[Figure] = []
+    """Start the scenario's model in a temporary home, chat in each mode at each pause, stop
+    it; `server_log` keeps a copy of llama.cpp's log (its per-request timings: prompt, cached,
+    generated)."""
+    chosen = scenarios()[scenario]
+    turns = chosen.turns if turns is None else turns
+    model = choose_model(read_machine()).key if chosen.model == "auto" else chosen.model
+    figures: list[Figure] = [Figure(f"scenario {scenario}", f"{chosen}, model {model}")]
     with temporary_directory("nbchat-stall-") as home:
-        server = ensure_server(MODEL, home=home, n_ctx=N_CTX, timeout=600)
+        server = ensure_server(model, home=home, n_ctx=chosen.n_ctx, timeout=600)
         try:
             results: dict[tuple[str, float], list[Turn]] = {}
             for pause in pauses:
                 for mode in modes:
-                    results[mode, pause] = chat(home, mode, turns=turns, pause=pause)
+                    results[mode, pause] = chat(
+                        home, mode, turns=turns, pause=pause, scenario=chosen
+                    )
                     figures.append(figure_for(mode, pause, results[mode, pause]))
                 figures.extend(comparison(results, pause))
         finally:
@@ -194,7 +264,8 @@ def comparison(results: dict[tuple[str, float], list[Turn]], pause: float) -> li
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--turns", type=int, default=TURNS)
+    parser.add_argument("--scenario", choices=("budget", "window"), default="budget")
+    parser.add_argument("--turns", type=int, default=None)
     parser.add_argument("--pause", type=float, nargs="+", default=[PAUSE])
     parser.add_argument("--modes", nargs="+", default=list(MODES), choices=list(MODES))
     parser.add_argument("--server-log", type=Path, default=None, help="keep llama.cpp's log")
@@ -202,6 +273,8 @@ if __name__ == "__main__":
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     logging.getLogger("httpx").setLevel(logging.WARNING)
     begun = time.monotonic()
-    figures = main(args.turns, args.pause, args.modes, server_log=args.server_log)
+    figures = main(
+        args.turns, args.pause, args.modes, server_log=args.server_log, scenario=args.scenario
+    )
     harness.print_figures("The stall a compaction makes, through ChatUI on Qwen", figures)
     print(f"\n(took {time.monotonic() - begun:.0f} s; load {os.getloadavg()})")

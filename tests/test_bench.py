@@ -145,7 +145,7 @@ def test_compaction_stall_runs_on_smollm(monkeypatch: pytest.MonkeyPatch) -> Non
     module = load("compaction_stall", monkeypatch, MODEL="smollm", MAX_TOKENS=32, TURNS=2)
     rows = module.main(turns=2, pauses=(0.0,))
     assert_table_rows(rows)
-    assert len(rows) == 3  # each mode's turns, then the slowest turns compared
+    assert len(rows) == 4  # the scenario, each mode's turns, then the slowest turns compared
 
 
 def scripted(body: dict[str, Any]) -> Reply:
