@@ -43,6 +43,7 @@ BENCHMARKS = (
     "tokenize_ratio",
     "schema_tokens",
     "notebook_tools",
+    "compaction_probes",
     "compaction_model",
     "checkpoint_stability",
     "first_reply",

@@ -148,6 +148,18 @@ def test_compaction_stall_runs_on_smollm(monkeypatch: pytest.MonkeyPatch) -> Non
     assert len(rows) == 4  # the scenario, each mode's turns, then the slowest turns compared
 
 
+def test_compaction_probes_scores_code_facts_alone_on_the_real_traces(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    module = load("compaction_probes", monkeypatch)
+    rows = module.main(["--facts-only", "--traces", "pytest-dev__pytest-7236"])
+    assert_table_rows(rows)
+    assert len(rows) == 1
+    assert rows[0]["figure"].startswith("pytest-dev__pytest-7236, facts alone")
+    # Every path, instruction and error headline of the summarised rows is still seen.
+    assert rows[0]["value"].startswith("9/9, 1/1, 9/9; probes ")
+
+
 def scripted(body: dict[str, Any]) -> Reply:
     """A right call for the dev split's first tool prompt, an answer for everything else."""
     last = body["messages"][-1]
