@@ -40,6 +40,7 @@ from nbchat.compaction.steps import (
     Preparation,
     compact,
     is_settled,
+    needs_summariser,
     prepare,
     prepare_baseline,
     reuse,
@@ -216,15 +217,18 @@ class CompactionEngine:
         force: bool = False,
         focus: str | None = None,
         cancel: threading.Event | None = None,
+        room: int = 0,
     ) -> CompactionResult:
         """The layered path: prune old tool outputs, then summarise (chunked) if still needed.
 
         `force` compacts under the trigger too (the Compact button); `focus` is passed to the
         summariser; a set `cancel` (checked between chunks, and closing the summariser's stream)
-        returns `changed=False`. Raises `CompactionError` when the summariser fails.
+        returns `changed=False`; `room`: tokens the kept tail leaves free for what comes before
+        the compaction is applied (one prepared ahead). Raises `CompactionError` when the
+        summariser fails.
         """
         started = time.monotonic()
-        preparation = self._prepare(history, force=force, focus=focus)
+        preparation = self._prepare(history, force=force, focus=focus, room=room)
         result = compact(preparation, self._writer, cancel=cancel)
         return replace(result, duration=time.monotonic() - started)
 
@@ -234,15 +238,24 @@ class CompactionEngine:
         prepared: CompactionResult,
         *,
         force: bool = False,
+        at_once: bool = False,
         cancel: threading.Event | None = None,
+        room: int = 0,
     ) -> CompactionResult | None:
         """`compact(history)` reusing `prepared`, a forced compaction made earlier of this
         history's first rows (the caller checks they are unchanged; see `steps.reuse`). None
         when `prepared` cannot serve, or its summary would not shrink the history now: compact
-        as usual then."""
+        as usual then. `at_once`: only with the cut `prepared` made, with no model call (None
+        when that cut would not land under the trigger)."""
         started = time.monotonic()
-        preparation = reuse(self._prepare(history, force=force), prepared, force=force)
-        if preparation is None:
+        prefer_made = True if at_once else None
+        preparation = reuse(
+            self._prepare(history, force=force, room=room),
+            prepared,
+            force=force,
+            prefer_made=prefer_made,
+        )
+        if preparation is None or (at_once and needs_summariser(preparation)):
             return None
         result = compact(preparation, self._writer, cancel=cancel)
         if result.edit.summary_row is None and not result.cancelled:
@@ -264,7 +277,7 @@ class CompactionEngine:
         return self.compact(history, force=True, focus=focus, cancel=cancel)
 
     def _prepare(
-        self, history: HistoryLike, *, force: bool, focus: str | None = None
+        self, history: HistoryLike, *, force: bool, focus: str | None = None, room: int = 0
     ) -> Preparation:
         return prepare(
             history,
@@ -272,6 +285,7 @@ class CompactionEngine:
             force=force,
             focus=focus,
             shape=self.request_shape,
+            room=room,
         )
 
 

@@ -3,7 +3,8 @@
     prepare(history, settings)    the estimate, the decision, the prune layer, the cut, the facts
     prepare_baseline(...)         the same for the original API (`compact_history`): no prune
     reuse(preparation, earlier)   the preparation served by a summary made earlier, in the
-                                  background (`nbchat.conversation.prepare` keeps it)
+                                  background (`nbchat.conversation.prepare` keeps it); at once,
+                                  with no model call, when its cut still serves
     compact(preparation, writer)  the one step that calls the summariser; the result
 
 A `Preparation` holds everything a compaction decided before the summary is asked: the rows,
@@ -56,6 +57,7 @@ __all__ = [
     "Preparation",
     "compact",
     "is_settled",
+    "needs_summariser",
     "prepare",
     "prepare_baseline",
     "reuse",
@@ -80,6 +82,11 @@ CHECKPOINT_TOKENS = 400
 # prepare it in, the user waits for every token of it (~50 ms each on the embedded model).
 CHECKPOINT_SHARE = 10
 MIN_CHECKPOINT_TOKENS = 96
+# The embedded model (`brief_cap` set) gets the small checkpoint up to this trigger (a window of
+# ~5k tokens): the 1.5B writes ~10 tokens a second on two idle cores, so the full checkpoint
+# (up to ~850 tokens) is not ready within a reading pause, and beside a budget this small it
+# would leave the tail next to no room.
+SLOW_SMALL_TRIGGER = 4_000
 # The key lines (`nbchat.compaction.keylines`) go beside the facts only when the rows replaced
 # are at least this many times their size.
 KEY_LINES_SHARE = 10
@@ -125,7 +132,10 @@ class CompactionSettings:
 
     @property
     def small_checkpoint(self) -> bool:
-        """Whether the trigger is small enough (under ~2,000 tokens) for the small checkpoint."""
+        """Whether the trigger is small enough for the small checkpoint: under ~2,000 tokens,
+        or under SLOW_SMALL_TRIGGER for a small, slow summariser (`brief_cap` set)."""
+        if self.brief_cap is not None and self.trigger < SLOW_SMALL_TRIGGER:
+            return True
         return self.trigger // CHECKPOINT_SHARE < SMALL_CHECKPOINT_TOKENS
 
     @property
@@ -213,11 +223,13 @@ def prepare(
     force: bool = False,
     focus: str | None = None,
     shape: RequestShape | None = None,
+    room: int = 0,
 ) -> Preparation:
     """The layered path: under the trigger (unless `force`) or already compacted, nothing;
     else old tool outputs behind placeholders and, unless that alone is enough (only with
     `prune_alone`), the cut for a summary (over the trigger's budgets even when forced).
-    `shape`: the chat's last request, for the cache form."""
+    `shape`: the chat's last request, for the cache form. `room`: tokens the tail leaves free
+    besides (a compaction prepared ahead leaves room for the turns until it is applied)."""
     base = _unpruned(history, settings, focus=focus, shape=shape)
     before = base.tokens_before
     if not force and before < settings.trigger:
@@ -228,7 +240,7 @@ def prepare(
     under = bool(pruned.replacements) and pruned.tokens_after_pruning < settings.trigger
     if settings.prune_alone and under and not force:
         return replace(pruned, reason=_prune_reason(pruned))  # the cheap layer was enough
-    return _cut(pruned, over=True)
+    return _cut(pruned, over=True, room=room)
 
 
 def prepare_baseline(history: HistoryLike, settings: CompactionSettings) -> Preparation:
@@ -294,10 +306,10 @@ def _without(preparation: Preparation, why: str) -> str:
     return f"{_prune_reason(preparation)}; no summary: {why}"
 
 
-def _cut(preparation: Preparation, *, over: bool) -> Preparation:
+def _cut(preparation: Preparation, *, over: bool, room: int = 0) -> Preparation:
     """Where to cut, with the facts and the carried message of that cut; checked before any
     tokens are spent: even a summary of nothing must save something."""
-    split = _split(preparation, over=over)
+    split = _split(preparation, over=over, room=room)
     if split is None:
         return replace(preparation, reason=_without(preparation, NO_CUT))
     served = _at(preparation, split)
@@ -326,13 +338,14 @@ def _at(preparation: Preparation, split: Split) -> Preparation:
     )
 
 
-def _split(preparation: Preparation, *, over: bool) -> Split | None:
+def _split(preparation: Preparation, *, over: bool, room: int = 0) -> Split | None:
     """Where to cut the pruned rows. The summary row also carries the recorded facts and, when
     the cut takes the user's latest message, that message whole, so over the trigger the tail
-    gets the budget that is left beside them."""
+    gets the budget that is left beside them, less `room`."""
     settings, rows = preparation.settings, preparation.pruned
     estimates = preparation.pruned_estimates
-    budget = settings.keep_budget()
+    kept = settings.keep_budget()
+    budget = TailBudget(aim=max(0, kept.aim - room), fit=max(0, kept.fit - room))
     tail = settings.tail_messages
     split = choose_split(rows, estimates, tail_messages=tail, budget=budget, over_trigger=over)
     if split is None or not over:
@@ -344,29 +357,41 @@ def _split(preparation: Preparation, *, over: bool) -> Split | None:
 
 
 def reuse(
-    preparation: Preparation, earlier: CompactionResult, *, force: bool = False
+    preparation: Preparation,
+    earlier: CompactionResult,
+    *,
+    force: bool = False,
+    prefer_made: bool | None = None,
 ) -> Preparation | None:
     """`preparation` served by `earlier`: a forced compaction, made before, of this history's
     first `earlier.edit.rows_summarised` rows (the caller checks they are unchanged).
 
     When the summary would now replace exactly those rows, it is rebuilt with no model call;
-    when it would replace more, only the rows added since are sent, to update it. Unforced (the
-    user is waiting at the trigger), the cut `earlier` made wins over a deeper one when it lands
-    under the trigger. None when `earlier` cannot serve: no summary in it, nothing to
-    summarise now, or a cut before what it covers (unless a deeper cut at a user row, see
-    `_serving`)."""
+    when it would replace more, only the rows added since are sent, to update it. With
+    `prefer_made` (by default when unforced: the user is waiting at the trigger), the cut
+    `earlier` made wins over a deeper one when it lands under the trigger. None when `earlier`
+    cannot serve: no summary in it, nothing to summarise now, or a cut before what it covers
+    (unless a deeper cut at a user row, see `_serving`)."""
     covered = earlier.edit.rows_summarised
     split = _serving(preparation, covered)
     if earlier.edit.summary_row is None or split is None:
         return None
     made = Earlier(strip_facts(earlier.summary), covered, earlier.usage)
     from_earlier = replace(preparation, earlier=made)
-    if split.start > covered and not force:
+    if split.start > covered and (not force if prefer_made is None else prefer_made):
         at_once = _at(from_earlier, Split(covered, split.rule))
         result = _summary_result(at_once, Digest(text=made.text))
         if result.changed and result.tokens_after < preparation.settings.trigger:
             return at_once
     return _at(from_earlier, split)
+
+
+def needs_summariser(preparation: Preparation) -> bool:
+    """Whether `compact(preparation)` would ask the summariser (a summary to write or update)."""
+    if preparation.reason or preparation.split is None:
+        return False
+    earlier = preparation.earlier
+    return earlier is None or preparation.split.start != earlier.covered
 
 
 def _serving(preparation: Preparation, covered: int) -> Split | None:

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import threading
 import traceback
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 
 import openai
 
@@ -45,7 +45,7 @@ from nbchat.conversation.toolround import run_tools, start_servers
 from nbchat.conversation.turn import FailureGuard, Round
 from nbchat.conversation.warmup import PromptWarmer
 from nbchat.errors import NbchatError, StoreError
-from nbchat.history import History, Row, context_tokens
+from nbchat.history import History, Row, build_messages, context_tokens
 from nbchat.llm.endpoint import LOCAL, Connection, destination_of
 from nbchat.store.store import Store
 from nbchat.tools import ToolRegistry, default_registry
@@ -166,12 +166,16 @@ class Conversation:
             self.warmer.start(self.warm_up)
         return connection
 
-    def warm_up(self, cancel: threading.Event | None = None) -> None:
+    def warm_up(
+        self, cancel: threading.Event | None = None, rows: Sequence[Row] | None = None
+    ) -> None:
         """Have the embedded server read this conversation's next prompt (system prompt, tools,
         history) into its prompt cache: every request of a turn starts with it (a small
         model's tools are in the system prompt). Each prompt is read once per conversation;
         other servers are left alone (with `cancel`, closing the request, any server on this
-        machine: the new prefix after a compaction)."""
+        machine: the new prefix after a compaction). `rows`: the history a compaction prepared
+        in the background would leave, read before it is applied (`nbchat.conversation.
+        prepare`); the first step's prompt holds only the last exchange, the same either way."""
         connection = self.budget.connect()
         if not (connection.embedded or cancel and destination_of(connection.base_url) == LOCAL):
             return
@@ -179,10 +183,11 @@ class Conversation:
         plan = plan_request(self)
         client, model = connection.client, self.settings.model
         if plan.in_prompt:  # a small model's first step is asked on a prompt of its own
-            rows = [*self.history.rows, Row("user", "Hi")]
-            first = first_step_messages(self, plan.schemas, rows)
+            asked = [*self.history.rows, Row("user", "Hi")]
+            first = first_step_messages(self, plan.schemas, asked)
             self.warmer.warm(client, model, first, cancel=cancel)
-        opening = [*plan.messages, {"role": "user", "content": "Hi"}]  # the next turn's
+        messages = plan.messages if rows is None else build_messages(rows, plan.system_prompt)
+        opening = [*messages, {"role": "user", "content": "Hi"}]  # the next turn's
         self.warmer.warm(client, model, opening, plan.body_tools, cancel=cancel)
 
     def use_idle_moment(
@@ -200,7 +205,7 @@ class Conversation:
                 cancel=cancel,
                 notify=notify,
                 apply=self.session.apply,
-                warm=lambda: self.warm_up(cancel),
+                warm=lambda rows: self.warm_up(cancel, rows),
             )
         finally:
             self._lock.release()

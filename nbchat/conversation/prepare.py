@@ -4,13 +4,21 @@ At an idle moment (a widget calls `Conversation.use_idle_moment` when a turn has
 the next request is past a soft mark below the trigger (`Settings.prepare_mark` of it),
 `prepare` runs the compaction the trigger would run, with the same `CompactionEngine`, forced,
 and keeps the `CompactionResult` in memory with the rows it covers and a key of the model, the
-system prompt and the tool schemas. Nothing is written. A later idle moment brings it up to
-date (only the rows added since are summarised). When the budget check reaches the trigger,
-`compact` hands it to `CompactionEngine.compact_prepared`: when the compaction would replace
-exactly the covered rows it is rebuilt at once, with no model call; when it would replace more,
-only those are summarised. A change of key, of a covered row or of session drops it. When one
-more turn like the last would reach the trigger, the idle moment applies it at once instead and
-has the server read the new prefix (`Conversation.warm_up`), so no reply waits for either.
+system prompt and the tool schemas. Nothing is written. While the cut it made still serves (the
+history it leaves lands under the trigger) it is kept as it is; only then does a later idle
+moment bring it up to date (only the rows added since are summarised). When the budget check
+reaches the trigger, `compact` hands it to `CompactionEngine.compact_prepared`: when the
+compaction would replace exactly the covered rows it is rebuilt at once, with no model call;
+when it would replace more, only those are summarised. A change of key, of a covered row or of
+session drops it.
+
+No reply waits for the new prefix either. A reading pause on two cores holds a few hundred
+prompt tokens of the 1.5B, the new prefix (checkpoint, facts, tail) over a thousand, so it is
+read ahead, pause by pause: each idle moment with a compaction prepared has the server read the
+history that compaction would leave now (`Conversation.warm_up(rows)`; the server keeps it in
+its prompt cache while the turns go on with the old one, and each pause reads only what is new
+in it). When one more turn like the last would reach the trigger, the idle moment applies that
+very history, with no model call, and the server has read nearly all of it already.
 
 This module decides when a checkpoint is prepared and whether it still fits; how it serves a
 compaction is the pure step `nbchat.compaction.steps.reuse`.
@@ -140,38 +148,69 @@ class CheckpointPreparer:
         cancel: threading.Event,
         notify: Callable[[], None],
         apply: Callable[[CompactionResult], None],
-        warm: Callable[[], None],
+        warm: Callable[[Sequence[Row] | None], None],
     ) -> CompactionResult | None:
-        """One idle moment: warm the prefix a compaction made; prepare the next compaction; and
-        when one more turn like the last would reach the trigger, apply it now (`apply` writes
-        it) and warm its prefix, so the next reply starts like any other. Returns what was
-        applied. Never right after a compaction: there is a turn between two, so no loop. With
-        the mark at 0 it does nothing at all (compaction as before: at the trigger)."""
+        """One idle moment: warm the prefix a compaction made; prepare the next compaction and
+        have the server read the history it would leave (`warm(rows)`); and when one more turn
+        like the last would reach the trigger, apply it now (`apply` writes it) and warm its
+        prefix, so the next reply starts like any other. Returns what was applied. Never right
+        after a compaction: there is a turn between two, so no loop. With the mark at 0 it does
+        nothing at all (compaction as before: at the trigger)."""
         if self.mark <= 0:
             return None
         just_compacted = self.take_warm(cancel)
         if just_compacted:
-            warm()
+            warm(None)
         if not self.prepare(history, engine, situation, cancel=cancel, notify=notify):
             return None
         now = situation()
+        coming = self.coming(history, engine, now)
+        if coming is not None and not cancel.is_set():
+            warm(coming.rows)  # read ahead: the prefix the next compaction leaves
         if (
             just_compacted
             or cancel.is_set()
             or not next_turn_reaches(history, now.tokens, engine.trigger)
         ):
             return None
-        result = self.compact(history, engine, now, force=True, focus=None, cancel=cancel)
+        after = engine.context_tokens(list(coming.rows)) if coming is not None else 0
+        if coming is None or next_turn_reaches(history, after, engine.trigger):
+            # Its cut would leave no room for the next turn (the history's size as the next
+            # request counts it, with no report from the server yet): a deeper one, updated.
+            coming = self.compact(history, engine, now, force=True, focus=None, cancel=cancel)
+        return self._apply(coming, apply, warm, cancel)
+
+    def _apply(
+        self,
+        result: CompactionResult,
+        apply: Callable[[CompactionResult], None],
+        warm: Callable[[Sequence[Row] | None], None],
+        cancel: threading.Event,
+    ) -> CompactionResult | None:
+        """Write `result` (a quick write: a send waits for it on the worker), then warm the rest
+        of its prefix; None when nothing was applied."""
+        self._prepared = None
         if not result.changed:
             return None
         try:
-            apply(result)  # a quick write: a send waits for it on the worker
+            apply(result)
         except NbchatError as exc:
             log.warning("the prepared compaction was not applied: %s", exc)
             return None
-        if self.take_warm(cancel):
-            warm()
+        self.warm_due = False
+        if not cancel.is_set():
+            warm(None)
         return result
+
+    def coming(
+        self, history: History, engine: CompactionEngine, now: Situation
+    ) -> CompactionResult | None:
+        """The compaction the prepared one gives now with the cut it made and no model call, or
+        None (none prepared, or that cut would no longer land under the trigger)."""
+        prepared = self._valid(history, now)
+        if prepared is None:
+            return None
+        return engine.compact_prepared(history, prepared.result, force=True, at_once=True)
 
     def prepare(
         self,
@@ -189,12 +228,17 @@ class CheckpointPreparer:
         prepared = self._valid(history, now)
         if not self._is_due(history, engine, now) or cancel.is_set():
             return prepared is not None
+        if prepared is not None and self.coming(history, engine, now) is not None:
+            return True  # it still serves as it is: no model call, and its prefix stays put
         assert now.session_id is not None
         epoch = (now.session_id, history[0] if len(history) else None)
         self._running = True
         notify()
         try:
-            result = self._run(history, engine, prepared, cancel)
+            # In the estimate's units, which the history's size is counted in once compacted
+            # (until the server reports it).
+            grows = engine.trigger - engine.context_tokens(list(history.rows))
+            result = self._run(history, engine, prepared, cancel, room=grows)
         except CompactionError as exc:
             self._failures[epoch] = self._failures.get(epoch, 0) + 1
             log.warning("preparing the next compaction failed (will retry when idle): %s", exc)
@@ -250,12 +294,20 @@ class CheckpointPreparer:
         engine: CompactionEngine,
         prepared: Prepared | None,
         cancel: threading.Event,
+        *,
+        room: int,
     ) -> CompactionResult | None:
+        """The compaction prepared ahead: its cut leaves `room` (what the history may grow
+        before the trigger), so that when it is applied its cut still serves, with no model
+        call, and the prefix read ahead is the one applied."""
+        room = max(0, room)
         if prepared is not None:
-            updated = engine.compact_prepared(history, prepared.result, force=True, cancel=cancel)
+            updated = engine.compact_prepared(
+                history, prepared.result, force=True, cancel=cancel, room=room
+            )
             if updated is not None:
                 return updated
-        return engine.compact(history, force=True, cancel=cancel)
+        return engine.compact(history, force=True, cancel=cancel, room=room)
 
     def _valid(self, history: History, now: Situation) -> Prepared | None:
         """The prepared compaction if it still fits `history` and `now`, else None (dropped)."""
