@@ -65,8 +65,19 @@ def test_the_last_test_result_names_its_command() -> None:
     )
 
 
+def test_names_in_backticks_come_most_mentioned_first_without_paths_or_code_blocks() -> None:
+    rows = [
+        assistant("`tokenize` drops it; see `src/parse.py` and `Lexer.next`."),
+        assistant("So `tokenize` it is.\n```\n`inside_a_fence`\n```\nAlso `x` and `a b`."),
+        assistant("`Lexer.next` calls `tokenize`."),
+    ]
+    assert key_lines(rows).names == ("tokenize", "Lexer.next")
+
+
 def test_key_lines_read_back_and_carry_through_a_later_compaction() -> None:
-    lines = KeyLines((said(2), said(1)), (DIFF.strip(),), "`pytest` → 3 passed in 0.1s")
+    lines = KeyLines(
+        (said(2), said(1)), (DIFF.strip(),), "`pytest` → 3 passed in 0.1s", ("tokenize", "Lexer")
+    )
     block = render_key_lines(lines)
     assert parse_key_lines("## Goal\nx\n\n" + block) == lines
     earlier = Row("compacted", "## Goal\nx\n\n" + block)
@@ -75,6 +86,7 @@ def test_key_lines_read_back_and_carry_through_a_later_compaction() -> None:
     assert carried.statements == (said(7), said(2), said(1))
     assert carried.changes == (DIFF.strip(),)
     assert carried.result == "`pytest` → 3 passed in 0.1s"
+    assert carried.names == ("tokenize", "Lexer")
 
 
 def long_history() -> list[Row]:

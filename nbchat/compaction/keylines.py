@@ -4,7 +4,9 @@ The facts (`nbchat.compaction.facts`) keep names: files, error headlines, the us
 model continuing the work also needs where the work stood, which a 0.5B or 1.5B summariser tends
 to drop or blur: the assistant's latest statements of substance (what it found, decided and
 meant to do next: short ones such as "Run it." are skipped), the last changes it made (a diff a
-tool showed, else the editing call), and the last test run's result line with its command.
+tool showed, else the editing call), the last test run's result line with its command, and the
+names it wrote in backticks (functions, classes, options, settings), most mentioned first: the
+symbols a summary of a long history drops first, and a later question names.
 
 They are rendered after the facts under their own heading (`KEY_LINES_HEADING`), each line
 quoted or listed so the block reads back unambiguously (`parse_key_lines`), and a later
@@ -40,6 +42,7 @@ KEY_LINES_NOTE = "(Picked by code from the summarised messages: where the work s
 STATEMENTS_HEADING = "## The assistant's latest statements (newest first)"
 CHANGES_HEADING = "## Last changes (newest first)"
 RESULT_HEADING = "## Last test result"
+NAMES_HEADING = "## Names the assistant used (most mentioned first)"
 # A statement shorter than this says little on its own ("Run it.", "Let's verify the change.").
 STATEMENT_MIN_CHARS = 80
 STATEMENTS = 3
@@ -51,6 +54,11 @@ RESULT_CHARS = 160
 # A test run's summary: pytest's "==== 3 passed, 1 failed in 0.2s ====", unittest's "Ran 5 tests".
 RESULT_WORDS = (" passed", " failed", " error", " skipped", " deselected")
 DIFF_STARTS = ("diff --git ", "--- a/", "@@ ")
+# Inline code the assistant wrote: at most this many names, each 3 to NAME_CHARS characters
+# and one word (paths are recorded facts already).
+NAMES = 40
+NAME_CHARS = 60
+FENCE = "```"
 
 
 @dataclass(frozen=True)
@@ -60,6 +68,7 @@ class KeyLines:
     statements: tuple[str, ...] = ()
     changes: tuple[str, ...] = ()
     result: str = ""
+    names: tuple[str, ...] = ()  # most mentioned first
 
 
 def key_lines(rows: Sequence[Row]) -> KeyLines:
@@ -81,7 +90,34 @@ def key_lines(rows: Sequence[Row]) -> KeyLines:
             result = _result_in(row.content, commands.get(row.tool_id, ""))
         if result and len(statements) == STATEMENTS and len(changes) == CHANGES:
             break
-    return KeyLines(tuple(statements), tuple(changes), result)
+    return KeyLines(tuple(statements), tuple(changes), result, _names(rows))
+
+
+def _names(rows: Sequence[Row]) -> tuple[str, ...]:
+    """The names the assistant wrote as inline code, by the number of its messages that
+    mention each (most first; the later of two as often mentioned first)."""
+    mentions: dict[str, int] = {}
+    latest: dict[str, int] = {}
+    for index, row in enumerate(rows):
+        if row.role not in ("assistant", "assistant_full"):
+            continue
+        for name in _inline_code(row.content):
+            mentions[name] = mentions.get(name, 0) + 1
+            latest[name] = index
+    ranked = sorted(mentions, key=lambda name: (-mentions[name], -latest[name]))
+    return tuple(ranked[:NAMES])
+
+
+def _inline_code(text: str) -> set[str]:
+    """The one-word spans in single backticks outside code fences (no paths)."""
+    found: set[str] = set()
+    for outside in text.split(FENCE)[::2]:
+        for span in outside.split("`")[1::2]:
+            name = span.strip()
+            one_word = not any(char.isspace() for char in name)
+            if 3 <= len(name) <= NAME_CHARS and one_word and "/" not in name:
+                found.add(name)
+    return found
 
 
 def key_lines_of(rows: Sequence[Row]) -> KeyLines:
@@ -97,7 +133,8 @@ def merge_key_lines(newer: KeyLines, older: KeyLines) -> KeyLines:
     """The newer rows' key lines first, the older ones after them, each part to its count."""
     statements = tuple(dict.fromkeys((*newer.statements, *older.statements)))[:STATEMENTS]
     changes = tuple(dict.fromkeys((*newer.changes, *older.changes)))[:CHANGES]
-    return KeyLines(statements, changes, newer.result or older.result)
+    names = tuple(dict.fromkeys((*newer.names, *older.names)))[:NAMES]
+    return KeyLines(statements, changes, newer.result or older.result, names)
 
 
 def _commands(rows: Sequence[Row]) -> Iterator[tuple[str, str]]:
@@ -173,6 +210,7 @@ def render_key_lines(lines: KeyLines) -> str:
         (STATEMENTS_HEADING, "\n\n".join(_quote(text) for text in lines.statements)),
         (CHANGES_HEADING, "\n\n".join(_quote(text) for text in lines.changes)),
         (RESULT_HEADING, f"- {lines.result}" if lines.result else ""),
+        (NAMES_HEADING, " ".join(f"`{name}`" for name in lines.names)),
     ]
     parts = [f"{heading}\n{body}" for heading, body in sections if body]
     return "\n\n".join([KEY_LINES_HEADING, KEY_LINES_NOTE, *parts]) if parts else ""
@@ -198,10 +236,12 @@ def parse_key_lines(summary: str) -> KeyLines:
         elif current is not None:
             current.append(line)
     results = [line[2:] for line in sections.get(RESULT_HEADING, []) if line.startswith("- ")]
+    names = " ".join(sections.get(NAMES_HEADING, [])).split("`")[1::2]
     return KeyLines(
         tuple(_quoted_blocks(sections.get(STATEMENTS_HEADING, []))),
         tuple(_quoted_blocks(sections.get(CHANGES_HEADING, []))),
         results[0] if results else "",
+        tuple(name for name in names if name.strip()),
     )
 
 
