@@ -529,6 +529,22 @@ def test_the_preview_shows_the_checkpoint_in_sections_at_the_chats_type_scale(
     assert "<h2>" not in text
 
 
+def test_a_summary_that_only_repeats_itself_is_shown_as_not_kept(
+    server: FakeServer, ui: ChatUI
+) -> None:
+    # What the 135M test model writes: one line in every section.
+    line = "The robot saw the painting first and decided to finish the painting."
+    repeated = {key: [line, line] for key in json.loads(SUMMARY)} | {"goal": line}
+    server.responder = lambda body: Reply(
+        text=json.dumps(repeated) if is_summary_request(body) else "ok"
+    )
+    card = proposed(ui)
+    text = shown(ui)
+    assert "None kept: what the model wrote repeated itself" in text
+    assert line not in card.editor.value
+    assert "Recorded facts" in text
+
+
 def test_accept_in_the_widget_compacts_and_the_card_offers_undo(ui: ChatUI, store: Store) -> None:
     session = str(ui.conversation.session_id)
     before = active_ids(store, session)

@@ -29,6 +29,12 @@ __all__ = [
     "render_replaced",
 ]
 
+# What the preview says when the model's summary was not kept (it copied its instruction or
+# repeated itself) or was empty.
+NOT_KEPT = (
+    "None kept: what the model wrote repeated itself or its instruction. The facts below "
+    "stand alone."
+)
 # The "what was replaced" view shows this many rows, each cut to this many characters.
 SHOWN_ROWS = 200
 SHOWN_CHARACTERS = 300
@@ -112,7 +118,8 @@ class PreviewCard:
         parts: list[widgets.Widget] = [widgets.HTML(value=f'<div class="nbchat-card">{head}</div>')]
         if result.edit.summary_row is not None:
             parts.append(widgets.HTML(value="<b>Summary written by the model</b>"))
-            parts.append(widgets.HTML(value=render_checkpoint(said)))
+            shown = render_checkpoint(said) if said.strip() else render_notice(NOT_KEPT)
+            parts.append(widgets.HTML(value=shown))
         if kept:
             parts.append(
                 Collapsible("Kept by code (facts)", widgets.HTML(value=render_checkpoint(kept)))
