@@ -86,7 +86,9 @@ def jupyter_environment(
         (scratch / name).mkdir(parents=True, exist_ok=True)
     env.update(
         NBCHAT_HOME=str(home),
-        NBCHAT_LOCAL_MODEL="smollm",
+        # The 135M test model, fast; `scripts/screenshots` takes the README's pictures on the
+        # default model (SCREENSHOTS_MODEL=auto), whose checkpoint is a real one.
+        NBCHAT_LOCAL_MODEL=os.environ.get("SCREENSHOTS_MODEL", "smollm"),
         NBCHAT_AUTOSTART="1",
         NBCHAT_MAX_TOKENS="4000",  # a long reply: Stop must be seen enabled while it streams
         NBCHAT_TOOL_POLICY="deny",
