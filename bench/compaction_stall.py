@@ -23,7 +23,7 @@ prompt tokens computed, the cached part and the tokens generated (where a compac
 seconds go: the instruction, the summary, the re-read of the new prefix, the reply).
 
     python bench/compaction_stall.py [--scenario budget|window] [--turns 8] [--pause 20]
-                                     [--modes today after]
+                                     [--modes today after] [--write]
 """
 
 from __future__ import annotations
@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 import harness
+import results
 from harness import Figure, temporary_directory
 
 from nbchat.config import DEFAULT_PREPARE_MARK, Settings
@@ -269,7 +270,9 @@ if __name__ == "__main__":
     parser.add_argument("--pause", type=float, nargs="+", default=[PAUSE])
     parser.add_argument("--modes", nargs="+", default=list(MODES), choices=list(MODES))
     parser.add_argument("--server-log", type=Path, default=None, help="keep llama.cpp's log")
+    parser.add_argument("--write", action="store_true", help="fill compaction_stall/SCENARIO")
     args = parser.parse_args()
+    load_start = os.getloadavg()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     logging.getLogger("httpx").setLevel(logging.WARNING)
     begun = time.monotonic()
@@ -278,3 +281,12 @@ if __name__ == "__main__":
     )
     harness.print_figures("The stall a compaction makes, through ChatUI on Qwen", figures)
     print(f"\n(took {time.monotonic() - begun:.0f} s; load {os.getloadavg()})")
+    if args.write:
+        header = ("figure", "value", "baseline", "ratio", "target", "met?")
+        results.write_section(
+            f"compaction_stall/{args.scenario}",
+            results.markdown_table(header, [harness.to_cells(row) for row in figures]),
+            command=" ".join(["python bench/compaction_stall.py", *sys.argv[1:]]),
+            load_start=load_start,
+            load_end=os.getloadavg(),
+        )
