@@ -9,7 +9,8 @@ returning: the reply, plus any compaction the turn ran, plus re-reading a new pr
 Two scenarios (`--scenario`): "budget" (issue 13): the 0.5B with a 1,600-token budget, ~250-token
 replies, no tools; "window" (issue 22): the default model (`auto`: the 1.5B where the machine can
 run it) with a 4,096-token window and the budget it implies, replies up to 96 tokens, the
-default tools (denied), twelve explain-this-code questions.
+default tools (denied), sixteen turns of explain-this-code questions (twelve snippets of 10-20
+lines: the trigger comes after about twelve turns).
 
 Two modes in the same process, each in a new session (its own database): "today" with
 `prepare_mark=0` (no background preparation: a compacting turn summarises in the foreground)
@@ -82,30 +83,180 @@ QUESTIONS = tuple(
 )
 
 
+# Twelve snippets of 10-20 lines (~100-250 tokens each), so that with the replies the chat
+# reaches the window's trigger within the twelve turns, as in the issue's run.
+SNIPPETS = (
+    """import csv
+from collections import defaultdict
+
+def totals_by_region(path):
+    totals = defaultdict(float)
+    with open(path, newline="") as f:
+        for row in csv.DictReader(f):
+            try:
+                totals[row["region"]] += float(row["amount"])
+            except (KeyError, ValueError):
+                continue
+    return dict(sorted(totals.items(), key=lambda kv: kv[1], reverse=True))""",
+    """import functools
+import time
+
+def retry(times=3, delay=0.5, exceptions=(Exception,)):
+    def decorate(func):
+        @functools.wraps(func)
+        def wrapper(*args, **kwargs):
+            for attempt in range(1, times + 1):
+                try:
+                    return func(*args, **kwargs)
+                except exceptions:
+                    if attempt == times:
+                        raise
+                    time.sleep(delay * attempt)
+        return wrapper
+    return decorate""",
+    """class LRUCache:
+    def __init__(self, capacity):
+        self.capacity = capacity
+        self.items = {}
+
+    def get(self, key):
+        if key not in self.items:
+            return None
+        value = self.items.pop(key)
+        self.items[key] = value
+        return value
+
+    def put(self, key, value):
+        self.items.pop(key, None)
+        self.items[key] = value
+        if len(self.items) > self.capacity:
+            self.items.pop(next(iter(self.items)))""",
+    """import re
+from pathlib import Path
+
+TODO = re.compile(r"#\\s*TODO[:\\s]+(.*)")
+
+def find_todos(root):
+    found = []
+    for path in Path(root).rglob("*.py"):
+        for number, line in enumerate(path.read_text().splitlines(), start=1):
+            match = TODO.search(line)
+            if match:
+                found.append((str(path), number, match.group(1).strip()))
+    return sorted(found)""",
+    """def merge_intervals(intervals):
+    merged = []
+    for start, end in sorted(intervals):
+        if merged and start <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], end)
+        else:
+            merged.append([start, end])
+    return [tuple(pair) for pair in merged]
+
+def total_covered(intervals):
+    return sum(end - start for start, end in merge_intervals(intervals))""",
+    """import json
+from dataclasses import dataclass, asdict, field
+
+@dataclass
+class Task:
+    title: str
+    done: bool = False
+    tags: list = field(default_factory=list)
+
+def save(tasks, path):
+    with open(path, "w") as f:
+        json.dump([asdict(t) for t in tasks], f, indent=2)
+
+def load(path):
+    with open(path) as f:
+        return [Task(**item) for item in json.load(f)]""",
+    """import threading
+import queue
+
+def run_workers(jobs, work, count=4):
+    tasks, results = queue.Queue(), queue.Queue()
+    for job in jobs:
+        tasks.put(job)
+    def worker():
+        while True:
+            try:
+                job = tasks.get_nowait()
+            except queue.Empty:
+                return
+            results.put((job, work(job)))
+    threads = [threading.Thread(target=worker) for _ in range(count)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return dict(results.queue)""",
+    """def binary_search(items, target):
+    low, high = 0, len(items) - 1
+    while low <= high:
+        middle = (low + high) // 2
+        if items[middle] == target:
+            return middle
+        if items[middle] < target:
+            low = middle + 1
+        else:
+            high = middle - 1
+    return -1
+
+def count_below(items, value):
+    return sum(1 for item in items if item < value)""",
+    """import sqlite3
+from contextlib import closing
+
+QUERY = (
+    "SELECT customer, COUNT(*) AS orders, SUM(total) AS spent "
+    "FROM orders WHERE status = 'paid' "
+    "GROUP BY customer ORDER BY spent DESC LIMIT ?"
+)
+
+def top_customers(db, limit=5):
+    with closing(sqlite3.connect(db)) as conn:
+        return conn.execute(QUERY, (limit,)).fetchall()""",
+    """from itertools import islice
+
+def windows(iterable, size):
+    iterator = iter(iterable)
+    window = list(islice(iterator, size))
+    if len(window) == size:
+        yield tuple(window)
+    for item in iterator:
+        window = window[1:] + [item]
+        yield tuple(window)
+
+def moving_average(values, size=3):
+    return [sum(w) / size for w in windows(values, size)]""",
+    """import argparse
+
+def parse(argv=None):
+    parser = argparse.ArgumentParser(description="Resize images")
+    parser.add_argument("paths", nargs="+")
+    parser.add_argument("--width", type=int, default=800)
+    parser.add_argument("--quality", type=int, choices=range(1, 101), default=85)
+    parser.add_argument("--dry-run", action="store_true")
+    args = parser.parse_args(argv)
+    if args.width <= 0:
+        parser.error("--width must be positive")
+    return args""",
+    """import asyncio
+
+async def fetch_all(urls, fetch, limit=5):
+    semaphore = asyncio.Semaphore(limit)
+    async def one(url):
+        async with semaphore:
+            try:
+                return url, await fetch(url)
+            except Exception as exc:
+                return url, exc
+    pairs = await asyncio.gather(*(one(u) for u in urls))
+    return {url: result for url, result in pairs}""",
+)
 CODE_QUESTIONS = tuple(
-    f"Explain what this code does, briefly:\n```python\n{code}\n```"
-    for code in (
-        "def chunks(xs, n):\n    return [xs[i:i + n] for i in range(0, len(xs), n)]",
-        "from collections import Counter\nwords = open('a.txt').read().split()\n"
-        "print(Counter(words).most_common(3))",
-        "import functools\n@functools.lru_cache(maxsize=None)\ndef fib(n):\n"
-        "    return n if n < 2 else fib(n - 1) + fib(n - 2)",
-        "with open('data.csv') as f:\n    rows = [line.rstrip('\\n').split(',') for line in f]\n"
-        "header, *body = rows",
-        "squares = {n: n * n for n in range(10) if n % 2}",
-        "def flatten(xs):\n    for x in xs:\n        if isinstance(x, list):\n"
-        "            yield from flatten(x)\n        else:\n            yield x",
-        "import re\nemails = re.findall(r'[\\w.]+@[\\w.]+', text)",
-        "pairs = sorted(scores.items(), key=lambda kv: kv[1], reverse=True)[:5]",
-        "class Stack:\n    def __init__(self):\n        self.items = []\n"
-        "    def push(self, x):\n        self.items.append(x)\n"
-        "    def pop(self):\n        return self.items.pop()",
-        "import pathlib\n"
-        "sizes = {p.name: p.stat().st_size for p in pathlib.Path('.').glob('*.py')}",
-        "total = sum(x for x in numbers if x > 0) / max(1, len(numbers))",
-        "from itertools import groupby\nfor key, group in groupby(sorted(words), key=len):\n"
-        "    print(key, list(group))",
-    )
+    f"Explain what this code does, briefly:\n```python\n{code}\n```" for code in SNIPPETS
 )
 
 
@@ -128,7 +279,7 @@ def scenarios() -> dict[str, Scenario]:
     """The scenarios, read at call time (a test narrows MODEL, MAX_TOKENS and TURNS)."""
     return {
         "budget": Scenario(MODEL, N_CTX, THRESHOLD, MAX_TOKENS, SUMMARY_MAX_TOKENS, TURNS, False),
-        "window": Scenario("auto", 4_096, None, 96, None, 12, True, CODE_QUESTIONS),
+        "window": Scenario("auto", 4_096, None, 96, None, 16, True, CODE_QUESTIONS),
     }
 
 
