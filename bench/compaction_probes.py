@@ -76,6 +76,7 @@ class Outcome:
 
     trace: Trace
     result: CompactionResult
+    timed: bool = True  # a model wrote the summary: its minutes and tokens count
     seen: str = field(init=False)
     summarised: str = field(init=False)
 
@@ -153,14 +154,15 @@ def row_cells(outcome: Outcome, probes: Sequence[Probe]) -> list[str]:
         share(*outcome.kept(truth["error_lines_strict"])),
         f"{result.tokens_after / max(1, result.tokens_before):.3f}",
         *probe_cells(outcome, probes),
-        f"{result.duration / 60:.1f}",
-        f"{usage.requests} / {usage.prompt_tokens:,} / {usage.completion_tokens:,}",
+        f"{result.duration / 60:.1f}" if outcome.timed else "-",
+        f"{usage.requests} / {usage.prompt_tokens:,} / {usage.completion_tokens:,}"
+        if outcome.timed
+        else "-",
     ]
 
 
 HEADER = (
-    "trace",
-    "summariser",
+    "trace, summariser",
     "rows summarised",
     "files",
     "instructions",
@@ -196,7 +198,8 @@ def totals(outcomes: Sequence[Outcome], probes: Sequence[Probe]) -> list[str]:
         ]
         cells.append(share(sum(o.answered(p) for o, p in chosen), len(chosen)))
     minutes = max((o.result.duration for o in outcomes), default=0.0) / 60
-    cells += [f"{minutes:.1f} (slowest)", ""]
+    timed = all(o.timed for o in outcomes)
+    cells += [f"{minutes:.1f} (slowest)" if timed else "-", ""]
     return cells
 
 
@@ -207,14 +210,13 @@ def table(runs: dict[str, list[Outcome]], probes: Sequence[Probe]) -> str:
             rows = outcome.result.edit.rows_summarised
             body.append(
                 [
-                    outcome.trace.name,
-                    label,
+                    f"{outcome.trace.name}, {label}",
                     f"{rows} of {len(outcome.trace.rows)}",
                     *row_cells(outcome, probes),
                 ]
             )
     for label, outcomes in runs.items():
-        body.append(["all five", label, "", *totals(outcomes, probes)])
+        body.append([f"all {len(outcomes)}, {label}", "", *totals(outcomes, probes)])
     return results.markdown_table(HEADER, body)
 
 
@@ -247,7 +249,7 @@ def resolve_model(model: str) -> str:
 
 def evaluate(args: argparse.Namespace) -> dict[str, list[Outcome]]:
     traces = load_traces(args.traces)
-    runs = {"facts alone": [Outcome(t, compact(t, facts_engine())) for t in traces]}
+    runs = {"facts alone": [Outcome(t, compact(t, facts_engine()), False) for t in traces]}
     if args.facts_only:
         return runs
     model = resolve_model(args.model)
