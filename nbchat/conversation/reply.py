@@ -27,6 +27,7 @@ from nbchat.history import Row, ToolCall, build_messages, new_call_id
 from nbchat.llm.client import stream_chat
 from nbchat.llm.firststep import ask_arguments, ask_first_step
 from nbchat.llm.stream import ReasoningDelta, TextDelta, TextWithdrawn
+from nbchat.tools.arithmetic import work_out
 from nbchat.tools.choice import NO_TOOL, allowed_tools, step_choice
 from nbchat.tools.offer import router_messages
 
@@ -34,6 +35,7 @@ __all__ = [
     "AFTER_RESULTS",
     "EMPTY_REPLY_NOTICE",
     "STOPPED_NOTICE",
+    "WORKED_OUT",
     "FirstStep",
     "RequestPlan",
     "choose_first_step",
@@ -49,6 +51,8 @@ __all__ = [
 STOPPED_NOTICE = "Stopped by you; the reply so far was kept."
 # Sent after a small model's tool results (not stored): shown a file it was asked to show, a
 # 1.5B model answered "I have read the README.md file" without it.
+# Before a small model answers arithmetic (a 1.5B model said 125 × 64 = 7500): the values.
+WORKED_OUT = "Worked out by code, exactly: "
 AFTER_RESULTS = (
     "Answer the user's last message now, from the tool results above: what they show, quoted "
     "where the user asked to see something. Do not describe the tool call itself."
@@ -113,9 +117,20 @@ def plan_request(parts: TurnParts) -> RequestPlan:
     in_prompt = parts.settings.offers_tools_on_request() and uses_grammars(parts)
     system_prompt = system_prompt_for(parts, schemas)
     messages = build_messages(parts.history.rows, system_prompt)
-    if in_prompt and _after_tool(parts):
-        messages.append({"role": "system", "content": AFTER_RESULTS})
+    if in_prompt:
+        messages += _notes(parts.history.rows)
     return RequestPlan(schemas, in_prompt, system_prompt, messages)
+
+
+def _notes(rows: Sequence[Row]) -> list[dict[str, Any]]:
+    """What a small model is told at the end of a request, never stored: to answer from the
+    results after a tool round; before answering a message, the arithmetic in it, worked out
+    by code (`nbchat.tools.arithmetic`)."""
+    if rows and rows[-1].role == "tool":
+        return [{"role": "system", "content": AFTER_RESULTS}]
+    if rows and rows[-1].role == "user" and (worked := work_out(rows[-1].content)):
+        return [{"role": "system", "content": WORKED_OUT + "; ".join(worked) + "."}]
+    return []
 
 
 def uses_grammars(parts: TurnParts) -> bool:

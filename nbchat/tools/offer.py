@@ -10,7 +10,8 @@ looks first is asked separately (`nbchat.llm.firststep`), on the messages built 
 
 - `ROUTER_PROMPT`: what the model decides and when to look, with each tool as one line
   (`describe_tools`), then short example exchanges (`EXAMPLES`, none of them a user's words
-  from any eval), always the same, so the server keeps them in its prompt cache;
+  from any eval; two of them follow-ups answered from the conversation), always the same, so
+  the server keeps them in its prompt cache;
 - the workspace's listing (the overview the chat shows, `WorkspaceOverview`), so a path the
   user half-names can be found, and what other tools can look at (the notebook's variable
   names, `Tool.context`);
@@ -34,6 +35,7 @@ from nbchat.history import Row, stored_calls
 
 __all__ = [
     "EXAMPLES",
+    "FOLLOW_UPS",
     "ROUTER_PROMPT",
     "describe_tools",
     "recent_exchange",
@@ -76,6 +78,22 @@ EXAMPLES: tuple[tuple[str, dict[str, Any]], ...] = (
     ("what's the difference between a process and a thread", {"tool": "none"}),
     ("why did that cell crash?", {"tool": "last_error", "arguments": {}}),
 )
+# Follow-ups, with the conversation as the first step sees it: answered from what was said.
+FOLLOW_UPS: tuple[tuple[str, str, dict[str, Any]], ...] = (
+    (
+        "Conversation so far:\nuser: what's the tallest mountain in Africa?\n"
+        "assistant: Kilimanjaro, 5,895 m.",
+        "and how long does it take to climb",
+        {"tool": "none"},
+    ),
+    (
+        "Conversation so far:\nuser: what does requirements.txt pin?\n"
+        'assistant called read_file {"path": "requirements.txt"}\nresult: numpy==1.26.4\n'
+        "assistant: It pins numpy 1.26.4.",
+        "is that version still supported?",
+        {"tool": "none"},
+    ),
+)
 # The conversation the first step sees: this many characters of a message, of a result.
 MESSAGE_CHARS = 400
 RESULT_CHARS = 200
@@ -113,6 +131,10 @@ def router_messages(
         if step["tool"] == "none" or step["tool"] in names:
             messages.append({"role": "user", "content": text})
             messages.append({"role": "assistant", "content": json.dumps(step)})
+    for context, text, step in FOLLOW_UPS:
+        messages.append({"role": "system", "content": context})
+        messages.append({"role": "user", "content": text})
+        messages.append({"role": "assistant", "content": json.dumps(step)})
     context = "\n".join(part for part in (workspace, *notes, recent_exchange(rows)) if part)
     if context:
         messages.append({"role": "system", "content": context})
