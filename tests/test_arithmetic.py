@@ -88,10 +88,10 @@ def test_a_small_model_is_told_the_worked_out_values_before_it_answers(
         run(chat, "how much is 125x64")
         run(chat, "thanks")
         worked, thanks = server.chat_requests()
-    assert worked["messages"][-1] == {
-        "role": "system",
-        "content": "Worked out by code, exactly: 125 × 64 = 8000.",
-    }
+    assert worked["messages"][-2:] == [
+        {"role": "system", "content": "Worked out by code, exactly: 125 × 64 = 8000."},
+        {"role": "user", "content": "how much is 125x64"},
+    ]
     assert thanks["messages"][-1] == {"role": "user", "content": "thanks"}
     # Never stored: the next request carries the conversation without it.
     assert all("Worked out" not in str(m["content"]) for m in thanks["messages"])

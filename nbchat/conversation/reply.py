@@ -28,8 +28,9 @@ from nbchat.llm.client import stream_chat
 from nbchat.llm.firststep import ask_arguments, ask_first_step
 from nbchat.llm.stream import ReasoningDelta, TextDelta, TextWithdrawn
 from nbchat.tools.arithmetic import work_out
-from nbchat.tools.choice import NO_TOOL, allowed_tools, step_choice
-from nbchat.tools.offer import router_messages
+from nbchat.tools.choice import NO_TOOL, Leaning, allowed_tools, step_choice
+from nbchat.tools.offer import named_in, router_messages
+from nbchat.tools.registry import Sight
 
 __all__ = [
     "AFTER_RESULTS",
@@ -118,19 +119,21 @@ def plan_request(parts: TurnParts) -> RequestPlan:
     system_prompt = system_prompt_for(parts, schemas)
     messages = build_messages(parts.history.rows, system_prompt)
     if in_prompt:
-        messages += _notes(parts.history.rows)
+        messages = _with_notes(messages, parts.history.rows)
     return RequestPlan(schemas, in_prompt, system_prompt, messages)
 
 
-def _notes(rows: Sequence[Row]) -> list[dict[str, Any]]:
-    """What a small model is told at the end of a request, never stored: to answer from the
-    results after a tool round; before answering a message, the arithmetic in it, worked out
-    by code (`nbchat.tools.arithmetic`)."""
+def _with_notes(messages: list[dict[str, Any]], rows: Sequence[Row]) -> list[dict[str, Any]]:
+    """What a small model is told besides the conversation, never stored: after a tool round,
+    to answer from the results (last); before it answers a message, the arithmetic in it,
+    worked out by code (`nbchat.tools.arithmetic`), just before that message (a note after
+    it made a 1.5B model echo the question)."""
     if rows and rows[-1].role == "tool":
-        return [{"role": "system", "content": AFTER_RESULTS}]
+        return [*messages, {"role": "system", "content": AFTER_RESULTS}]
     if rows and rows[-1].role == "user" and (worked := work_out(rows[-1].content)):
-        return [{"role": "system", "content": WORKED_OUT + "; ".join(worked) + "."}]
-    return []
+        note = {"role": "system", "content": WORKED_OUT + "; ".join(worked) + "."}
+        return [*messages[:-1], note, messages[-1]]
+    return messages
 
 
 def uses_grammars(parts: TurnParts) -> bool:
@@ -229,15 +232,12 @@ def choose_first_step(
         return FirstStep(NO_TOOL)
     offered = [schema for schema in plan.schemas if schema["function"]["name"] in allowed]
     messages = first_step_messages(parts, offered, parts.history.rows)
+    named = bool(_named(parts, parts.history.rows, parts.tools.sights(allowed)))
+    leaning = Leaning(after_result=_after_tool(parts), named=named)
     client, model = parts.budget.connect().client, parts.settings.model
     try:
         step = ask_first_step(client, messages, model=model, names=allowed, stop=stop)
-        after = _after_tool(parts)
-        choice = (
-            None
-            if step is None
-            else step_choice(step.chosen, step.answer_share, after_result=after)
-        )
+        choice = None if step is None else step_choice(step.chosen, step.answer_share, leaning)
         if choice is None or choice == NO_TOOL:
             return None if choice is None else FirstStep(NO_TOOL)
         schema = next(s for s in offered if s["function"]["name"] == choice)
@@ -261,12 +261,21 @@ def first_step_messages(
     """What a first step is asked on (`nbchat.tools.offer.router_messages`): the `offered`
     tools, the workspace, what the tools can see, the conversation in `rows`."""
     names = [str(schema["function"]["name"]) for schema in offered]
+    sights = parts.tools.sights(names)
     return router_messages(
         offered,
         rows,
         workspace=parts.overview.text() if parts.overview.enabled else "",
-        notes=parts.tools.context_lines(names),
+        notes=[sight.line for sight in sights],
+        named=_named(parts, rows, sights),
     )
+
+
+def _named(parts: TurnParts, rows: Sequence[Row], sights: Sequence[Sight]) -> list[str]:
+    """What the user's last message names of the workspace and the notebook."""
+    last_user = next((row.content for row in reversed(rows) if row.role == "user"), "")
+    names = [name for sight in sights for name in sight.names]
+    return named_in(last_user, parts.overview.paths(), names)
 
 
 def _is_dangerous(parts: TurnParts, name: str) -> bool:

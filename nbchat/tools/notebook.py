@@ -39,7 +39,7 @@ from nbchat.tools.preview import (
     summarise_value,
     type_name,
 )
-from nbchat.tools.registry import Tool
+from nbchat.tools.registry import Sight, Tool
 
 __all__ = [
     "ANSWER_LIMIT",
@@ -178,19 +178,22 @@ def notebook_tools(shell: Shell) -> tuple[Tool, ...]:
     return (listing, *(Tool.from_function(function) for function in others))
 
 
-def variable_names(namespace: dict[Any, Any], limit: int = NAMES_SHOWN) -> str:
-    """ "The notebook's variables: sales (DataFrame), threshold (int)." — the user's variables
-    by name and type, at most `limit` of them: enough for a small model to know `sales` is
-    one. Runs no user code (`is_user_variable`, `type()`); "" when there are none."""
-    found = []
-    for name, value in list(namespace.items()):
-        if is_user_variable(name, value) and not issubclass(type(value), DEFINITIONS):
-            found.append(f"{name} ({type(value).__name__})")
+def variable_names(namespace: dict[Any, Any], limit: int = NAMES_SHOWN) -> Sight:
+    """What a small model's first step is told of the notebook: "The notebook's variables:
+    sales (DataFrame), threshold (int)." (at most `limit`, enough for it to know `sales` is
+    one) and those names. Runs no user code (`is_user_variable`, `type()`); an empty line when
+    there are none."""
+    found = sorted(
+        (name, type(value).__name__)
+        for name, value in list(namespace.items())
+        if is_user_variable(name, value) and not issubclass(type(value), DEFINITIONS)
+    )
     if not found:
-        return ""
-    shown = sorted(found)[:limit]
+        return Sight("")
+    shown = found[:limit]
     more = f" and {len(found) - limit} more" if len(found) > limit else ""
-    return f"The notebook's variables: {', '.join(shown)}{more}."
+    listed = ", ".join(f"{name} ({kind})" for name, kind in shown)
+    return Sight(f"The notebook's variables: {listed}{more}.", tuple(n for n, _ in shown))
 
 
 _MISSING = object()

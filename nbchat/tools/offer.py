@@ -17,6 +17,9 @@ looks first is asked separately (`nbchat.llm.firststep`), on the messages built 
   names, `Tool.context`);
 - the conversation so far, briefly (`recent_exchange`): the last turn's words, the calls made
   since and the start of their results, so "open that file" or "now the tests" can be followed;
+- what the message names of the workspace and the notebook (`named_in`: "the logs" names
+  `logs/`, "my todo list" `todo.md`, "big" the variable `big`), which also makes the caller lean
+  to looking (`nbchat.tools.choice`);
 - the user's message; the reply is then opened as `{"tool": "` for the model to continue.
 
 The chat's own prompt stays the user's prompt (and the overview): the answer is written as in
@@ -28,6 +31,7 @@ Pure: no I/O.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -38,6 +42,7 @@ __all__ = [
     "FOLLOW_UPS",
     "ROUTER_PROMPT",
     "describe_tools",
+    "named_in",
     "recent_exchange",
     "router_messages",
 ]
@@ -97,6 +102,11 @@ FOLLOW_UPS: tuple[tuple[str, str, dict[str, Any]], ...] = (
 # The conversation the first step sees: this many characters of a message, of a result.
 MESSAGE_CHARS = 400
 RESULT_CHARS = 200
+# What a message names of the workspace and the notebook: read from its start, a few at most.
+MESSAGE_SCAN = 4_000
+MAX_NAMED = 5
+WORD = re.compile(r"[A-Za-z_][\w.-]*")
+QUOTED = re.compile(r"`([^`\n]{1,80})`")
 
 
 def describe_tools(schemas: Sequence[Mapping[str, Any]]) -> str:
@@ -112,17 +122,36 @@ def describe_tools(schemas: Sequence[Mapping[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def named_in(text: str, paths: Sequence[str], names: Sequence[str]) -> list[str]:
+    """What the user's `text` names of what is here, as a word (case aside): a workspace path
+    by its last part (`config.yaml`, `logs/`) or that part's stem, singular or plural
+    (`config`, `log`), a notebook name (`sales`); stems and names of under 3 letters only in
+    backticks. One linear pass over the words; at most `MAX_NAMED`."""
+    words = {word.lower() for word in WORD.findall(text[:MESSAGE_SCAN])}
+    quoted = {word.lower() for word in QUOTED.findall(text[:MESSAGE_SCAN])}
+    found: list[str] = []
+    for path in paths:
+        last = path.rstrip("/").rsplit("/", 1)[-1].lower()
+        stem = last.split(".", 1)[0]
+        forms = {last, stem, stem + "s", stem.removesuffix("s")} if len(stem) >= 3 else {last}
+        if forms & (words | quoted):
+            found.append(path)
+    found += [name for name in names if name.lower() in (words if len(name) >= 3 else quoted)]
+    return found[:MAX_NAMED]
+
+
 def router_messages(
     schemas: Sequence[Mapping[str, Any]],
     rows: Sequence[Row],
     *,
     workspace: str = "",
     notes: Sequence[str] = (),
+    named: Sequence[str] = (),
 ) -> list[dict[str, Any]]:
     """The messages the first step is asked on (the opened reply is added by the caller):
     the prompt and examples (the same every time), the workspace and what the tools can see
-    (`notes`: the notebook's variable names), the conversation so far in brief, and the
-    user's last message."""
+    (`notes`: the notebook's variable names), the conversation so far in brief, what the
+    message names of those (`named_in`), and the user's last message."""
     names = {str((schema.get("function") or {}).get("name")) for schema in schemas}
     messages: list[dict[str, Any]] = [
         {"role": "system", "content": ROUTER_PROMPT.format(tools=describe_tools(schemas))}
@@ -135,7 +164,9 @@ def router_messages(
         messages.append({"role": "system", "content": context})
         messages.append({"role": "user", "content": text})
         messages.append({"role": "assistant", "content": json.dumps(step)})
-    context = "\n".join(part for part in (workspace, *notes, recent_exchange(rows)) if part)
+    mentions = f"The message names: {', '.join(named)}." if named else ""
+    parts = (workspace, *notes, recent_exchange(rows), mentions)
+    context = "\n".join(part for part in parts if part)
     if context:
         messages.append({"role": "system", "content": context})
     last_user = next((row.content for row in reversed(rows) if row.role == "user"), "")

@@ -56,6 +56,15 @@ class ArgumentCheck(Protocol):
 
 
 @dataclass(frozen=True)
+class Sight:
+    """What a tool can look at now, for a small model's first step: one line to show it, and
+    the names in that line a user's message may mention (a notebook's variables)."""
+
+    line: str
+    names: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class Tool:
     """A function the model may call. Calling the `Tool` calls the function.
 
@@ -74,9 +83,9 @@ class Tool:
     described: InitVar[ArgumentCheck | None] = None
     signature: ArgumentCheck = field(init=False, repr=False, compare=False)
     origin: str = ""
-    # One line about what the tool can look at right now ("The notebook's variables: …"),
-    # shown to a small model's first step (`nbchat.tools.offer`); never a value, only names.
-    context: Callable[[], str] | None = field(default=None, repr=False, compare=False)
+    # What the tool can look at right now ("The notebook's variables: …"), shown to a small
+    # model's first step (`nbchat.tools.offer`); never a value, only names.
+    context: Callable[[], Sight] | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self, described: ArgumentCheck | None) -> None:
         object.__setattr__(self, "signature", described or Signature.of(self.function))
@@ -181,10 +190,10 @@ class ToolRegistry:
         found = self._tools.get(name)
         return found is not None and not found.problems(arguments)
 
-    def context_lines(self, names: Collection[str]) -> list[str]:
-        """The context lines of the tools named (`Tool.context`), skipping empty ones."""
-        lines = (self._tools[n].context for n in names if n in self._tools)
-        return [line for line in (context() for context in lines if context) if line]
+    def sights(self, names: Collection[str]) -> list[Sight]:
+        """What the tools named can look at now (`Tool.context`), skipping empty ones."""
+        found = (self._tools[n].context for n in names if n in self._tools)
+        return [sight for sight in (context() for context in found if context) if sight.line]
 
     def schemas(self) -> list[dict[str, Any]]:
         """The OpenAI `tools=[{"type": "function", "function": {...}}]` list."""
