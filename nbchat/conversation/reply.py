@@ -275,7 +275,8 @@ def _named(parts: TurnParts, rows: Sequence[Row], sights: Sequence[Sight]) -> li
     """What the user's last message names of the workspace and the notebook."""
     last_user = next((row.content for row in reversed(rows) if row.role == "user"), "")
     names = [name for sight in sights for name in sight.names]
-    return named_in(last_user, parts.overview.paths(), names)
+    overview = parts.overview
+    return named_in(last_user, overview.paths(), names, overview.symbols())
 
 
 def _is_dangerous(parts: TurnParts, name: str) -> bool:

@@ -70,6 +70,10 @@ EXAMPLES: tuple[tuple[str, dict[str, Any]], ...] = (
     ("which node version have I got", {"tool": "run_shell", "arguments": {"command": "node -v"}}),
     ("45 divided by 9?", {"tool": "none"}),
     (
+        "is git even installed on this machine",
+        {"tool": "run_shell", "arguments": {"command": "git --version"}},
+    ),
+    (
         "where do we call parse_args?",
         {"tool": "search_files", "arguments": {"pattern": "parse_args"}},
     ),
@@ -122,11 +126,17 @@ def describe_tools(schemas: Sequence[Mapping[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def named_in(text: str, paths: Sequence[str], names: Sequence[str]) -> list[str]:
+def named_in(
+    text: str,
+    paths: Sequence[str],
+    names: Sequence[str],
+    symbols: Mapping[str, str] | None = None,
+) -> list[str]:
     """What the user's `text` names of what is here, as a word (case aside): a workspace path
     by its last part (`config.yaml`, `logs/`) or that part's stem, singular or plural
-    (`config`, `log`), a notebook name (`sales`); stems and names of under 3 letters only in
-    backticks. One linear pass over the words; at most `MAX_NAMED`."""
+    (`config`, `log`), a notebook name (`sales`), a name the workspace's code defines
+    (`greet`, shown with its file: "greet (defined in src/app.py)"); stems and names of under 3
+    letters only in backticks. One linear pass over the words; at most `MAX_NAMED`."""
     words = {word.lower() for word in WORD.findall(text[:MESSAGE_SCAN])}
     quoted = {word.lower() for word in QUOTED.findall(text[:MESSAGE_SCAN])}
     found: list[str] = []
@@ -137,6 +147,9 @@ def named_in(text: str, paths: Sequence[str], names: Sequence[str]) -> list[str]
         if forms & (words | quoted):
             found.append(path)
     found += [name for name in names if name.lower() in (words if len(name) >= 3 else quoted)]
+    for name, where in (symbols or {}).items():
+        if len(name) >= 3 and name.lower() in words and name not in found:
+            found.append(f"{name} (defined in {where})")
     return found[:MAX_NAMED]
 
 

@@ -42,6 +42,7 @@ from nbchat.tools.listing import (
     entries_of,
     ignore_text,
 )
+from nbchat.tools.symbols import SymbolIndex
 
 __all__ = [
     "MAX_NAMES",
@@ -189,11 +190,13 @@ class WorkspaceOverview:
         self.enabled = enabled
         self._listing: Listing | None = None
         self._text: str | None = None
+        self._symbols = SymbolIndex(workspace)
 
     def refresh(self) -> None:
         """List the workspace again (at a turn's start); the text changes only if it did."""
         self._listing = list_workspace(self.workspace) if self.enabled else None
         self._text = describe_listing(self._listing) if self.enabled else ""
+        self._symbols.refresh(self._listing.paths if self._listing is not None else ())
 
     def text(self) -> str:
         if self._text is None:
@@ -205,6 +208,12 @@ class WorkspaceOverview:
         if self._text is None:
             self.refresh()
         return self._listing.paths if self._listing is not None else ()
+
+    def symbols(self) -> dict[str, str]:
+        """The names the listed source files define, each with its file (`SymbolIndex`)."""
+        if self._text is None:
+            self.refresh()
+        return self._symbols.names()
 
     def system_prompt(self, system_prompt: str, *, tools_offered: bool) -> str:
         """What a request sends as its system prompt: with the overview when it offers tools."""
