@@ -107,6 +107,9 @@ def run_source(shell: Any, source: str, *, limit: int, label: str) -> Ran:
 
     out, err = Capture(limit, sys.stdout), Capture(limit, sys.stderr)
     publisher = CapturingDisplayPublisher()  # type: ignore[no-untyped-call]
+    # ipykernel's other threads (a subshell handling Stop) set the parent message on whatever
+    # publisher the shell holds; this one has nothing to route.
+    setattr(publisher, "set_parent", lambda _parent: None)  # noqa: B010 - no such method
     saved = sys.stdout, sys.stderr, shell.display_pub
     started = time.monotonic()
     sys.stdout, sys.stderr, shell.display_pub = out, err, publisher

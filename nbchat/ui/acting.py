@@ -8,13 +8,15 @@ and edit is kept in the store under the session and the tool call (for the rewin
 has to wait for the user's own cell says so in the chat; and the user's messages carry a
 "rewind to here" button (`rewind_button`), which takes the chat and the notebook back together
 on the chat's worker (the page's answers arrive on the kernel's main thread, which must stay
-free meanwhile).
+free meanwhile). The Stop button's clicks are handled on a subshell (`route_off_main_thread`),
+so Stop reaches the model's code while it runs on the main thread.
 
 No SQL, HTTP or prompt text here.
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -30,7 +32,9 @@ from nbchat.tools.kernelrun import KernelRunner
 from nbchat.tools.kernelstate import kernel_state
 from nbchat.ui.document import NotebookDocument
 
-__all__ = ["NotebookActing", "can_act", "rewind_button"]
+__all__ = ["NotebookActing", "can_act", "rewind_button", "route_off_main_thread"]
+
+SUBSHELL_SECONDS = 5.0  # how long making the Stop button's subshell may take
 
 QUEUED = (
     "The assistant's code ({subject}) waits for your running cell to finish; it runs as soon "
@@ -97,6 +101,39 @@ class NotebookActing:
     def close(self) -> None:
         self.queue.close()
         self.document.close()
+
+
+def route_off_main_thread(widget: widgets.Widget, kernel: Any) -> bool:
+    """Have `widget`'s messages from the page handled on a subshell of its own (ipykernel 7's
+    subshells: a thread with its own loop), not on the kernel's main thread; True when done.
+
+    The Stop button needs it: while the model's code runs on the main thread, a click handled
+    there would wait for that code to end, so Stop could not interrupt it. ipykernel routes a
+    comm's messages to the subshell its `_reply_subshell_for` names. Where there are no
+    subshells (ipykernel 6, another kernel), nothing changes: Kernel > Interrupt still raises
+    KeyboardInterrupt in the model's code (`nbchat.tools.kernelqueue`).
+    """
+    thread = getattr(kernel, "shell_channel_thread", None)
+    manager = getattr(thread, "manager", None)
+    loop = getattr(thread, "io_loop", None)
+    comm = getattr(widget, "comm", None)
+    if manager is None or loop is None or comm is None or not hasattr(manager, "_create_subshell"):
+        return False
+    made: list[str] = []
+    ready = threading.Event()
+
+    def create() -> None:  # the manager makes subshells on the shell channel's thread only
+        try:
+            made.append(manager._create_subshell())
+        finally:
+            ready.set()
+
+    loop.add_callback(create)
+    if not ready.wait(SUBSHELL_SECONDS) or not made:
+        return False
+    subshell = made[0]
+    comm._reply_subshell_for = lambda _data, _default: subshell
+    return True
 
 
 def rewind_button(bubble: widgets.Widget, on_rewind: Callable[[], None]) -> widgets.Widget:

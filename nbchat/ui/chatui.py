@@ -40,7 +40,7 @@ from nbchat.stopping import StopSignal
 from nbchat.store.store import Store
 from nbchat.tools import ApprovalRequest, ToolRegistry
 from nbchat.tools.notebook import current_shell, notebook_tools
-from nbchat.ui.acting import NotebookActing, can_act
+from nbchat.ui.acting import NotebookActing, can_act, route_off_main_thread
 from nbchat.ui.actions import submit_text
 from nbchat.ui.approval import ApprovalDesk
 from nbchat.ui.attach import Attachment
@@ -127,6 +127,8 @@ class ChatUI(widgets.VBox):
         self.compaction = CompactionFlow(self)  # preview, accept, undo (`ui/compactflow.py`)
         self.view.compaction_widget = self.compaction.live_card
         self.approvals = ApprovalDesk(self.messages, self.view, stop=lambda: self._stop)
+        if self.acting is not None:  # Stop must reach the model's code on the main thread
+            route_off_main_thread(self.controls.stop_button, getattr(shell, "kernel", None))
         self.startup = ServerStartup(
             self.conversation,
             worker=self._worker,
