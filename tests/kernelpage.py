@@ -234,32 +234,37 @@ class FakePage:
         self._send({**message, "own": own})
 
     def apply(self, request: dict[str, Any]) -> dict[str, Any]:
-        """A request carried out as the page's code (`nbchat.ui.document.ESM`) does."""
         with self.lock:
-            if request["op"] == "insert":
-                made = request["cell"]
-                cell = PageCell(made["id"], made["cell_type"], made["source"])
-                index = max(0, min(int(request["index"]), len(self.cells)))
-                self.cells.insert(index, cell)
-                return {"ok": True, "cell": cell.describe()}
-            found = [c for c in self.cells if c.id == request["cell_id"]]
-            if not found:
-                return {"ok": False, "conflict": True, "error": "the cell is no longer there"}
-            cell = found[0]
-            if "expected" in request and cell.source != request["expected"]:
-                return {"ok": False, "conflict": True, "error": "the cell was edited meanwhile"}
-            if request["op"] == "set_source":
-                cell.source = request["source"]
-            elif request["op"] == "delete":
-                self.cells.remove(cell)
-            elif request["op"] == "set_outputs":
-                cell.outputs = list(request["outputs"])
-                cell.number = request["execution_count"]
-            return {"ok": True}
+            return apply_request(self.cells, request)
 
     def _send(self, content: dict[str, Any]) -> None:
         data = {"method": "custom", "content": content}
         self.kernel.send_shell("comm_msg", {"comm_id": self.document_comm, "data": data})
+
+
+def apply_request(cells: list[PageCell], request: dict[str, Any]) -> dict[str, Any]:
+    """A request carried out on `cells` as the page's code (`nbchat.ui.document.ESM`) does."""
+    if request["op"] == "insert":
+        made = request["cell"]
+        cell = PageCell(made["id"], made["cell_type"], made["source"])
+        cells.insert(max(0, min(int(request["index"]), len(cells))), cell)
+        return {"ok": True, "cell": cell.describe()}
+    found = [c for c in cells if c.id == request["cell_id"]]
+    if not found:
+        return {"ok": False, "conflict": True, "error": "the cell is no longer in the notebook"}
+    cell = found[0]
+    if "expected" in request and cell.source != request["expected"]:
+        return {"ok": False, "conflict": True, "error": "the cell was edited meanwhile"}
+    if request["op"] == "set_source":
+        cell.source = request["source"]
+    elif request["op"] == "delete":
+        cells.remove(cell)
+    elif request["op"] == "set_outputs":
+        cell.outputs = list(request["outputs"])
+        cell.number = request["execution_count"]
+    else:
+        return {"ok": False, "error": f"unknown request {request['op']}"}
+    return {"ok": True}
 
 
 def _close_thread_loop() -> None:

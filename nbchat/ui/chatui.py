@@ -54,7 +54,6 @@ from nbchat.ui.inspector import RequestLink, latest_request_link
 from nbchat.ui.messages import MessageList
 from nbchat.ui.picker import SessionPicker
 from nbchat.ui.render import STYLE, destination_badge, render_notice
-from nbchat.ui.review import REVIEW_STYLE
 from nbchat.ui.rewinding import stale_notes, start_rewind, user_widget
 from nbchat.ui.startup import ServerStartup, ready_status
 from nbchat.ui.timeline import transcript_factories
@@ -139,7 +138,7 @@ class ChatUI(widgets.VBox):
         )
         super().__init__(
             [
-                widgets.HTML(value=STYLE + REVIEW_STYLE),
+                widgets.HTML(value=STYLE),
                 self.controls.header,
                 self.messages.box,
                 self.controls.input_row,

@@ -5,7 +5,8 @@ The question is exact text, as the plain approval card's arguments are (`nbchat.
 every invisible or bidi character shown as an escape), so what is approved is what runs or
 lands; a diff's lines are coloured by their first character. A result (inserted, edited, the
 run's output, or the code to copy where there is no notebook document) is rendered as markdown,
-open, its code blocks with the widget's Copy button. No SQL, HTTP or prompt text.
+open, its code blocks with the widget's Copy button (the diff's colours are in `render.STYLE`).
+No SQL, HTTP or prompt text.
 """
 
 from __future__ import annotations
@@ -19,22 +20,11 @@ from nbchat.ui.render import render_markdown
 from nbchat.ui.visible import visible_text, visible_text_lines
 
 __all__ = [
-    "REVIEW_STYLE",
     "is_acting_tool",
     "render_acting_result",
     "render_review",
 ]
 
-REVIEW_STYLE = """
-<style>
-.nbchat-diff .nbchat-add { color: var(--jp-success-color1, #2e7d32);
-  background: var(--jp-success-color3, rgba(46, 125, 50, 0.08)); display: block; }
-.nbchat-diff .nbchat-del { color: var(--jp-error-color1, #c62828);
-  background: var(--jp-error-color3, rgba(198, 40, 40, 0.08)); display: block; }
-.nbchat-diff .nbchat-hunk { color: var(--jp-ui-font-color2, #666); display: block; }
-.nbchat-card.nbchat-acting .nbchat-msg pre { margin: 4px 0; }
-</style>
-"""
 # How an acting tool's failed result starts (`nbchat.tools.kernelrun`, the executor).
 FAILED = ("Error", "Refused", "Denied", "Not run", "Unknown tool", "Timed out", "Invalid", "No ")
 
