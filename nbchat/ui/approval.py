@@ -77,7 +77,7 @@ def _card_for(request: ApprovalRequest) -> ApprovalCard:
     review = request.review
     if review is None:
         return ApprovalCard(request.name, request.arguments, reason=request.reason)
-    question = render_review(request.name, review, request.reason)
+    question = render_review(request.name, review)
     if request.name == EDIT:
         labels = ("Accept", "Reject")
         return ApprovalCard(

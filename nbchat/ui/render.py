@@ -124,6 +124,8 @@ STYLE = (
 .nbchat-diff .nbchat-del { color: var(--jp-error-color1, #c62828); display: block;
   background: var(--jp-error-color3, rgba(198, 40, 40, 0.08)); }
 .nbchat-diff .nbchat-hunk { color: var(--jp-ui-font-color2, #666); display: block; }
+.nbchat-msg .gd { color: var(--jp-error-color1, #c62828); }
+.nbchat-msg .gi { color: var(--jp-success-color1, #2e7d32); }
 .jp-OutputArea:has(.nbchat) .nbchat-transcript,
 .jp-OutputArea:has(.nbchat) .jp-OutputArea-child:has(.nbchat-transcript),
 .output:has(.nbchat) .nbchat-transcript { display: none; }

@@ -25,6 +25,10 @@ __all__ = [
     "render_review",
 ]
 
+WHY_EDIT = "Nothing changes in the notebook until you accept (the tool policy is 'ask')."
+WHY_RUN = (
+    "It runs in your kernel, with your variables, only if you say so (the tool policy is 'ask')."
+)
 # How an acting tool's failed result starts (`nbchat.tools.kernelrun`, the executor).
 FAILED = ("Error", "Refused", "Denied", "Not run", "Unknown tool", "Timed out", "Invalid", "No ")
 
@@ -34,11 +38,11 @@ def is_acting_tool(name: str) -> bool:
     return name in ACTING_TOOLS
 
 
-def render_review(name: str, review: Review, reason: str = "") -> str:
-    """The approval card's question: the tool, why it asks, what it touches, and the diff or
-    the code, exactly."""
+def render_review(name: str, review: Review) -> str:
+    """The approval card's question: what it touches, why it asks, and the diff or the code,
+    exactly."""
     verb = {"edit_cell": "Accept this edit", "run_cell": "Run this cell"}.get(name, "Run this code")
-    why = f" {html.escape(visible_text(reason))}" if reason else ""
+    why = f" {WHY_EDIT if review.kind == 'diff' else WHY_RUN}"
     note = f" ({html.escape(visible_text(review.note))})" if review.note else ""
     if review.kind == "diff":
         body = _diff_html(review.text)
