@@ -14,10 +14,11 @@ main thread at one of two moments, whichever comes first:
 - a cell that waits on the chat (`ChatUI.wait()`, `serve`): the cell is paused at a known point,
   so the job runs there, on the main thread, before `wait` returns.
 
-A job that finds a user's cell executing is *queued* and the caller is told (`on_queued`), so the
-chat can say so. `Ticket.interrupt()` raises KeyboardInterrupt in the running job (SIGINT sent to
-the main thread while the job's own handler is installed, so the signal never lands anywhere
-else); `Ticket.cancel()` drops a job that has not started. Must not decide what a job does.
+A job still waiting `QUEUED_AFTER` seconds after it was queued, while a user's cell executes,
+is *queued* behind it, and the caller is told (`on_queued`), so the chat can say so.
+`Ticket.interrupt()` raises KeyboardInterrupt in the running job (SIGINT sent to the main
+thread while the job's own handler is installed, so the signal never lands anywhere else);
+`Ticket.cancel()` drops a job that has not started. Must not decide what a job does.
 """
 
 from __future__ import annotations
@@ -40,6 +41,9 @@ SETTLE_SECONDS = 0.001
 INTERRUPTS = 3  # KeyboardInterrupts sent to code that does not stop, before giving up on it
 INTERRUPT_WAIT = 0.5  # seconds code gets to stop after each
 POLL_SECONDS = 0.1  # how often a plain Event (not a StopSignal) is looked at
+# A job not started this long after it was queued while a user's cell executes is said to wait
+# for it (sooner, and a cell about to wait on the chat, which runs it at once, would be named).
+QUEUED_AFTER = 0.5
 
 
 @dataclass
@@ -147,11 +151,14 @@ class KernelQueue:
         with self._changed:
             self._jobs.append(ticket)
             self._changed.notify_all()
-            busy = self._state.executing and not self._serving
-        if busy:
-            ticket.queued()
         self._schedule()
         return ticket
+
+    @property
+    def kernel_busy(self) -> bool:
+        """Whether a user's cell is executing and not waiting on the chat (where jobs run)."""
+        with self._changed:
+            return self._state.executing and not self._serving
 
     def serve(self, until: Callable[[], bool], timeout: float | None = None) -> bool:
         """Run jobs as they come, on this (the main) thread, until `until()` is true or
@@ -209,15 +216,9 @@ class KernelQueue:
         if not self._jobs:
             return
         if self._kernel_lock is None:
-            if self._state.executing:  # ipykernel 6: wait for the cell's end (its listener)
-                for ticket in list(self._jobs):
-                    ticket.queued()
-                return
-            self._run_one()
+            if not self._state.executing:  # ipykernel 6: else the cell's end schedules it
+                self._run_one()
             return
-        if self._kernel_lock.locked() and self._state.executing:
-            for ticket in list(self._jobs):
-                ticket.queued()
         async with self._kernel_lock:
             self._run_one()
 
@@ -229,10 +230,7 @@ class KernelQueue:
             self._schedule()
 
     def _on_kernel_change(self, executing: bool) -> None:
-        if executing and not self._serving:
-            for ticket in list(self._jobs):
-                ticket.queued()
-        elif not executing and self._jobs:
+        if not executing and self._jobs:
             self._schedule()
 
 
@@ -264,7 +262,11 @@ def run_job(
     started_at: list[float] = []
     forget = stop.add_callback(ticket.wake.set) if isinstance(stop, StopSignal) else None
     try:
-        reason = _wait(ticket, deadline, stop, started_at)
+        reason = _wait(ticket, min(deadline, submitted + QUEUED_AFTER), stop, started_at)
+        if reason == "time limit" and time.monotonic() < deadline:
+            if queue.kernel_busy and not ticket.started:
+                ticket.queued()
+            reason = _wait(ticket, deadline, stop, started_at)
     finally:
         if forget is not None:
             forget()
