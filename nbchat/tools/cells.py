@@ -26,6 +26,7 @@ from nbchat.tools.kernelstate import Execution, Origin
 __all__ = [
     "Cell",
     "Document",
+    "NoDocument",
     "cell_states",
     "find_cell",
     "line_diff",
@@ -80,6 +81,36 @@ class Document(Protocol):
     ) -> None:
         """Put a run's outputs (nbformat dicts) and execution count into the cell."""
         ...
+
+
+class NoDocument:
+    """The `Document` where no front end holds a notebook: `why` says why, every write fails."""
+
+    def __init__(self, why: str) -> None:
+        self.why = why
+
+    def why_absent(self) -> str:
+        return self.why
+
+    def cells(self) -> tuple[Cell, ...]:
+        return ()
+
+    def own_cell(self) -> str:
+        return ""
+
+    def insert(self, index: int, kind: str, source: str, *, timeout: float) -> Cell:
+        raise ToolError(f"No notebook document: {self.why}")
+
+    def set_source(self, cell_id: str, source: str, *, expected: str, timeout: float) -> None:
+        raise ToolError(f"No notebook document: {self.why}")
+
+    def delete(self, cell_id: str, *, expected: str, timeout: float) -> None:
+        raise ToolError(f"No notebook document: {self.why}")
+
+    def set_outputs(
+        self, cell_id: str, outputs: list[dict[str, Any]], *, number: int, timeout: float
+    ) -> None:
+        raise ToolError(f"No notebook document: {self.why}")
 
 
 def find_cell(cells: Sequence[Cell], reference: str) -> tuple[int, Cell]:

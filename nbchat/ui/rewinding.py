@@ -16,7 +16,7 @@ No SQL, HTTP or prompt text.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Protocol
 
 import ipywidgets as widgets
 
@@ -24,7 +24,7 @@ from nbchat.conversation.loop import Conversation
 from nbchat.errors import NbchatError
 from nbchat.history import Row
 from nbchat.store.store import Store
-from nbchat.tools.cells import Cell, stale_variables
+from nbchat.tools.cells import NoDocument, stale_variables
 from nbchat.ui.acting import NotebookActing, rewind_button
 from nbchat.ui.cards import row_widget
 from nbchat.ui.input import ChatInput
@@ -109,31 +109,4 @@ def stale_notes(acting: NotebookActing | None) -> list[str]:
     return stale_variables(state.origins(), acting.document.cells(), state.executions())
 
 
-class _NoNotebook:
-    """The `Document` of a chat that is not in a kernel: nothing to take back."""
-
-    def why_absent(self) -> str:
-        return "this chat does not run in a notebook's kernel."
-
-    def cells(self) -> tuple[Cell, ...]:
-        return ()
-
-    def own_cell(self) -> str:
-        return ""
-
-    def insert(self, index: int, kind: str, source: str, *, timeout: float) -> Cell:
-        raise NbchatError(self.why_absent())
-
-    def set_source(self, cell_id: str, source: str, *, expected: str, timeout: float) -> None:
-        raise NbchatError(self.why_absent())
-
-    def delete(self, cell_id: str, *, expected: str, timeout: float) -> None:
-        raise NbchatError(self.why_absent())
-
-    def set_outputs(
-        self, cell_id: str, outputs: list[dict[str, Any]], *, number: int, timeout: float
-    ) -> None:
-        raise NbchatError(self.why_absent())
-
-
-_NO_NOTEBOOK = _NoNotebook()
+_NO_NOTEBOOK = NoDocument("this chat does not run in a notebook's kernel.")
