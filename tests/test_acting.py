@@ -426,3 +426,24 @@ def _html_widgets(ui: ChatUI) -> list[Any]:
 
     walk(ui)
     return found
+
+
+def test_the_run_card_shows_hostile_code_exactly_as_text(
+    ipython: Any, server: FakeServer, store: Store, make_settings: Any
+) -> None:
+    code = "print('<img src=x onerror=alert(1)>')  # \u202eevil"
+    server.enqueue(Reply(tool_calls=[call("h1", "run_code", code=code)]), Reply(text="."))
+    with recording_comms():
+        ui = make_chat(server, store, make_settings(tool_policy="ask"))
+        try:
+            ui.send("run this")
+            card = ui.wait_for_approval(30)
+            assert card is not None
+            question = card.question.value
+            ui.deny()
+            assert ui.wait(30)
+        finally:
+            ui.close()
+    assert "<img" not in question and "&lt;img src=x onerror=alert(1)&gt;" in question
+    assert "\u202e" not in question and "\\u202e" in question  # the bidi override, visible
+    assert results(ui, "run_code")[0].startswith("Refused: the user did not approve")
