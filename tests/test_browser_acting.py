@@ -88,7 +88,7 @@ def test_an_inserted_cell_and_an_accepted_edit_are_in_the_saved_notebook(
         sync_playwright() as playwright,
     ):
         browser = playwright.chromium.launch(executable_path=str(chromium), args=CHROMIUM_ARGS)
-        page = browser.new_page(viewport={"width": 1100, "height": 1400})
+        page = browser.new_page(viewport={"width": 1100, "height": 1900})
         try:
             page.goto(f"{server.url}/{APPS[app]}/{notebook.name}?token={server.token}")
             chat = open_chat(page)
