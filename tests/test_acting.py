@@ -16,6 +16,7 @@ import atexit
 import base64
 import json
 import struct
+import sys
 import threading
 import zlib
 from collections.abc import Iterator
@@ -48,6 +49,9 @@ def ipython(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
     from traitlets.config import Config
 
     monkeypatch.setenv("IPYTHONDIR", str(tmp_path / "ipython"))
+    # IPython puts its namespace in sys.modules["__main__"]; multiprocessing's spawn (other
+    # tests) needs the real one back.
+    monkeypatch.setitem(sys.modules, "__main__", sys.modules["__main__"])
     config = Config()
     config.HistoryManager.hist_file = ":memory:"
     shell = InteractiveShell.instance(config=config)

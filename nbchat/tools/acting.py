@@ -69,68 +69,13 @@ def acting_tools(
     *,
     journal: Callable[[CellChange], None],
 ) -> tuple[Tool, ...]:
-    """The five acting tools over `document` and `runner`'s kernel."""
+    """The five acting tools over `document` and `runner`'s kernel (`_Acting`'s methods of the
+    same names, described to the model by their docstrings)."""
     act = _Acting(document, runner, journal)
-
-    def list_cells(ctx: ToolContext, cell: str | int = "") -> str:
-        """List the notebook's cells: position, id, kind, first line, and whether each never
-        ran, was edited since it ran, or ran out of order; with `cell`, its whole source.
-
-        Args:
-            cell: a cell's id or position (1 is the first cell), to see all of its source.
-        """
-        return act.listing(str(cell))
-
-    def insert_cell(
-        ctx: ToolContext,
-        source: str,
-        kind: Literal["code", "markdown"] = "code",
-        after: str | int = "",
-    ) -> str:
-        """Insert a new cell into the user's notebook (it does not run it).
-
-        Args:
-            source: the new cell's code (or markdown text).
-            kind: "code" or "markdown".
-            after: the cell to put it below (id or position); default: below the chat.
-        """
-        return act.insert(ctx, source, kind, str(after))
-
-    def edit_cell(ctx: ToolContext, cell: str | int, new: str, old: str = "") -> str:
-        """Change a cell of the user's notebook: replace the exact text `old` (found once in
-        the cell) with `new`; without `old`, `new` becomes the whole cell. The user sees a diff.
-
-        Args:
-            cell: the cell's id or position (1 is the first cell).
-            new: the replacement text (or the cell's whole new source).
-            old: the exact text to replace; leave out to replace the whole cell.
-        """
-        return act.edit(ctx, str(cell), new, old)
-
-    def run_code(ctx: ToolContext, code: str, timeout: float | None = None) -> str:
-        """Run Python code in the notebook's kernel, where the user's variables are, and get
-        what it printed, its result, what it displayed and any error.
-
-        Args:
-            code: the code to run, as in a cell.
-            timeout: seconds before it is interrupted.
-        """
-        return runner.run(ctx, code, timeout=timeout).result()
-
-    def run_cell(ctx: ToolContext, cell: str | int, timeout: float | None = None) -> str:
-        """Run one of the notebook's cells in the kernel and get its output.
-
-        Args:
-            cell: the cell's id or position (1 is the first cell).
-            timeout: seconds before it is interrupted.
-        """
-        return act.run_cell(ctx, str(cell), timeout)
-
-    made = {f.__name__: f for f in (list_cells, insert_cell, edit_cell, run_code, run_cell)}
     reviewers = {"edit_cell": act.review_edit, "run_code": _review_code, "run_cell": act.review_run}
     tools = []
     for name in ACTING_TOOLS:
-        tool = Tool.from_function(made[name], dangerous=name in reviewers)
+        tool = Tool.from_function(getattr(act, name), dangerous=name in reviewers)
         tools.append(dataclasses.replace(tool, review=reviewers.get(name)))
     return tuple(tools)
 
@@ -140,8 +85,9 @@ def _review_code(_call_id: str, arguments: Mapping[str, Any]) -> Review:
 
 
 class _Acting:
-    """What the tools share: the document, the runner, the journal, and the sources the
-    approval cards showed (by call id), which an edit must still find in its cell."""
+    """The tools (its methods named as them) and what they share: the document, the runner,
+    the journal, and the sources the approval cards showed (by call id), which an edit must
+    still find in its cell."""
 
     def __init__(
         self, document: Document, runner: KernelRunner, journal: Callable[[CellChange], None]
@@ -151,15 +97,22 @@ class _Acting:
         self.journal = journal
         self.shown: dict[str, tuple[str, str]] = {}  # call id → (cell id, source on the card)
 
-    def listing(self, reference: str) -> str:
+    def list_cells(self, ctx: ToolContext, cell: str | int = "") -> str:
+        """List the notebook's cells: position, id, kind, first line, and whether each never
+        ran, was edited since it ran, or ran out of order; with `cell`, its whole source.
+
+        Args:
+            cell: a cell's id or position (1 is the first cell), to see all of its source.
+        """
+        reference = str(cell)
         why = self.document.why_absent()
         if why:
             return self._history_listing(why, reference)
         cells = self.document.cells()
         if reference.strip():
-            index, cell = find_cell(cells, reference)
-            head = f"Cell {index + 1} (id {cell.id}, {cell.kind}{_count(cell)}):\n"
-            return mask_secrets(head + fenced(cell.source))
+            index, found = find_cell(cells, reference)
+            head = f"Cell {index + 1} (id {found.id}, {found.kind}{_count(found)}):\n"
+            return mask_secrets(head + fenced(found.source))
         return mask_secrets(_cut(self._cells_listing(cells)))
 
     def _cells_listing(self, cells: tuple[Cell, ...]) -> str:
@@ -189,13 +142,26 @@ class _Acting:
         intro = f"No notebook document: {why} The kernel's newest inputs instead:"
         return mask_secrets(_cut("\n".join([intro, *shown] if shown else [intro, "(none)"])))
 
-    def insert(self, ctx: ToolContext, source: str, kind: str, after: str) -> str:
+    def insert_cell(
+        self,
+        ctx: ToolContext,
+        source: str,
+        kind: Literal["code", "markdown"] = "code",
+        after: str | int = "",
+    ) -> str:
+        """Insert a new cell into the user's notebook (it does not run it).
+
+        Args:
+            source: the new cell's code (or markdown text).
+            kind: "code" or "markdown".
+            after: the cell to put it below (id or position); default: below the chat.
+        """
         why = self.document.why_absent()
         if why:
             return NO_DOCUMENT.format(done="inserted", why=why, code=fenced(source, _info(kind)))
         cells = self.document.cells()
-        if after.strip():
-            index, _ = find_cell(cells, after)
+        if str(after).strip():
+            index, _ = find_cell(cells, str(after))
             where = f"below cell {index + 1}"
         else:
             own = self.document.own_cell()
@@ -217,44 +183,67 @@ class _Acting:
         note = f"cell {index + 1} (id {cell.short_id})"
         return Review("diff", line_diff(cell.source, after, name=note) or "(no change)", note)
 
-    def edit(self, ctx: ToolContext, reference: str, new: str, old: str) -> str:
+    def edit_cell(self, ctx: ToolContext, cell: str | int, new: str, old: str = "") -> str:
+        """Change a cell of the user's notebook: replace the exact text `old` (found once in
+        the cell) with `new`; without `old`, `new` becomes the whole cell. The user sees a diff.
+
+        Args:
+            cell: the cell's id or position (1 is the first cell).
+            new: the replacement text (or the cell's whole new source).
+            old: the exact text to replace; leave out to replace the whole cell.
+        """
         why = self.document.why_absent()
         if why:
             shown = new if not old else f"Replace:\n{fenced(old)}\nwith:\n{fenced(new)}"
             code = fenced(new) if not old else shown
             return NO_DOCUMENT.format(done="edited", why=why, code=code)
-        index, cell = find_cell(self.document.cells(), reference)
-        seen = self.shown.pop(ctx.call_id, (cell.id, cell.source))
-        if seen != (cell.id, cell.source):
+        index, found = find_cell(self.document.cells(), str(cell))
+        name = f"cell {index + 1} (id {found.short_id})"
+        if self.shown.pop(ctx.call_id, (found.id, found.source)) != (found.id, found.source):
             raise CellChangedError(
-                f"Not edited: cell {index + 1} (id {cell.short_id}) changed while the edit waited "
-                "for approval (the user edited it). Read it again with list_cells."
+                f"Not edited: {name} changed while the edit waited for approval (the user "
+                "edited it). Read it again with list_cells."
             )
-        after = _edited(cell.source, new, old)
-        if after == cell.source:
-            return f"Cell {index + 1} (id {cell.short_id}) already holds that; nothing changed."
-        self.document.set_source(cell.id, after, expected=cell.source, timeout=DOCUMENT_TIMEOUT)
-        self.journal(CellChange(ctx.call_id, "edit", cell.id, cell.kind, cell.source, after))
-        diff = line_diff(cell.source, after, name=f"cell {index + 1} (id {cell.short_id})")
-        return f"Edited cell {index + 1} (id {cell.short_id}):\n" + fenced(diff, "diff")
+        after = _edited(found.source, new, old)
+        if after == found.source:
+            return f"{name[0].upper()}{name[1:]} already holds that; nothing changed."
+        self.document.set_source(found.id, after, expected=found.source, timeout=DOCUMENT_TIMEOUT)
+        self.journal(CellChange(ctx.call_id, "edit", found.id, found.kind, found.source, after))
+        return f"Edited {name}:\n" + fenced(line_diff(found.source, after, name=name), "diff")
 
     def review_run(self, _call_id: str, arguments: Mapping[str, Any]) -> Review:
         index, cell, source = self._cell_to_run(str(arguments.get("cell", "")))
         where = f"cell {index + 1} (id {cell.short_id})" if cell else f"In [{index}]"
         return Review("code", source, f"{where}, run in the notebook's kernel")
 
-    def run_cell(self, ctx: ToolContext, reference: str, timeout: float | None) -> str:
-        _, cell, source = self._cell_to_run(reference)
-        if cell is None:  # no document: the kernel's own history entry runs as the model's code
+    def run_code(self, ctx: ToolContext, code: str, timeout: float | None = None) -> str:
+        """Run Python code in the notebook's kernel, where the user's variables are, and get
+        what it printed, its result, what it displayed and any error.
+
+        Args:
+            code: the code to run, as in a cell.
+            timeout: seconds before it is interrupted.
+        """
+        return self.runner.run(ctx, code, timeout=timeout).result()
+
+    def run_cell(self, ctx: ToolContext, cell: str | int, timeout: float | None = None) -> str:
+        """Run one of the notebook's cells in the kernel and get its output.
+
+        Args:
+            cell: the cell's id or position (1 is the first cell).
+            timeout: seconds before it is interrupted.
+        """
+        _, found, source = self._cell_to_run(str(cell))
+        if found is None:  # no document: the kernel's own history entry runs as the model's code
             return self.runner.run(ctx, source, timeout=timeout).result()
-        if cell.kind != "code":
-            raise ToolError(f"Cell {cell.short_id} is a {cell.kind} cell: only code cells run.")
-        run = self.runner.run(ctx, source, timeout=timeout, cell_id=cell.id)
+        if found.kind != "code":
+            raise ToolError(f"Cell {found.short_id} is a {found.kind} cell: only code cells run.")
+        run = self.runner.run(ctx, source, timeout=timeout, cell_id=found.id)
         if run.number:
             try:
                 outputs = to_outputs(run.ran, run.number)
                 self.document.set_outputs(
-                    cell.id, outputs, number=run.number, timeout=DOCUMENT_TIMEOUT
+                    found.id, outputs, number=run.number, timeout=DOCUMENT_TIMEOUT
                 )
             except ToolError as exc:  # the run happened; only its outputs are not in the cell
                 return _with_note(run, f"(Its outputs could not be put in the cell: {exc})")

@@ -180,7 +180,8 @@ class ChatUI(widgets.VBox):
     def wait(self, timeout: float | None = None) -> bool:
         """Block until the current reply (and anything queued) is done. False on timeout, or
         when something failed since the last `wait()`: each failure is then printed, with what
-        to do, on stderr (the cell's output), not only in the widget."""
+        to do, on stderr (the cell's output), not only in the widget. Code the model runs in
+        the kernel meanwhile runs here, on the kernel's main thread (`KernelQueue.serve`)."""
         if self.unavailable:
             self._report.add(self.unavailable)
         if self.acting is not None:  # the model's code runs here meanwhile (`KernelQueue`)
