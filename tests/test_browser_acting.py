@@ -6,9 +6,12 @@ The chat inserts a cell (it shows below the chat's own cell in the page at once)
 the first cell: the approval card shows the diff, nothing changes until Accept is clicked, and
 after it the cell's editor holds the new source. The notebook is then saved from the browser
 (File > Save) and read from disk: the saved `.ipynb` holds the inserted cell and the accepted
-edit, written through the notebook model the page holds (`nbchat.ui.document`). Screenshots of
-the edit's card and of the notebook after it go to `browser.SCREENSHOTS` (acting-edit.png and
-acting-notebook.png from JupyterLab; test-artifacts/ for Notebook 7).
+edit, written through the notebook model the page holds (`nbchat.ui.document`). Then "rewind to
+here" on the first message takes both back (the inserted cell removed, the edit undone, the
+message back in the input), and the notebook saved again holds its first two cells as they
+were. Screenshots of the edit's card and of the notebook after it go to `browser.SCREENSHOTS`
+(acting-edit.png and acting-notebook.png from JupyterLab; test-artifacts/ for Notebook 7), the
+rewound notebook to test-artifacts/.
 """
 
 from __future__ import annotations
@@ -96,6 +99,10 @@ def test_an_inserted_cell_and_an_accepted_edit_are_in_the_saved_notebook(
             accept_an_edit(page, chat, shots / f"acting-edit{suffix}.png")
             page.screenshot(path=str(shots / f"acting-notebook{suffix}.png"))
             save_notebook(page)
+            saved = nbformat.read(tmp_path / "root" / notebook.name, as_version=4)
+            assert [cell.source for cell in saved.cells] == ["x = 42\nprint(x)", CHAT, INSERTED]
+            rewind_both(page, chat, ARTIFACTS / f"acting-rewind{suffix}.png")
+            save_notebook(page)
         except BaseException:
             page.screenshot(path=str(ARTIFACTS / f"browser-acting-{app}-failure.png"))
             raise
@@ -103,8 +110,7 @@ def test_an_inserted_cell_and_an_accepted_edit_are_in_the_saved_notebook(
             browser.close()
 
     saved = nbformat.read(tmp_path / "root" / notebook.name, as_version=4)
-    sources = [cell.source for cell in saved.cells]
-    assert sources == ["x = 42\nprint(x)", CHAT, INSERTED]
+    assert [cell.source for cell in saved.cells] == [FIRST, CHAT]  # after the rewind
 
 
 def ask(chat: Locator, text: str) -> None:
@@ -141,3 +147,18 @@ def accept_an_edit(page: Page, chat: Locator, screenshot: Path) -> None:
     )
     expect(first).to_contain_text("x = 42")
     expect(chat.locator(".nbchat-acting", has_text="edit_cell")).to_contain_text("+x = 42")
+
+
+def rewind_both(page: Page, chat: Locator, screenshot: Path) -> None:
+    """ "rewind to here" on the first message: the inserted cell goes, the edit is undone, the
+    message is back in the input."""
+    chat.locator("button", has_text="rewind to here").first.click()
+    notice = chat.locator(".nbchat-notice", has_text="Rewound to before your message")
+    expect(notice).to_have_count(1, timeout=60_000)
+    expect(notice).to_contain_text("(inserted by the assistant): removed")
+    expect(notice).to_contain_text("(edited by the assistant): restored")
+    cells = page.locator(".jp-Notebook .jp-Cell")
+    expect(cells).to_have_count(2, timeout=30_000)
+    expect(cells.first.locator(".jp-InputArea")).to_contain_text("x = 41")
+    expect(chat.locator("textarea.nbchat-input-area")).to_have_value(ASK_INSERT)
+    page.screenshot(path=str(screenshot))
