@@ -153,10 +153,12 @@ def rewind_both(page: Page, chat: Locator, screenshot: Path) -> None:
     """ "rewind to here" on the first message: the inserted cell goes, the edit is undone, the
     message is back in the input."""
     chat.locator("button", has_text="rewind to here").first.click()
-    notice = chat.locator(".nbchat-notice", has_text="Rewound to before your message")
-    expect(notice).to_have_count(1, timeout=60_000)
-    expect(notice).to_contain_text("(inserted by the assistant): removed")
-    expect(notice).to_contain_text("(edited by the assistant): restored")
+    notices = chat.locator(".nbchat-notice")
+    expect(notices.filter(has_text="Rewound to before your message")).to_have_count(
+        1, timeout=60_000
+    )
+    expect(notices.filter(has_text="(inserted by the assistant): removed")).to_have_count(1)
+    expect(notices.filter(has_text="(edited by the assistant): restored")).to_have_count(1)
     cells = page.locator(".jp-Notebook .jp-Cell")
     expect(cells).to_have_count(2, timeout=30_000)
     expect(cells.first.locator(".jp-InputArea")).to_contain_text("x = 41")

@@ -83,7 +83,8 @@ def start_rewind(ui: RewindTarget, *, back: int = 1, row_id: int | None = None) 
             return
         ui.show_session()
         ui.input.value = done.text
-        ui.notice(done.summary())
+        for line in done.summary().splitlines():  # a notice is one line: one per change
+            ui.notice(line)
 
     ui.submit_job(job)
 
