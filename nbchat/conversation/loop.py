@@ -38,6 +38,7 @@ from nbchat.conversation.events import Done, Event, Failed, Notice
 from nbchat.conversation.inspect import InspectedRequest, last_request
 from nbchat.conversation.prepare import CheckpointPreparer, Situation, situation_of
 from nbchat.conversation.reply import first_step_messages, plan_request, request_reply
+from nbchat.conversation.rewind import Rewound, rewind
 from nbchat.conversation.session import Session
 from nbchat.conversation.steer import Steering, UndoOutcome
 from nbchat.conversation.steps import Steps, post_notice, save_rows
@@ -49,6 +50,7 @@ from nbchat.history import History, Row, context_tokens
 from nbchat.llm.endpoint import LOCAL, Connection, destination_of
 from nbchat.store.store import Store
 from nbchat.tools import ToolRegistry, default_registry
+from nbchat.tools.cells import Document
 from nbchat.tools.choice import round_choice
 from nbchat.tools.executor import Approver
 from nbchat.tools.mcp import McpTools
@@ -283,6 +285,16 @@ class Conversation:
             text = self.history[index].content
             self.session.archive_last(len(self.history) - index, kind="edit")
             return text
+
+    def rewind(self, row_id: int, document: Document) -> Rewound:
+        """Take the chat and the notebook back to before the user's message stored as
+        `row_id` (`nbchat.conversation.rewind`); refused while a reply runs."""
+        if not self._lock.acquire(blocking=False):
+            raise NbchatError("A reply is still running; press Stop first, then rewind.")
+        try:
+            return rewind(self.session, document, row_id)
+        finally:
+            self._lock.release()
 
     def _exclusive(
         self,

@@ -140,12 +140,20 @@ def describe_value(
     return cut(mask_secrets("\n".join(pieces)), ANSWER_LIMIT)
 
 
-def notebook_tools(shell: Shell) -> tuple[Tool, ...]:
-    """The four read-only notebook tools, reading `shell`'s namespace when they run."""
+def notebook_tools(
+    shell: Shell, *, notes: Callable[[], list[str]] | None = None
+) -> tuple[Tool, ...]:
+    """The four read-only notebook tools, reading `shell`'s namespace when they run; `notes`
+    gives lines the variables' listing ends with (the variables whose cell changed or went)."""
 
     def list_notebook_variables(ctx: ToolContext) -> str:
         """List the notebook's variables with their types and sizes."""
-        return list_variables(shell.user_ns, _seconds(ctx), stop=ctx.stop)
+        listing = list_variables(shell.user_ns, _seconds(ctx), stop=ctx.stop)
+        said = notes() if notes is not None else []
+        if not said:
+            return listing
+        stale = "\n".join(["Set by a cell that changed or is gone:", *(f"- {n}" for n in said)])
+        return cut(mask_secrets(f"{listing}\n{stale}"), ANSWER_LIMIT + len(stale) + 1)
 
     def describe_variable(ctx: ToolContext, name: str) -> str:
         """Show a preview of one notebook variable (type, size, first rows or repr).

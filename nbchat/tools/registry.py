@@ -32,12 +32,28 @@ from nbchat.errors import ToolError
 from nbchat.tools.context import ToolContext
 from nbchat.tools.schema import Signature, describe_function
 
-__all__ = ["ArgumentCheck", "Tool", "ToolRegistry", "tool"]
+__all__ = ["ArgumentCheck", "Review", "Tool", "ToolRegistry", "tool"]
 
 # OpenAI's rule for function names; llama.cpp and vLLM accept the same.
 NAME_RULE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 
 ToolFunction = Callable[..., Any]
+
+
+@dataclass(frozen=True)
+class Review:
+    """What the user reviews before a dangerous call runs, beyond its arguments: `kind` is
+    "diff" (a cell's change, unified diff lines) or "code" (exactly the code that runs), and
+    `text` the diff or the code; `note` one line about it ("cell 3, below the chat")."""
+
+    kind: str
+    text: str
+    note: str = ""
+
+
+# Made from the call's id and its checked arguments, before the approver is asked; None when
+# there is nothing more to show than the arguments.
+Reviewer = Callable[[str, Mapping[str, Any]], "Review | None"]
 
 
 class ArgumentCheck(Protocol):
@@ -72,7 +88,8 @@ class Tool:
     function's own signature (`signature`, made from `function` unless `described` is given).
     `context` (optional) says in a line what the tool can look at now, for a small model's
     first step. `origin` names where the tool comes from when that is not nbchat or the user's
-    own code ("MCP server 'github'"); the approval card and /help show it.
+    own code ("MCP server 'github'"); the approval card and /help show it. `review` makes what
+    an approval card shows besides the arguments (`Review`: a cell's diff, the code to run).
     """
 
     name: str
@@ -86,6 +103,8 @@ class Tool:
     # What the tool can look at right now ("The notebook's variables: …"), shown to a small
     # model's first step (`nbchat.tools.offer`); never a value, only names.
     context: Callable[[], Sight] | None = field(default=None, repr=False, compare=False)
+    # What an approval card shows besides the arguments (a cell's diff, the code that runs).
+    review: Reviewer | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self, described: ArgumentCheck | None) -> None:
         object.__setattr__(self, "signature", described or Signature.of(self.function))
