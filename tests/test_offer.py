@@ -189,14 +189,21 @@ PATHS = ("README.md", "config.yaml", "logs/", "src/", "todo.md", "logs/server.lo
         ("is there anything left on my todo list", ["todo.md"]),
         ("peek at the readme", ["README.md"]),
         ("what's in server.log", ["logs/server.log"]),
-        ("which regions ended up in big?", ["big"]),
-        ("show me `df`", ["df"]),
+        ("which regions ended up in big?", ["big (a variable in the notebook)"]),
+        ("show me `df`", ["df (a variable in the notebook)"]),
         ("how do I reverse a list in python", []),
         ("what's a df?", []),  # two letters: only in backticks
     ],
 )
 def test_a_message_names_what_is_here_by_name_stem_or_plural(text: str, named: list[str]) -> None:
-    assert named_in(text, PATHS, ["big", "sales", "df"]) == named
+    def kind(path: str) -> str:
+        return (
+            path
+            if "(" in path
+            else f"{path} (a {'folder' if path.endswith('/') else 'file'} in the workspace)"
+        )
+
+    assert named_in(text, PATHS, ["big", "sales", "df"]) == [kind(n) for n in named]
 
 
 def test_naming_is_one_pass_over_a_bounded_start_of_the_message() -> None:

@@ -19,7 +19,7 @@ def test_definitions_in_listed_source_files_are_named_with_their_file(tmp_path: 
     index.refresh(["app.py", "ui.js", "notes.txt"])
     assert index.names() == {"greet": "app.py", "Store": "app.py", "render": "ui.js"}
     assert named_in("where's greet defined?", [], [], index.names()) == [
-        "greet (defined in app.py)"
+        "greet (defined in the file app.py)"
     ]
 
 

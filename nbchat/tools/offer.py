@@ -87,8 +87,14 @@ EXAMPLES: tuple[tuple[str, dict[str, Any]], ...] = (
     ("what's the difference between a process and a thread", {"tool": "none"}),
     ("why did that cell crash?", {"tool": "last_error", "arguments": {}}),
 )
-# Follow-ups, with the conversation as the first step sees it: answered from what was said.
+# Follow-ups, with the conversation as the first step sees it: answered from what was said; and
+# a message naming what the workspace's code defines, looked up in its file.
 FOLLOW_UPS: tuple[tuple[str, str, dict[str, Any]], ...] = (
+    (
+        "The message names: parse_config (defined in the file app/settings.py).",
+        "what does parse_config return",
+        {"tool": "read_file", "arguments": {"path": "app/settings.py"}},
+    ),
     (
         "Conversation so far:\nuser: what's the tallest mountain in Africa?\n"
         "assistant: Kilimanjaro, 5,895 m.",
@@ -132,11 +138,13 @@ def named_in(
     names: Sequence[str],
     symbols: Mapping[str, str] | None = None,
 ) -> list[str]:
-    """What the user's `text` names of what is here, as a word (case aside): a workspace path
+    """What the user's `text` names of what is here, each with what it is: a workspace path
     by its last part (`config.yaml`, `logs/`) or that part's stem, singular or plural
-    (`config`, `log`), a notebook name (`sales`), a name the workspace's code defines
-    (`greet`, shown with its file: "greet (defined in src/app.py)"); stems and names of under 3
-    letters only in backticks. One linear pass over the words; at most `MAX_NAMED`."""
+    (`config`, `log`), a notebook variable (`sales`), a name the workspace's code defines
+    (`greet`, with its file), as a word (case aside); stems and names of under 3 letters only
+    in backticks. One linear pass over the words; at most `MAX_NAMED`. What each is tells a
+    small model which tool looks at it: a 1.5B model asked about `greet` described a notebook
+    variable of that name."""
     words = {word.lower() for word in WORD.findall(text[:MESSAGE_SCAN])}
     quoted = {word.lower() for word in QUOTED.findall(text[:MESSAGE_SCAN])}
     found: list[str] = []
@@ -145,11 +153,16 @@ def named_in(
         stem = last.split(".", 1)[0]
         forms = {last, stem, stem + "s", stem.removesuffix("s")} if len(stem) >= 3 else {last}
         if forms & (words | quoted):
-            found.append(path)
-    found += [name for name in names if name.lower() in (words if len(name) >= 3 else quoted)]
+            kind = "a folder in the workspace" if path.endswith("/") else "a file in the workspace"
+            found.append(f"{path} ({kind})")
+    found += [
+        f"{name} (a variable in the notebook)"
+        for name in names
+        if name.lower() in (words if len(name) >= 3 else quoted)
+    ]
     for name, where in (symbols or {}).items():
-        if len(name) >= 3 and name.lower() in words and name not in found:
-            found.append(f"{name} (defined in {where})")
+        if len(name) >= 3 and name.lower() in words:
+            found.append(f"{name} (defined in the file {where})")
     return found[:MAX_NAMED]
 
 
@@ -174,6 +187,8 @@ def router_messages(
             messages.append({"role": "user", "content": text})
             messages.append({"role": "assistant", "content": json.dumps(step)})
     for context, text, step in FOLLOW_UPS:
+        if step["tool"] != "none" and step["tool"] not in names:
+            continue
         messages.append({"role": "system", "content": context})
         messages.append({"role": "user", "content": text})
         messages.append({"role": "assistant", "content": json.dumps(step)})
