@@ -52,6 +52,7 @@ __all__ = [
     "MAX_FILE_BYTES",
     "Manifest",
     "SavedSlots",
+    "kept_sizes",
     "model_identity",
     "prepare_dir",
     "prune",
@@ -87,6 +88,11 @@ def prepare_dir(home: Path) -> Path:
     directory.mkdir(parents=True, exist_ok=True, mode=0o700)
     directory.chmod(0o700)  # also when an older or hand-made one was open to others
     return directory
+
+
+def kept_sizes(home: Path) -> list[int]:
+    """The size of each slot file kept under `home` (what `nbchat doctor` reports)."""
+    return [_size(path) for path in slot_dir(home).glob("*" + SLOT_SUFFIX)]
 
 
 def slot_key(identity: str, prefix: str) -> str:
