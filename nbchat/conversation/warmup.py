@@ -25,7 +25,7 @@ one the turn sends first last, so it is the one left in the slot. A message sent
 reads only its own tokens. When that message came before the warm-up could save anything, the
 warm-up runs again after the turn (`pending`).
 
-Must not: touch rows or the store; it only sends what it is handed.
+Must not: change rows or the store; it reads the history only to build the prompts.
 """
 
 from __future__ import annotations
@@ -141,9 +141,13 @@ class PromptWarmer:
         slots = SavedSlots.of(home, connection.base_url.removesuffix("/v1"))
         if slots is None:
             return
-        wanted = list(prompts())
-        slots.restore([prompt.prefix for prompt in reversed(wanted) if prompt.prefix])
-        self.pending = not all(slots.has(prompt.prefix) for prompt in wanted if prompt.prefix)
+        try:
+            wanted = [prompt.prefix for prompt in prompts() if prompt.prefix]
+            slots.restore(wanted[::-1])  # the first one wanted last: it stays in the slot
+        except Exception:  # like the warm-up, an optimisation: a bug is logged, never shown
+            log.exception("the saved prompts were not restored")
+            return
+        self.pending = not all(map(slots.has, wanted))
         self._slots = slots
 
     def warm_all(

@@ -1,8 +1,9 @@
 """Saved slots: what the embedded server read of a prompt, kept on disk so that it survives a
 restart (llama.cpp's slot save and restore).
 
-Reading a prompt is most of a first reply's wait on two cores: a small model's first-step prompt
-(~800 tokens) takes 5-45 s on Qwen2.5-Coder-1.5B, restoring it from a file a few milliseconds.
+Reading a prompt is most of a first reply's wait on two cores: on Qwen2.5-Coder-1.5B a small
+model's first-step prompt (~890 tokens) and the chat's (~170) took 20-57 s to read at load 1.5-6,
+and `connect()` 0.13-0.24 s to restore them from files (`bench/first_reply.py`).
 Once the server has read a prompt (the warm-up does it: `nbchat.conversation.warmup`), its slot
 is saved; when a chat connects to a server that has read nothing yet (just started or restarted),
 the slots kept for the prompts its next request starts with are restored.
@@ -64,8 +65,9 @@ log = logging.getLogger(__name__)
 
 SLOT_ID = 0  # the embedded server has one slot
 # Qwen2.5-Coder-1.5B keeps ~28.7 KiB a token (683 tokens: 19,594,628 bytes), so 256 MiB, the
-# size of the server's RAM prompt cache, holds ~9,000 tokens: the first-step prompt (~800) and
-# the chat's (~300 at the start of a chat) of four workspaces or models, in eight files.
+# size of the server's RAM prompt cache, holds ~9,000 tokens: the first-step prompt (~890, 25 MiB)
+# and the chat's (~170 at the start of a chat, 5 MiB) of four workspaces or models, eight files,
+# with room for longer ones.
 MAX_FILES = 8
 MAX_BYTES = 256 * 2**20
 # A quarter of the whole (~2,200 tokens of the 1.5B): a long session's prompt is not kept, so one
