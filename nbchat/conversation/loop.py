@@ -37,14 +37,14 @@ from nbchat.conversation.budget import Budget
 from nbchat.conversation.events import Done, Event, Failed, Notice
 from nbchat.conversation.inspect import InspectedRequest, last_request
 from nbchat.conversation.prepare import CheckpointPreparer, Situation, situation_of
-from nbchat.conversation.reply import first_step_messages, plan_request, request_reply
+from nbchat.conversation.reply import plan_request, request_reply
 from nbchat.conversation.rewind import Rewound, rewind
 from nbchat.conversation.session import Session
 from nbchat.conversation.steer import Steering, UndoOutcome
 from nbchat.conversation.steps import Steps, post_notice, save_rows
 from nbchat.conversation.toolround import run_tools, start_servers
 from nbchat.conversation.turn import FailureGuard, Round
-from nbchat.conversation.warmup import PromptWarmer
+from nbchat.conversation.warmup import PromptWarmer, opening_prompts
 from nbchat.errors import NbchatError, StoreError
 from nbchat.history import History, Row, context_tokens
 from nbchat.llm.endpoint import LOCAL, Connection, destination_of
@@ -159,14 +159,19 @@ class Conversation:
     ) -> Connection:
         """Connect now (starting the embedded model when `start`); later calls reuse it.
 
-        On the embedded server this also starts `warm_up` in the background, so the first reply
-        does not pay for reading the system prompt and the tool schemas; a turn cancels it, so
-        no message waits for it (`nbchat.conversation.warmup`).
+        On the embedded server this also restores the prompts it saved before a restart, and
+        starts `warm_up` in the background, so the first reply does not pay for reading the
+        system prompt and the tool schemas; a turn cancels it, so no message waits for it
+        (`nbchat.conversation.warmup`).
         """
         connection = self.budget.connect(start=start, progress=progress)
         if connection.embedded:
+            self._restore_saved(connection)
             self.warmer.start(self.warm_up)
         return connection
+
+    def _restore_saved(self, connection: Connection) -> None:
+        self.warmer.restore(connection, self.settings.home, lambda: opening_prompts(self))
 
     def warm_up(self, cancel: threading.Event | None = None) -> None:
         """Have the embedded server read this conversation's next prompt (system prompt, tools,
@@ -178,14 +183,8 @@ class Conversation:
         if not (connection.embedded or cancel and destination_of(connection.base_url) == LOCAL):
             return
 
-        plan = plan_request(self)
-        client, model = connection.client, self.settings.model
-        if plan.in_prompt:  # a small model's first step is asked on a prompt of its own
-            rows = [*self.history.rows, Row("user", "Hi")]
-            first = first_step_messages(self, plan.schemas, rows)
-            self.warmer.warm(client, model, first, cancel=cancel)
-        opening = [*plan.messages, {"role": "user", "content": "Hi"}]  # the next turn's
-        self.warmer.warm(client, model, opening, plan.body_tools, cancel=cancel)
+        prompts = opening_prompts(self)
+        self.warmer.warm_all(connection, self.settings.model, prompts, cancel=cancel)
 
     def use_idle_moment(
         self, cancel: threading.Event, notify: Callable[[], None] = lambda: None
@@ -326,6 +325,8 @@ class Conversation:
             )
         finally:
             self._lock.release()
+        if self.warmer.pending:  # the message came before the warm-up could save the prompts
+            self.warmer.start(self.warm_up)
 
     def _unsaved(self, text: str) -> str:
         rows = self.history.rows[-50:]
@@ -345,6 +346,7 @@ class Conversation:
             return
         yield from self._take_over()
         self.budget.check_fits(text)
+        self._restore_saved(self.budget.connect())  # when the turn connected (a script)
         yield from save_rows(self.session, Row("user", text))
         yield from self._rounds(stop, tool_choice)
 
