@@ -89,7 +89,7 @@ class Conversation:
         self.mcp = McpTools(settings)  # started by the first turn (`start_servers`)
         self.budget = Budget(
             settings,
-            self.tools.schemas,
+            lambda: plan_request(self).body_tools,  # what requests carry (none on a small model)
             client,
             summariser=summariser,
             on_model=self._served,
