@@ -62,6 +62,11 @@ from nbchat.conversation.loop import Conversation
 from nbchat.embedded.server import LocalServer, ensure_server
 from nbchat.store.store import Store
 from nbchat.tools import ToolContext, ToolRegistry, default_registry
+from nbchat.tools.acting import acting_tools
+from nbchat.tools.cells import NoDocument
+from nbchat.tools.kernelqueue import KernelQueue
+from nbchat.tools.kernelrun import KernelRunner
+from nbchat.tools.kernelstate import kernel_state
 from nbchat.tools.notebook import Shell, notebook_tools
 
 MODEL = "qwen"
@@ -177,10 +182,16 @@ def run_cells(shell: Any) -> None:
 
 
 def eval_registry(shell: Shell) -> ToolRegistry:
-    """The built-in tools and the notebook tools over `shell`, as `ChatUI` registers them."""
+    """The built-in tools, the notebook tools over `shell` and the acting tools (no notebook
+    document: the eval's shell has no page), as `ChatUI` registers them."""
     registry = default_registry()
     for notebook_tool in notebook_tools(shell):
         registry.register(notebook_tool)
+    state = kernel_state(shell)  # type: ignore[arg-type]  # a real IPython shell
+    runner = KernelRunner(shell, state, KernelQueue(state))
+    document = NoDocument("the eval's IPython shell has no notebook page.")
+    for acting_tool in acting_tools(document, runner, journal=lambda _change: None):
+        registry.register(acting_tool)
     return registry
 
 

@@ -296,4 +296,25 @@ CASES: tuple[Case, ...] = (
         {READ: {"path": "src/app.py"}},
         "Hello",
     ),
+    # Acting on the notebook (issue 23), appended to the dev split only, after the split was
+    # frozen and before any tuning for these tools: insert, edit and run cells, run code. The
+    # policy is "deny" in the eval, so only the turn's first call is scored, never its effect.
+    tool(
+        "ok put that in a new cell",
+        {"insert_cell": {"source": "revenue"}},
+        before=("how do i add up the revenue column of sales",),
+    ),
+    tool(
+        "nice, now run that for me",
+        {"run_code": {"code": "units"}, "run_cell": {}},
+        before=("give me one line of code that sums the units column of my sales dataframe",),
+    ),
+    tool("can u run sales['units'].max() and tell me", {"run_code": {"code": "max"}}),
+    tool(
+        "add a markdown cell under the chat that says Revenue by region",
+        {"insert_cell": {"source": "Revenue"}},
+    ),
+    tool("change threshold to 150 in cell 4", {"edit_cell": {"new": "150"}}),
+    tool("rerun cell 3 pls", {"run_cell": {"cell": "3"}}),
+    tool("which of my cells did i change without rerunning them?", {"list_cells": {}}),
 )

@@ -374,4 +374,17 @@ CASES: tuple[Case, ...] = (
     # --- Small talk. ---
     plain("hello!"),
     plain("cheers, that's all for now"),
+    # --- Acting on the notebook (issue 23): written by the engineer who built those tools,
+    # before anyone tuned the default path for them; added after the split above was frozen,
+    # never tuned on. ---
+    tool("stick df.describe() in a cell below", {"insert_cell": {"source": "describe"}}),
+    tool(
+        "go ahead and execute it",
+        {"run_code": {}, "run_cell": {}},
+        before=("write a line that prints the mean price in sales",),
+    ),
+    tool("fix the typo in cell 2, it says pritn", {"edit_cell": {"new": "print"}}),
+    tool("run cell 5 again", {"run_cell": {"cell": "5"}}),
+    tool("did i change any cells since running them", {"list_cells": {}}),
+    plain("whats the shortcut to insert a cell above in jupyter", "a"),
 )

@@ -156,6 +156,9 @@ class Settings:
     connect_timeout: float = 10.0
     autostart: bool = False
     notebook_tools: bool = True
+    # The tools that act on the notebook (insert, edit and run cells, run code in the kernel;
+    # `nbchat.tools.acting`); editing and running are dangerous, so `tool_policy` applies.
+    notebook_acting: bool = True
     local_model: str = "auto"  # qwen-1.5b where the machine can run it, else qwen-0.5b
     local_n_ctx: int = DEFAULT_N_CTX
     local_idle_timeout: float = 1800.0  # seconds without a request before the server stops

@@ -9,6 +9,7 @@ NbchatError                     anything nbchat raises deliberately; the UI show
 │   └── ServerError             the server answered with any other error (its message kept)
 ├── CompactionError             summarisation failed; the history was left as it was
 ├── ToolError                   a tool could not run (unknown, bad arguments, refused, timed out)
+│   └── CellChangedError        a notebook cell changed since it was read; it was left as it is
 ├── McpError                    an MCP server could not be started, listed or reached (names it)
 └── StoreError                  the SQLite store cannot be read or written as asked
     └── SessionLockedError      another kernel holds the writer lease on this session
@@ -25,6 +26,7 @@ reply.)
 from __future__ import annotations
 
 __all__ = [
+    "CellChangedError",
     "CompactionError",
     "ConfigError",
     "ContextOverflowError",
@@ -108,3 +110,8 @@ class SessionLockedError(StoreError):
 
 class LeaseLostError(SessionLockedError):
     """This process held the writer lease, but another one took it over; nothing was written."""
+
+
+class CellChangedError(ToolError):
+    """A notebook cell's source is no longer what the caller read (the user edited it, or it
+    was deleted): nothing was written to it."""

@@ -363,6 +363,7 @@ class FakeServer:
         self.held: list[dict[str, Any]] = []
         self.hung_up: list[dict[str, Any]] = []
         self._holds = threading.Condition()
+        self._recorded = threading.Condition()
 
     @property
     def url(self) -> str:
@@ -475,6 +476,14 @@ class FakeServer:
         if self.record_requests:
             with self._lock:
                 self._log.append(request)
+            with self._recorded:
+                self._recorded.notify_all()
+
+    def wait_for_chat_requests(self, count: int, timeout: float | None = None) -> bool:
+        """Block until at least `count` chat requests (first steps apart) were received; False
+        on timeout. A test that must not block the kernel waits here for a turn's progress."""
+        with self._recorded:
+            return self._recorded.wait_for(lambda: len(self.chat_requests()) >= count, timeout)
 
     @property
     def requests(self) -> list[RecordedRequest]:

@@ -109,6 +109,26 @@ def test_the_overhead_counts_the_system_prompt_as_sent_with_the_workspace_overvi
     sent = store.sent_request(request_id)
     assert sent is not None
     assert '"./analysis.py"' in sent.system_prompt  # the overview was sent
-    expected = request_overhead_tokens(sent.system_prompt, chat.tools.schemas())
+    expected = request_overhead_tokens(sent.system_prompt, sent.tools or [])  # as sent
     assert chat.budget.overhead_tokens() == expected
     assert chat.engine.overhead_tokens == expected  # the trigger counts what the meter counts
+
+
+def test_a_small_model_whose_requests_carry_no_schemas_counts_none_against_its_budget(
+    store: Store, make_settings: Any
+) -> None:
+    # With the tools on request (the embedded default), the chat's requests carry no schemas:
+    # the first step chooses. A message that fits beside the system prompt is not refused for
+    # the schemas of every tool (the browser test's long message was, once the acting tools came).
+    settings = make_settings(
+        tools_on_request=True, json_tool_fallback=True, context_token_threshold=3000
+    )
+    chat = Conversation(settings, store)
+    everything = request_overhead_tokens(chat.budget.sent_prompt(), chat.tools.schemas())
+    overhead = request_overhead_tokens(chat.budget.sent_prompt(), [])
+    assert chat.budget.overhead_tokens() == overhead < everything
+    tokens = 3000 - overhead - 10
+    assert tokens + everything > 3000  # refused, were every schema counted
+    chat.budget.check_fits("x" * tokens * 3)
+    assert chat.engine.overhead_tokens == overhead
+    chat.close()

@@ -315,6 +315,25 @@ def test_doctor_is_content_when_autostart_will_start_the_embedded_server(
     assert not [line for line in lines if "NBCHAT_AUTOSTART=1" in line]
 
 
+def test_doctor_says_where_the_saved_prompts_are_and_how_to_clear_them(
+    home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    main(["doctor"])
+    folder = home / "run" / "slots"
+    assert f"✓ Saved prompts: none yet (kept in {folder}, at most 8 files, 256 MiB)" in (
+        capsys.readouterr().out.splitlines()
+    )
+    folder.mkdir(parents=True)
+    for name in ("a", "b"):
+        (folder / f"{name}.slot").write_bytes(b"x" * 2**20)
+    main(["doctor"])
+    assert (
+        f"✓ Saved prompts: 2 in {folder} (2 MiB, at most 8 files, 256 MiB): what the model read "
+        "of your prompts, so the first reply after a restart is quick; only you can read them, "
+        "and deleting the folder clears them"
+    ) in capsys.readouterr().out.splitlines()
+
+
 def test_doctor_fails_when_no_base_url_is_set_and_no_embedded_server_runs(
     capsys: pytest.CaptureFixture[str],
 ) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 
 import pytest
 from factories import analysis, assistant, tool_call, tool_result, user
@@ -141,6 +142,26 @@ def test_repair_drops_an_unanswered_call_but_keeps_the_answered_one() -> None:
     assert [call["id"] for call in kept_calls] == ["a"]
     assert repair.rows[2] == tool_result("a", "A")
     assert repair.dropped == ["row 1: tool call 'b' has no result"]
+
+
+def test_a_turn_whose_tools_still_run_is_repaired_without_a_warning(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # The meter reads the history while a tool runs or waits for approval: the call has no
+    # result yet. It was logged as a repair, which showed in the notebook as stderr.
+    running = [
+        user("go"),
+        tool_call(("a", "run_code", {}), ("b", "read_file", {})),
+        tool_result("a", "A"),
+    ]
+    with caplog.at_level(logging.WARNING, logger="nbchat.history.wire"):
+        repair = repair_rows(running)
+        assert repair.dropped == ["row 1: tool call 'b' has no result"]
+        assert caplog.records == []
+        repair_rows([*running, user("next")])  # a call left unanswered is damage: said
+    assert [r.getMessage() for r in caplog.records] == [
+        "history repaired: row 1: tool call 'b' has no result"
+    ]
 
 
 def test_a_call_with_no_results_keeps_its_text_as_a_plain_reply() -> None:

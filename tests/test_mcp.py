@@ -421,9 +421,12 @@ def test_a_streamable_http_server_gets_its_headers_and_its_tools_work(
     assert b"http-secret-4" not in stored
 
 
-def test_small_models_see_mcp_tools_in_their_first_step_and_the_budget_counts_them(
+def test_small_models_see_mcp_tools_in_their_first_step_and_the_budget_counts_what_is_sent(
     chat_with: Callable[..., Conversation], model: FakeServer
 ) -> None:
+    # A small model's chat requests carry no schemas (its first step names the tools and
+    # chooses), so its budget counts the system prompt alone, MCP servers or not; where the
+    # schemas travel in the body, the MCP ones count (the next test).
     chat = chat_with({SERVER: stdio()}, tools_on_request=True, json_tool_fallback=True)
     before = chat.budget.overhead_tokens()
     model.enqueue(Reply(first_step={"none": 0.9, f"{SERVER}__add": 0.1}), Reply(text="4"))
@@ -433,10 +436,24 @@ def test_small_models_see_mcp_tools_in_their_first_step_and_the_budget_counts_th
     assert step["messages"][-1] == {"role": "assistant", "content": FIRST_STEP_OPENING}
     schemas = chat.tools.schemas()
     assert any(s["function"]["name"] == f"{SERVER}__huge" for s in schemas)
-    after = chat.budget.overhead_tokens()
-    assert after == request_overhead_tokens(chat.budget.sent_prompt(), schemas) > before
+    assert chat.budget.overhead_tokens() == before
+    assert before == request_overhead_tokens(chat.budget.sent_prompt(), [])
     described = router_messages(schemas, [])[0]["content"]
     assert f"- {SERVER}__shout(text)" in described
+
+
+def test_where_schemas_travel_in_the_body_the_budget_counts_the_mcp_ones(
+    chat_with: Callable[..., Conversation], model: FakeServer
+) -> None:
+    chat = chat_with({SERVER: stdio()})
+    before = chat.budget.overhead_tokens()  # the servers start with the first turn
+    model.enqueue(Reply(text="4"))
+    run(chat, "what is 2 + 2?")
+    (body,) = model.chat_requests()
+    sent = {schema["function"]["name"] for schema in body["tools"]}
+    assert f"{SERVER}__huge" in sent
+    after = chat.budget.overhead_tokens()
+    assert after == request_overhead_tokens(chat.budget.sent_prompt(), body["tools"]) > before
 
 
 def test_help_lists_the_mcp_tools_with_their_server(

@@ -17,6 +17,10 @@ two-core machine the four take about two minutes on Qwen).
 The fast tests check what a notebook file holds: outputs only where they are compared, no saved
 widget state, and cells that call nbchat rather than hold logic.
 
+The acting demo (`05-acting.ipynb`) runs once, on the test server, whose replies are scripted
+here (`ACTING_SCRIPT`; the notebook says so before its first message): the model's calls are
+written, what the tools do in the kernel is real.
+
 To refresh the stored outputs after changing a notebook or the demo data, run
 `.venv/bin/python tests/test_notebooks.py notebooks/NAME.ipynb`: it executes the notebook in the
 same environment (on SmolLM2) and keeps only the outputs that are compared.
@@ -25,22 +29,29 @@ same environment (on SmolLM2) and keeps only the outputs that are compared.
 from __future__ import annotations
 
 import ast
+import json
 import os
 import subprocess
 import sys
 import tempfile
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import nbformat
 import pytest
+from fakeserver import FakeServer, Reply
 
 from nbchat.embedded.server import find_running
 
 REPO = Path(__file__).resolve().parent.parent
 NOTEBOOK_DIR = REPO / "notebooks"
 NOTEBOOKS = sorted(NOTEBOOK_DIR.glob("*.ipynb"))
+# The acting demo runs on the test server, whose replies are scripted (`ACTING_SCRIPT`, and the
+# notebook says so): what the model calls is written here; what the tools do is real.
+ACTING = NOTEBOOK_DIR / "05-acting.ipynb"
+MODEL_NOTEBOOKS = [path for path in NOTEBOOKS if path != ACTING]
 SANITIZE = NOTEBOOK_DIR / "sanitize.cfg"
 IGNORE_TAG = "nbval-ignore-output"
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
@@ -56,6 +67,17 @@ TEST_SETTINGS = {
 }
 # The models the README names as defaults; None is Qwen as a user gets it (no NBCHAT_LOCAL_MODEL).
 MODELS = {"smollm": "smollm", "qwen": None}
+LOOP = "import time\nwhile True:\n    time.sleep(0.1)"
+ACTING_SCRIPT = (
+    Reply(tool_calls=[("r1", "run_code", json.dumps({"code": "sum(prices)"}))]),
+    Reply(text="They add up to 12.75."),
+    Reply(tool_calls=[("r2", "run_code", json.dumps({"code": "sum(costs) / len(costs)"}))]),
+    Reply(text="There is no `costs` variable."),
+    Reply(tool_calls=[("r3", "run_code", json.dumps({"code": LOOP, "timeout": 2}))]),
+    Reply(text="It did not finish within 2 s."),
+    Reply(tool_calls=[("i1", "insert_cell", json.dumps({"source": "total = sum(prices)"}))]),
+    Reply(text="Here it is, to copy."),
+)
 CELL_TIMEOUT = 1200
 RUN_TIMEOUT = 2400
 # Statements and expressions that are logic, not calls: a cell holding one belongs in nbchat.
@@ -139,22 +161,46 @@ def is_ignored(cell: Any) -> bool:
     return IGNORE_TAG in cell.metadata.get("tags", [])
 
 
+def acting_environment(home: Path, scratch: Path, url: str) -> dict[str, str]:
+    """The acting demo's environment: the test settings, on the scripted test server at `url`."""
+    env = notebook_environment(home, scratch)
+    env.pop("NBCHAT_LOCAL_MODEL", None)
+    env.update(NBCHAT_BASE_URL=f"{url}/v1", NBCHAT_MODEL="scripted-model")
+    return env
+
+
+@contextmanager
+def scripted_server() -> Iterator[FakeServer]:
+    """The test server with the acting demo's replies queued, in order."""
+    with FakeServer() as server:
+        server.enqueue(*ACTING_SCRIPT)
+        yield server
+
+
 def test_the_notebooks_run_on_every_default_model_and_qwen_without_a_local_model_setting(
     tmp_path: Path,
 ) -> None:
     cases = [case.id for case in nbval_cases()]
-    assert cases == [f"{path.stem}-{model}" for model in MODELS for path in NOTEBOOKS]
+    assert cases == [f"{path.stem}-{model}" for model in MODELS for path in MODEL_NOTEBOOKS]
     assert notebook_environment(tmp_path, tmp_path)["NBCHAT_LOCAL_MODEL"] == "smollm"
     assert "NBCHAT_LOCAL_MODEL" not in notebook_environment(tmp_path, tmp_path, "qwen")
 
 
-def test_the_four_demo_notebooks_are_there() -> None:
+def test_the_five_demo_notebooks_are_there() -> None:
     assert [path.name for path in NOTEBOOKS] == [
         "01-quickstart.ipynb",
         "02-inspect-compaction.ipynb",
         "03-tools.ipynb",
         "04-sessions.ipynb",
+        "05-acting.ipynb",
     ]
+
+
+def test_the_acting_notebook_says_its_model_calls_are_scripted_before_any_call() -> None:
+    cells = nbformat.read(ACTING, as_version=4).cells
+    first_send = next(i for i, cell in enumerate(cells) if "ui.send(" in cell.source)
+    told = [cell.source for cell in cells[:first_send] if cell.cell_type == "markdown"]
+    assert any("scripted by the test server" in text for text in told)
 
 
 @pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda path: path.stem)
@@ -202,7 +248,7 @@ def nbval_cases() -> list[Any]:
     return [
         pytest.param(notebook, model, id=f"{notebook.stem}-{model}")
         for model in MODELS
-        for notebook in NOTEBOOKS
+        for notebook in MODEL_NOTEBOOKS
     ]
 
 
@@ -219,6 +265,22 @@ def test_the_notebook_runs_under_nbval_and_its_strict_outputs_match(
     print(output)  # pytest shows it when the test fails: every cell's diff and traceback
     assert result.returncode == 0, output[-4000:]
     assert "failed" not in result.stdout.splitlines()[-1]
+
+
+@pytest.mark.slow
+@pytest.mark.notebook
+@pytest.mark.timeout(RUN_TIMEOUT + 60)
+def test_the_acting_notebook_runs_under_nbval_on_the_scripted_server(
+    home: Path, tmp_path: Path
+) -> None:
+    with scripted_server() as server:
+        result = run_nbval(ACTING, acting_environment(home, tmp_path, server.url))
+        left = server.queued
+    output = f"{result.stdout}\n{result.stderr}"
+    print(output)
+    assert result.returncode == 0, output[-4000:]
+    assert "failed" not in result.stdout.splitlines()[-1]
+    assert left == 0  # every scripted call was made, in order
 
 
 @pytest.mark.slow
@@ -270,7 +332,10 @@ def refresh_outputs(notebook: Path) -> None:
             if msg["header"]["msg_type"] != "update_display_data":
                 super()._update_display_id(display_id, msg)
 
-    with tempfile.TemporaryDirectory(prefix="nbchat-refresh-") as scratch:
+    with (
+        tempfile.TemporaryDirectory(prefix="nbchat-refresh-") as scratch,
+        scripted_server() as fake,
+    ):
         home = Path(scratch) / "home"
         document = nbformat.read(notebook, as_version=4)
         client = AsDisplayed(
@@ -279,8 +344,11 @@ def refresh_outputs(notebook: Path) -> None:
             record_timing=False,
             resources={"metadata": {"path": str(notebook.parent)}},
         )
+        env = notebook_environment(home, Path(scratch))
+        if notebook == ACTING:
+            env = acting_environment(home, Path(scratch), fake.url)
         try:
-            client.execute(env=notebook_environment(home, Path(scratch)))
+            client.execute(env=env)
         finally:
             server = find_running(home=home)
             if server is not None:

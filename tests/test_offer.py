@@ -17,12 +17,13 @@ from nbchat.history import Row
 from nbchat.tools import default_registry
 from nbchat.tools.choice import (
     ANSWER_SHARE,
+    Leaning,
     allowed_tools,
     forbids_changes,
     round_choice,
     step_choice,
 )
-from nbchat.tools.offer import describe_tools, recent_exchange, router_messages
+from nbchat.tools.offer import describe_tools, named_in, recent_exchange, router_messages
 
 SCHEMAS = default_registry().schemas()
 ARCHIVE_SCHEMA = {
@@ -175,3 +176,44 @@ def test_read_archived_output_is_offered_only_with_something_archived() -> None:
     assert ARCHIVE_SCHEMA not in offerable(schemas, plain)
     assert offerable(schemas, pruned) == schemas
     assert ARCHIVE_SCHEMA not in offerable(schemas, summarised)  # it names no call id
+
+
+PATHS = ("README.md", "config.yaml", "logs/", "src/", "todo.md", "logs/server.log", "src/app.py")
+
+
+@pytest.mark.parametrize(
+    ("text", "named"),
+    [
+        ("the server wont start, look at the logs", ["logs/", "logs/server.log"]),
+        ("what port is in the config?", ["config.yaml"]),
+        ("is there anything left on my todo list", ["todo.md"]),
+        ("peek at the readme", ["README.md"]),
+        ("what's in server.log", ["logs/server.log"]),
+        ("which regions ended up in big?", ["big (a variable in the notebook)"]),
+        ("show me `df`", ["df (a variable in the notebook)"]),
+        ("how do I reverse a list in python", []),
+        ("what's a df?", []),  # two letters: only in backticks
+    ],
+)
+def test_a_message_names_what_is_here_by_name_stem_or_plural(text: str, named: list[str]) -> None:
+    def kind(path: str) -> str:
+        return (
+            path
+            if "(" in path
+            else f"{path} (a {'folder' if path.endswith('/') else 'file'} in the workspace)"
+        )
+
+    assert named_in(text, PATHS, ["big", "sales", "df"]) == [kind(n) for n in named]
+
+
+def test_naming_is_one_pass_over_a_bounded_start_of_the_message() -> None:
+    assert named_in("x " * 1_000_000 + "config", PATHS, ["big"]) == []
+    assert len(named_in(" ".join(PATHS) + " big", PATHS, ["big"])) == 5
+
+
+def test_a_message_naming_something_here_leans_to_looking() -> None:
+    assert step_choice("read_file", 0.3) == "none"
+    assert step_choice("read_file", 0.3, Leaning(named=True)) == "read_file"
+    assert step_choice("read_file", 0.6, Leaning(named=True)) == "none"
+    assert step_choice("read_file", 0.03, Leaning(after_result=True)) == "none"
+    assert step_choice("read_file", 0.01, Leaning(after_result=True, named=True)) == "read_file"

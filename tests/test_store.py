@@ -29,6 +29,7 @@ EXPECTED_TABLES = {
     "sessions",
     "compactions",
     "rows",
+    "notebook_changes",
     "requests",
     "request_parts",
 }
@@ -84,6 +85,19 @@ def test_schema_snapshot(store: Store) -> None:
         "created",
         "undone_at",
     }
+    assert set(store.db["notebook_changes"].columns_dict) == {
+        "id",
+        "session_id",
+        "call_id",
+        "kind",
+        "cell_id",
+        "cell_kind",
+        "before",
+        "after",
+        "created",
+        "reverted_at",
+        "outcome",
+    }
     assert store.db.journal_mode == "wal"
     assert [m.name for m in MIGRATIONS.applied(store.db)] == [
         "m001_enable_wal",
@@ -93,6 +107,7 @@ def test_schema_snapshot(store: Store) -> None:
         "m005_drop_rows_tokens",
         "m006_compaction_undone_at",
         "m007_request_records",
+        "m008_notebook_changes",
     ]
 
 

@@ -772,3 +772,24 @@ def test_a_tool_context_refuses_paths_outside_its_workspace(workspace: Path) -> 
     assert str(caught.value) == (
         f"Refused: '..' is outside the workspace {workspace}. Use a path inside it."
     )
+
+
+def test_a_search_glob_selects_by_name_at_any_depth_or_by_path_with_double_stars(
+    workspace: Path,
+) -> None:
+    # "src/**/*.py" found nothing: `PurePosixPath.match` reads `**` as one folder (issue 19).
+    (workspace / "src" / "deep").mkdir(parents=True)
+    (workspace / "src" / "app.py").write_text("# TODO: farewell\n")
+    (workspace / "src" / "deep" / "b.py").write_text("# TODO: deeper\n")
+    (workspace / "notes.md").write_text("# TODO: notes\n")
+    executor = executor_for(workspace)
+
+    def found(glob: str) -> str:
+        return run(executor, "search_files", pattern="TODO", glob=glob).content
+
+    both = "src/app.py:1: # TODO: farewell\nsrc/deep/b.py:1: # TODO: deeper"
+    assert found("src/**/*.py") == both
+    assert found("**/*.py") == both
+    assert found("*.py") == both  # a name, at any depth
+    assert found("src/*.py") == "src/app.py:1: # TODO: farewell"
+    assert found("*.md") == "notes.md:1: # TODO: notes"

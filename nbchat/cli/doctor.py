@@ -1,7 +1,7 @@
 """`nbchat doctor`: check settings, database, model server, the model name, window and the
-embedded model's pieces (and which model `auto` picks, and why), and each configured MCP server
-(started, asked for its tools, stopped), one ✓/✗ line each, saying what to fix where the value
-was set; NBCHAT_* variables nbchat does not read are listed.
+embedded model's pieces (and which model `auto` picks, and why, and where its saved prompts are),
+and each configured MCP server (started, asked for its tools, stopped), one ✓/✗ line each, saying
+what to fix where the value was set; NBCHAT_* variables nbchat does not read are listed.
 
 Must not: print the API key (only whether one is set and from which variable), import
 xllamacpp (it is looked for with `find_spec`), or change anything it checks.
@@ -22,6 +22,7 @@ from nbchat.config import API_KEY_VARIABLES, Settings, UnknownVariableWarning, u
 from nbchat.embedded.machine import choose_model, read_machine
 from nbchat.embedded.modelfiles import AUTO, MODELS, missing_requirements, model_key, model_path
 from nbchat.embedded.server import find_running
+from nbchat.embedded.slots import MAX_BYTES, MAX_FILES, kept_sizes, slot_dir
 from nbchat.errors import ConfigError, NbchatError, ServerUnavailableError
 from nbchat.store.store import Store
 
@@ -251,6 +252,20 @@ def _check_embedded(doctor: Doctor, settings: Settings) -> None:
     gomp = ctypes.util.find_library("gomp")
     state = f"found ({gomp})" if gomp else f"(needed by llama.cpp) is missing: {LIBGOMP_HINT}"
     doctor.report(gomp is not None, f"libgomp {state}")
+    doctor.report(True, _saved_prompts_line(settings))
+
+
+def _saved_prompts_line(settings: Settings) -> str:
+    """Where the embedded server keeps what it read of your prompts, and how to clear it."""
+    sizes = kept_sizes(settings.home)
+    bound = f"at most {MAX_FILES} files, {MAX_BYTES // 2**20} MiB"
+    if not sizes:
+        return f"Saved prompts: none yet (kept in {slot_dir(settings.home)}, {bound})"
+    return (
+        f"Saved prompts: {len(sizes)} in {slot_dir(settings.home)} ({sum(sizes) / 2**20:.0f} MiB, "
+        f"{bound}): what the model read of your prompts, so the first reply after a restart "
+        "is quick; only you can read them, and deleting the folder clears them"
+    )
 
 
 def _model_files(name: str, settings: Settings) -> tuple[bool, str]:

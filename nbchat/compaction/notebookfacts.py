@@ -11,7 +11,12 @@ from:
   entries are not recorded either);
 - `/attach` blocks in the user's messages (`nbchat.ui.attach`: "Source of cell 3:",
   "Output of cell 3:", "The variable df (DataFrame):", "The last error:", each followed by a
-  code fence).
+  code fence);
+- what the assistant did to the notebook (`nbchat.tools.acting`), read from the first line of
+  each result, which says how it ended: the cells it inserted and edited (`cell 3f2a1b2c:
+  inserted by the assistant (code): df.plot()`), the cells it ran and the code it ran
+  (`run 2: failed: KeyError: 'profit' — df['profit'].sum()`). A cell's notes accumulate
+  (inserted; edited; ran as In [7]: finished), the newest kept when they grow too long.
 
 Rendered under their own headings in the recorded facts and read back from a previous summary,
 so they carry through every compaction. Pure: no I/O.
@@ -25,6 +30,7 @@ from collections.abc import Iterator, Sequence
 from nbchat.history import Row, stored_calls
 
 __all__ = [
+    "ACTING_TOOLS",
     "CELLS_HEADING",
     "NOTEBOOK_TOOLS",
     "VARIABLES_HEADING",
@@ -48,6 +54,29 @@ LIST_TOOL, DESCRIBE_TOOL, CELL_TOOL, ERROR_TOOL = (
     "last_error",
 )
 NOTEBOOK_TOOLS = frozenset({LIST_TOOL, DESCRIBE_TOOL, CELL_TOOL, ERROR_TOOL})
+# The tools that act (`nbchat.tools.acting.ACTING_TOOLS`; a test keeps them equal).
+INSERT_TOOL, EDIT_TOOL, RUN_CODE_TOOL, RUN_CELL_TOOL = (
+    "insert_cell",
+    "edit_cell",
+    "run_code",
+    "run_cell",
+)
+ACTING_TOOLS = frozenset({INSERT_TOOL, EDIT_TOOL, RUN_CODE_TOOL, RUN_CELL_TOOL})
+# The first line of an acting tool's result (`nbchat.tools.acting`, `nbchat.tools.kernelrun`).
+INSERTED = re.compile(r"^Inserted an? (?P<kind>\w+) cell at position \d+ \(id (?P<id>[\w-]+)\)")
+EDITED = re.compile(r"^Edited cell \d+ \(id (?P<id>[\w-]+)\)")
+RAN = re.compile(
+    r"^(?P<ending>Finished|Error in|Timed out|Error: stopped by the user;|Not run|Error)"
+    r":? (?:(?P<run>run \d+)|cell (?P<id>[\w-]+) \(In \[(?P<number>\d+)\]\))"
+)
+ENDINGS = {
+    "Finished": "finished",
+    "Error in": "failed",
+    "Timed out": "interrupted at its time limit",
+    "Error: stopped by the user;": "stopped by the user",
+    "Not run": "not run",
+    "Error": "did not stop when interrupted",
+}
 NOTE_CHARS = 160
 # An `/attach` block: its label line, then a code fence (`Attachment.to_markdown`).
 ATTACHMENT = re.compile(
@@ -58,7 +87,9 @@ ATTACHMENT = re.compile(
 )
 TRACEBACK_CELL = re.compile(r"Cell In\s?\[(\d+)\]|<ipython-input-(\d+)-")
 VARIABLE_LINE = re.compile(r"^- (?P<name>[^:\s]+)(?:: (?P<note>.*))?$")
-CELL_LINE = re.compile(r"^- In \[(?P<number>\d+)\](?:: (?P<note>.*))?$")
+CELL_LINE = re.compile(
+    r"^- (?:In \[(?P<number>\d+)\]|(?P<key>(?:cell|run) [\w-]+))(?:: (?P<note>.*))?$"
+)
 
 Notes = dict[str, str]  # a variable's name, or a cell's execution number → what is known
 
@@ -93,18 +124,55 @@ def notebook_references(rows: Sequence[Row]) -> tuple[Notes, Notes]:
             calls.update(_notebook_calls(row))
         elif row.role == "tool" and row.tool_id in calls:
             tool, argument = calls.pop(row.tool_id)
-            _read_result(tool, argument, row.content, variables, cells)
+            if tool in ACTING_TOOLS:
+                _read_act(tool, argument, row.content, cells)
+            else:
+                _read_result(tool, argument, row.content, variables, cells)
         elif row.role == "user":
             _read_attachments(row.content, variables, cells)
     return variables, cells
 
 
+ARGUMENT = {DESCRIBE_TOOL: "name", INSERT_TOOL: "source", RUN_CODE_TOOL: "code"}
+
+
 def _notebook_calls(row: Row) -> Iterator[tuple[str, tuple[str, str]]]:
     for call_id, name, arguments in stored_calls(row):
-        if not call_id or name not in NOTEBOOK_TOOLS:
+        if not call_id or name not in NOTEBOOK_TOOLS | ACTING_TOOLS:
             continue
-        argument = (arguments or {}).get("name" if name == DESCRIBE_TOOL else "number")
+        argument = (arguments or {}).get(ARGUMENT.get(name, "number"))
         yield call_id, (name, "" if argument is None else str(argument).strip())
+
+
+def _read_act(tool: str, argument: str, result: str, cells: Notes) -> None:
+    """What an acting tool's result says it did, as a note on its cell or its run."""
+    first = result.split("\n", 1)[0]
+    code = _first_line(argument)
+    if (inserted := INSERTED.match(first)) is not None:
+        note = f"inserted by the assistant ({inserted['kind']})" + (f": {code}" if code else "")
+        _add(cells, f"cell {inserted['id']}", note)
+    elif (edited := EDITED.match(first)) is not None:
+        _add(cells, f"cell {edited['id']}", "edited by the assistant")
+    elif (ran := RAN.match(first)) is not None:
+        ending = ENDINGS[ran["ending"]]
+        if ending == "failed":
+            ending = "failed: " + first.split(": ", 1)[1] if ": " in first else ending
+        if ran["run"]:
+            _add(cells, ran["run"], f"{ending} — {code}" if code else ending)
+        else:
+            _add(
+                cells,
+                f"cell {ran['id']}",
+                f"run by the assistant as In [{ran['number']}]: {ending}",
+            )
+
+
+def _first_line(text: str) -> str:
+    return next((line.strip() for line in text.splitlines() if line.strip()), "")
+
+
+def _add(cells: Notes, key: str, note: str) -> None:
+    cells[key] = _joined(cells.get(key, ""), _note(note))
 
 
 def _read_result(tool: str, argument: str, result: str, variables: Notes, cells: Notes) -> None:
@@ -143,11 +211,23 @@ def _note(text: str) -> str:
 
 
 def merge_notes(newer: Sequence[tuple[str, str]], older: Sequence[tuple[str, str]]) -> Notes:
-    """`older` updated with `newer` (a newer note wins; an empty one keeps the older)."""
+    """`older` updated with `newer` (a newer note wins; an empty one keeps the older; the
+    notes of what the assistant did to a cell add up)."""
     merged = dict(older)
     for key, note in newer:
-        merged[key] = note or merged.get(key, "")
+        if key.startswith("cell "):
+            merged[key] = _joined(merged.get(key, ""), note)
+        else:
+            merged[key] = note or merged.get(key, "")
     return merged
+
+
+def _joined(older: str, newer: str) -> str:
+    """Both notes' phrases ("; " apart), each once, the oldest dropped while they are too long."""
+    phrases = list(dict.fromkeys(p for p in (*older.split("; "), *newer.split("; ")) if p))
+    while len(phrases) > 1 and len("; ".join(phrases)) > NOTE_CHARS:
+        phrases.pop(0)
+    return _note("; ".join(phrases))
 
 
 def render_variables(variables: Sequence[tuple[str, str]]) -> list[str]:
@@ -155,7 +235,13 @@ def render_variables(variables: Sequence[tuple[str, str]]) -> list[str]:
 
 
 def render_cells(cells: Sequence[tuple[str, str]]) -> list[str]:
-    return [f"- In [{number}]: {note}" if note else f"- In [{number}]" for number, note in cells]
+    """`- In [5]: …` for a cell by execution number, `- cell 3f2a…: …` and `- run 2: …` for
+    what the assistant did."""
+    lines = []
+    for key, note in cells:
+        label = f"In [{key}]" if key.isdigit() else key
+        lines.append(f"- {label}: {note}" if note else f"- {label}")
+    return lines
 
 
 def parse_variables(lines: Sequence[str]) -> list[tuple[str, str]]:
@@ -165,4 +251,4 @@ def parse_variables(lines: Sequence[str]) -> list[tuple[str, str]]:
 
 def parse_cells(lines: Sequence[str]) -> list[tuple[str, str]]:
     found = (CELL_LINE.match(line.rstrip()) for line in lines)
-    return [(m["number"], m["note"] or "") for m in found if m]
+    return [(m["number"] or m["key"], m["note"] or "") for m in found if m]

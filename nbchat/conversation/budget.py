@@ -40,7 +40,7 @@ class Budget:
     def __init__(
         self,
         settings: Settings,
-        tool_schemas: Callable[[], list[dict[str, Any]]],
+        tool_schemas: Callable[[], list[dict[str, Any]]],  # those a request carries
         client: openai.OpenAI | None = None,
         *,
         summariser: Summariser | None = None,
@@ -122,8 +122,13 @@ class Budget:
                 tool_schemas=self._tool_schemas(),
                 summariser=self._summariser,
             )
-        elif self._engine.system_prompt != (prompt := self.sent_prompt()):
-            self._engine.system_prompt = prompt  # the overview follows the workspace's listing
+        else:
+            if self._engine.system_prompt != (prompt := self.sent_prompt()):
+                self._engine.system_prompt = prompt  # the overview follows the workspace's listing
+            if list(self._engine.tool_schemas) != (schemas := self._tool_schemas()):
+                self._engine.tool_schemas = tuple(
+                    schemas
+                )  # MCP servers started, or what is offered changed
         return self._engine
 
     @property

@@ -37,18 +37,20 @@ from nbchat.conversation.budget import Budget
 from nbchat.conversation.events import Done, Event, Failed, Notice
 from nbchat.conversation.inspect import InspectedRequest, last_request
 from nbchat.conversation.prepare import CheckpointPreparer, Situation, situation_of
-from nbchat.conversation.reply import first_step_messages, plan_request, request_reply
+from nbchat.conversation.reply import plan_request, request_reply
+from nbchat.conversation.rewind import Rewound, rewind
 from nbchat.conversation.session import Session
 from nbchat.conversation.steer import Steering, UndoOutcome
 from nbchat.conversation.steps import Steps, post_notice, save_rows
 from nbchat.conversation.toolround import run_tools, start_servers
 from nbchat.conversation.turn import FailureGuard, Round
-from nbchat.conversation.warmup import PromptWarmer
+from nbchat.conversation.warmup import PromptWarmer, opening_prompts
 from nbchat.errors import NbchatError, StoreError
-from nbchat.history import History, Row, build_messages, context_tokens
+from nbchat.history import History, Row, context_tokens
 from nbchat.llm.endpoint import LOCAL, Connection, destination_of
 from nbchat.store.store import Store
 from nbchat.tools import ToolRegistry, default_registry
+from nbchat.tools.cells import Document
 from nbchat.tools.choice import round_choice
 from nbchat.tools.executor import Approver
 from nbchat.tools.mcp import McpTools
@@ -87,7 +89,7 @@ class Conversation:
         self.mcp = McpTools(settings)  # started by the first turn (`start_servers`)
         self.budget = Budget(
             settings,
-            self.tools.schemas,
+            lambda: plan_request(self).body_tools,  # what requests carry (none on a small model)
             client,
             summariser=summariser,
             on_model=self._served,
@@ -157,14 +159,19 @@ class Conversation:
     ) -> Connection:
         """Connect now (starting the embedded model when `start`); later calls reuse it.
 
-        On the embedded server this also starts `warm_up` in the background, so the first reply
-        does not pay for reading the system prompt and the tool schemas; a turn cancels it, so
-        no message waits for it (`nbchat.conversation.warmup`).
+        On the embedded server this also restores the prompts it saved before a restart, and
+        starts `warm_up` in the background, so the first reply does not pay for reading the
+        system prompt and the tool schemas; a turn cancels it, so no message waits for it
+        (`nbchat.conversation.warmup`).
         """
         connection = self.budget.connect(start=start, progress=progress)
         if connection.embedded:
+            self._restore_saved(connection)
             self.warmer.start(self.warm_up)
         return connection
+
+    def _restore_saved(self, connection: Connection) -> None:
+        self.warmer.restore(connection, self.settings.home, lambda: opening_prompts(self))
 
     def warm_up(
         self, cancel: threading.Event | None = None, rows: Sequence[Row] | None = None
@@ -180,15 +187,8 @@ class Conversation:
         if not (connection.embedded or cancel and destination_of(connection.base_url) == LOCAL):
             return
 
-        plan = plan_request(self)
-        client, model = connection.client, self.settings.model
-        if plan.in_prompt:  # a small model's first step is asked on a prompt of its own
-            asked = [*self.history.rows, Row("user", "Hi")]
-            first = first_step_messages(self, plan.schemas, asked)
-            self.warmer.warm(client, model, first, cancel=cancel)
-        messages = plan.messages if rows is None else build_messages(rows, plan.system_prompt)
-        opening = [*messages, {"role": "user", "content": "Hi"}]  # the next turn's
-        self.warmer.warm(client, model, opening, plan.body_tools, cancel=cancel)
+        prompts = opening_prompts(self, rows)
+        self.warmer.warm_all(connection, self.settings.model, prompts, cancel=cancel)
 
     def use_idle_moment(
         self, cancel: threading.Event, notify: Callable[[], None] = lambda: None
@@ -289,6 +289,16 @@ class Conversation:
             self.session.archive_last(len(self.history) - index, kind="edit")
             return text
 
+    def rewind(self, row_id: int, document: Document) -> Rewound:
+        """Take the chat and the notebook back to before the user's message stored as
+        `row_id` (`nbchat.conversation.rewind`); refused while a reply runs."""
+        if not self._lock.acquire(blocking=False):
+            raise NbchatError("A reply is still running; press Stop first, then rewind.")
+        try:
+            return rewind(self.session, document, row_id)
+        finally:
+            self._lock.release()
+
     def _exclusive(
         self,
         run: Callable[[threading.Event], Steps],
@@ -319,6 +329,8 @@ class Conversation:
             )
         finally:
             self._lock.release()
+        if self.warmer.pending:  # the message came before the warm-up could save the prompts
+            self.warmer.start(self.warm_up)
 
     def _unsaved(self, text: str) -> str:
         rows = self.history.rows[-50:]
@@ -338,6 +350,7 @@ class Conversation:
             return
         yield from self._take_over()
         self.budget.check_fits(text)
+        self._restore_saved(self.budget.connect())  # when the turn connected (a script)
         yield from save_rows(self.session, Row("user", text))
         yield from self._rounds(stop, tool_choice)
 

@@ -27,13 +27,16 @@ from nbchat.history import Row, ToolCall, build_messages, new_call_id
 from nbchat.llm.client import stream_chat
 from nbchat.llm.firststep import ask_arguments, ask_first_step
 from nbchat.llm.stream import ReasoningDelta, TextDelta, TextWithdrawn
-from nbchat.tools.choice import NO_TOOL, allowed_tools, step_choice
-from nbchat.tools.offer import router_messages
+from nbchat.tools.arithmetic import work_out
+from nbchat.tools.choice import NO_TOOL, Leaning, allowed_tools, step_choice
+from nbchat.tools.offer import named_in, router_messages
+from nbchat.tools.registry import Sight
 
 __all__ = [
     "AFTER_RESULTS",
     "EMPTY_REPLY_NOTICE",
     "STOPPED_NOTICE",
+    "WORKED_OUT",
     "FirstStep",
     "RequestPlan",
     "choose_first_step",
@@ -49,6 +52,8 @@ __all__ = [
 STOPPED_NOTICE = "Stopped by you; the reply so far was kept."
 # Sent after a small model's tool results (not stored): shown a file it was asked to show, a
 # 1.5B model answered "I have read the README.md file" without it.
+# Before a small model answers arithmetic (a 1.5B model said 125 × 64 = 7500): the values.
+WORKED_OUT = "Worked out by code, exactly: "
 AFTER_RESULTS = (
     "Answer the user's last message now, from the tool results above: what they show, quoted "
     "where the user asked to see something. Do not describe the tool call itself."
@@ -113,9 +118,22 @@ def plan_request(parts: TurnParts) -> RequestPlan:
     in_prompt = parts.settings.offers_tools_on_request() and uses_grammars(parts)
     system_prompt = system_prompt_for(parts, schemas)
     messages = build_messages(parts.history.rows, system_prompt)
-    if in_prompt and _after_tool(parts):
-        messages.append({"role": "system", "content": AFTER_RESULTS})
+    if in_prompt:
+        messages = _with_notes(messages, parts.history.rows)
     return RequestPlan(schemas, in_prompt, system_prompt, messages)
+
+
+def _with_notes(messages: list[dict[str, Any]], rows: Sequence[Row]) -> list[dict[str, Any]]:
+    """What a small model is told besides the conversation, never stored: after a tool round,
+    to answer from the results (last); before it answers a message, the arithmetic in it,
+    worked out by code (`nbchat.tools.arithmetic`), just before that message (a note after
+    it made a 1.5B model echo the question)."""
+    if rows and rows[-1].role == "tool":
+        return [*messages, {"role": "system", "content": AFTER_RESULTS}]
+    if rows and rows[-1].role == "user" and (worked := work_out(rows[-1].content)):
+        note = {"role": "system", "content": WORKED_OUT + "; ".join(worked) + "."}
+        return [*messages[:-1], note, messages[-1]]
+    return messages
 
 
 def uses_grammars(parts: TurnParts) -> bool:
@@ -214,15 +232,12 @@ def choose_first_step(
         return FirstStep(NO_TOOL)
     offered = [schema for schema in plan.schemas if schema["function"]["name"] in allowed]
     messages = first_step_messages(parts, offered, parts.history.rows)
+    named = bool(_named(parts, parts.history.rows, parts.tools.sights(allowed)))
+    leaning = Leaning(after_result=_after_tool(parts), named=named)
     client, model = parts.budget.connect().client, parts.settings.model
     try:
         step = ask_first_step(client, messages, model=model, names=allowed, stop=stop)
-        after = _after_tool(parts)
-        choice = (
-            None
-            if step is None
-            else step_choice(step.chosen, step.answer_share, after_result=after)
-        )
+        choice = None if step is None else step_choice(step.chosen, step.answer_share, leaning)
         if choice is None or choice == NO_TOOL:
             return None if choice is None else FirstStep(NO_TOOL)
         schema = next(s for s in offered if s["function"]["name"] == choice)
@@ -246,12 +261,22 @@ def first_step_messages(
     """What a first step is asked on (`nbchat.tools.offer.router_messages`): the `offered`
     tools, the workspace, what the tools can see, the conversation in `rows`."""
     names = [str(schema["function"]["name"]) for schema in offered]
+    sights = parts.tools.sights(names)
     return router_messages(
         offered,
         rows,
         workspace=parts.overview.text() if parts.overview.enabled else "",
-        notes=parts.tools.context_lines(names),
+        notes=[sight.line for sight in sights],
+        named=_named(parts, rows, sights),
     )
+
+
+def _named(parts: TurnParts, rows: Sequence[Row], sights: Sequence[Sight]) -> list[str]:
+    """What the user's last message names of the workspace and the notebook."""
+    last_user = next((row.content for row in reversed(rows) if row.role == "user"), "")
+    names = [name for sight in sights for name in sight.names]
+    overview = parts.overview
+    return named_in(last_user, overview.paths(), names, overview.symbols())
 
 
 def _is_dangerous(parts: TurnParts, name: str) -> bool:

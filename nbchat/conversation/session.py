@@ -29,7 +29,7 @@ from __future__ import annotations
 import contextlib
 import os
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 
 from nbchat.compaction.notebookfacts import typed_text
 from nbchat.compaction.result import CompactionResult
@@ -192,6 +192,14 @@ class Session:
         with self._writing() as session_id:
             expected = len(self.history)
             self.store.archive_last(session_id, count, expected_active=expected, kind=kind)
+        self.history.replace(self.history.rows[:-count])
+
+    def rewind(self, count: int, outcomes: Mapping[int, str]) -> None:
+        """Archive the last `count` active rows as a rewind, settling the notebook changes
+        taken back with them (`outcomes`, by change id), in one transaction."""
+        with self._writing() as session_id:
+            expected = len(self.history)
+            self.store.rewind(session_id, count, expected_active=expected, outcomes=outcomes)
         self.history.replace(self.history.rows[:-count])
 
     def unique(self, call: ToolCall) -> ToolCall:

@@ -17,7 +17,15 @@ it before it is sent and reads its own prompt. A person takes longer than that t
 sent, a cancel still frees the server at the end of the batch, and llama.cpp keeps what it read
 in the slot: a message with the same prefix goes on from there.
 
-Must not: touch rows or the store; it only sends what it is handed.
+On the embedded server what the warm-up read also survives a restart: each prompt's slot is
+saved under the part of the prompt that is the same in every turn (`Prompt.prefix`;
+`nbchat.embedded.slots`), once per prefix and model. When a chat connects to that server and
+it has read nothing yet, the saved slots are restored before the first request (`restore`), the
+one the turn sends first last, so it is the one left in the slot. A message sent at once then
+reads only its own tokens. When that message came before the warm-up could save anything, the
+warm-up runs again after the turn (`pending`).
+
+Must not: change rows or the store; it reads the history only to build the prompts.
 """
 
 from __future__ import annotations
@@ -26,16 +34,23 @@ import json
 import logging
 import threading
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import openai
 
+from nbchat.conversation.reply import first_step_messages, plan_request
+from nbchat.conversation.steps import TurnParts
+from nbchat.embedded.slots import SavedSlots
 from nbchat.errors import NbchatError
+from nbchat.history import Row, build_messages
 from nbchat.llm.client import stream_chat
-from nbchat.llm.stream import Finish
+from nbchat.llm.endpoint import Connection
+from nbchat.llm.stream import Finish, Usage
 from nbchat.stopping import StopSignal
 
-__all__ = ["WARM_GRACE", "PromptWarmer"]
+__all__ = ["WARM_GRACE", "Prompt", "PromptWarmer", "opening_prompts"]
 
 log = logging.getLogger(__name__)
 
@@ -44,14 +59,50 @@ log = logging.getLogger(__name__)
 WARM_GRACE = 2.0
 
 
+@dataclass(frozen=True)
+class Prompt:
+    """A prompt a turn's requests start with: its messages (ending with a stand-in for the
+    user's message), the tools the request carries, and `prefix`: the part of it that is the
+    same in every turn, which names its saved slot ("" keeps none)."""
+
+    messages: list[dict[str, Any]]
+    tools: Sequence[dict[str, Any]] = field(default=())
+    prefix: str = ""
+
+
+def opening_prompts(parts: TurnParts, rows: Sequence[Row] | None = None) -> list[Prompt]:
+    """The prompts the next turn starts with, in the order it sends them: on a small model, its
+    first step's (the fixed prompt and examples, then the workspace: `nbchat.tools.offer`),
+    then the chat's (system prompt, tools, history). Every request of a turn starts with one
+    of them (a small model's tools are in the system prompt). `rows`: the history a compaction
+    prepared in the background would leave, instead of today's (the first step's prompt holds
+    only the last exchange, the same either way)."""
+    plan = plan_request(parts)
+    hello = Row("user", "Hi")
+    prompts = []
+    if plan.in_prompt:  # a small model's first step is asked on a prompt of its own
+        first = first_step_messages(parts, plan.schemas, [*parts.history.rows, hello])
+        fixed = first_step_messages(parts, plan.schemas, [])[:-1]  # all but the message
+        prompts.append(Prompt(first, prefix=json.dumps(fixed, sort_keys=True)))
+    messages = plan.messages if rows is None else build_messages(rows, plan.system_prompt)
+    opening = [*messages, {"role": "user", "content": hello.content}]
+    system = {"system": plan.system_prompt, "tools": plan.body_tools}
+    prompts.append(Prompt(opening, plan.body_tools, json.dumps(system, sort_keys=True)))
+    return prompts
+
+
 class PromptWarmer:
-    """Sends each distinct prompt once per conversation; runs the background warm-up."""
+    """Sends each distinct prompt once per conversation; runs the background warm-up; saves
+    and restores the embedded server's slots."""
 
     def __init__(self) -> None:
         self._warmed: set[str] = set()
         self._cancel = StopSignal()
         self._finished = threading.Event()
         self._finished.set()
+        self._server: Connection | None = None  # the connection `restore` looked at last
+        self._slots: SavedSlots | None = None  # its saved slots (the embedded server only)
+        self.pending = False  # a prompt of this connection has no saved slot yet
 
     def start(self, warm: Callable[[StopSignal], None], *, grace: float = WARM_GRACE) -> None:
         """Run `warm(cancel)` on its own thread after `grace` seconds, unless `cancel()` comes
@@ -79,33 +130,96 @@ class PromptWarmer:
         """Block until the background warm-up has ended; False on timeout."""
         return self._finished.wait(timeout)
 
-    def warm(
+    def restore(
+        self, connection: Connection, home: Path, prompts: Callable[[], Sequence[Prompt]]
+    ) -> None:
+        """Once per connection, on the embedded server (whose files live under `home`): when
+        it has read nothing yet, restore the slots saved for `prompts` (in the order a turn
+        sends them), so that its first request reads only its own tokens."""
+        if connection is self._server:
+            return
+        self._server, self._slots = connection, None
+        if not connection.embedded:
+            return
+        slots = SavedSlots.of(home, connection.base_url.removesuffix("/v1"))
+        if slots is None:
+            return
+        try:
+            wanted = [prompt.prefix for prompt in prompts() if prompt.prefix]
+            slots.restore(wanted[::-1])  # the first one wanted last: it stays in the slot
+        except Exception:  # like the warm-up, an optimisation: a bug is logged, never shown
+            log.exception("the saved prompts were not restored")
+            return
+        self.pending = not all(map(slots.has, wanted))
+        self._slots = slots
+
+    def warm_all(
         self,
-        client: openai.OpenAI,
+        connection: Connection,
         model: str,
-        messages: list[dict[str, Any]],
-        tools: Sequence[dict[str, Any]] = (),
+        prompts: Sequence[Prompt],
         *,
         cancel: threading.Event | None = None,
     ) -> None:
-        """Have the server read the prompt of `messages` (with `tools` in the request, when a
-        request sends them) unless this conversation warmed that very prompt already. The
-        server keeps the last prompt in its slot and earlier ones in its RAM cache, from which
-        a request restores its prefix in a moment."""
+        """`warm` each of `prompts` in turn, until one is cancelled or fails; on the embedded
+        server, keep each one's slot unless one is kept already."""
+        slots = self._slots if connection is self._server else None
+        for prompt in prompts:
+            if not self.warm(connection, model, prompt, cancel=cancel, slots=slots):
+                return
+        if slots is not None:
+            self.pending = False
+
+    def warm(
+        self,
+        connection: Connection,
+        model: str,
+        prompt: Prompt,
+        *,
+        cancel: threading.Event | None = None,
+        slots: SavedSlots | None = None,
+    ) -> bool:
+        """Have the server read `prompt` unless this conversation warmed that very prompt
+        already; with `slots`, save what it read under the prompt's prefix when nothing is
+        kept for it. The server keeps the last prompt in its slot and earlier ones in its RAM
+        cache, from which a request restores its prefix in a moment. False when cancelled or
+        failed."""
         if cancel is not None and cancel.is_set():
-            return
-        request: dict[str, Any] = {"model": model, "messages": messages}
-        request |= {"tools": list(tools)} if tools else {}
+            return False
+        request: dict[str, Any] = {"model": model, "messages": prompt.messages}
+        request |= {"tools": list(prompt.tools)} if prompt.tools else {}
         key = json.dumps(request, sort_keys=True)
-        if key not in self._warmed and _warm_streamed(client, request, cancel):
-            self._warmed.add(key)
+        if key in self._warmed:
+            return True
+        usage = _warm_streamed(connection.client, request, cancel)
+        if usage is None:
+            return False
+        self._warmed.add(key)
+        if slots is not None and prompt.prefix and not (cancel is not None and cancel.is_set()):
+            self._keep(slots, prompt.prefix, usage)  # (a cancel: a turn is on its way)
+        return True
+
+    @staticmethod
+    def _keep(slots: SavedSlots, prefix: str, usage: Usage) -> None:
+        """Save the slot the warm-up's request left, unless one is kept for `prefix` already."""
+        if not slots.has(prefix):
+            slots.save(prefix, tokens=_held(usage))
+
+
+def _held(usage: Usage) -> range | None:
+    """How many tokens the slot holds after a warm-up's request: its prompt, and at most the
+    tokens it generated."""
+    if usage.prompt_tokens is None:
+        return None
+    return range(usage.prompt_tokens, usage.prompt_tokens + (usage.completion_tokens or 0) + 1)
 
 
 def _warm_streamed(
     client: openai.OpenAI, request: dict[str, Any], cancel: threading.Event | None
-) -> bool:
-    """One streamed one-token request; False when cancelled or failed (only logged: the cache
-    is an optimisation)."""
+) -> Usage | None:
+    """One streamed one-token request: the server's counts when it read the prompt (empty when
+    it did not say), None when cancelled or failed (only logged: the cache is an optimisation)."""
+    usage = Usage(None, None)
     try:
         for event in stream_chat(
             client,
@@ -115,8 +229,10 @@ def _warm_streamed(
             max_tokens=1,
             stop=cancel,
         ):
+            if isinstance(event, Usage):
+                usage = event
             if isinstance(event, Finish):
-                return event.reason != "stopped"
+                return usage if event.reason != "stopped" else None
     except NbchatError as exc:
         log.info("the prompt was not warmed: %s", exc)
-    return False
+    return None

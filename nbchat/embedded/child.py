@@ -2,7 +2,8 @@
 
 `nbchat.embedded.server` starts this module in a child process of its own session, so that the
 server outlives the kernel and a kernel interrupt never reaches it. Here xllamacpp is imported,
-its parameters filled (127.0.0.1 only, one slot, no web UI, CORS for localhost, no `/slots`), the
+its parameters filled (127.0.0.1 only, one slot, no web UI, CORS for localhost, no `/slots`
+listing; slots saved to and restored from `<home>/run/slots/`, see `nbchat.embedded.slots`), the
 model loaded, one ready line printed (url, pid, n_ctx, model), and the process kept until a stop
 signal or the idle timeout (`nbchat.embedded.idle`).
 
@@ -22,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from nbchat.config import DEFAULT_N_CTX
-from nbchat.embedded import idle
+from nbchat.embedded import idle, slots
 from nbchat.embedded import runtime as localrun
 from nbchat.embedded.modelfiles import AUTO, MODELS, model_key, model_path
 from nbchat.errors import ConfigError, NbchatError
@@ -61,6 +62,8 @@ def serve(
     # Blocked before the server's threads exist, so they inherit the mask and the signals can only
     # arrive at sigwait() below, which then shuts the server down in order.
     signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+    # The server writes saved slots, the KV cache of the user's prompts: only the user reads them.
+    os.umask(0o077)
     key = model_key(model)  # `auto` is decided once, here
     path = model_path(key, home=home)
     try:
@@ -71,6 +74,7 @@ def serve(
     # for the one `auto` picks, so a session records what really answered.
     alias = MODELS[key].served if key in MODELS else path.stem
     params = _server_params(xllamacpp.CommonParams(), path, alias=alias, port=port, n_ctx=n_ctx)
+    params.slot_save_path = _slot_save_path(home)
     server = xllamacpp.Server(params)
     url = str(server.listening_address)
     n_served = _served_n_ctx(url, n_ctx)
@@ -80,6 +84,16 @@ def serve(
     if idle.wait_for_stop(url, idle_timeout=idle_timeout, signals=STOP_SIGNALS) == "idle":
         _forget_idle(home, idle_timeout)
     del server  # xllamacpp stops the HTTP server and frees the model when the object goes
+
+
+def _slot_save_path(home: Path) -> str:
+    """Where the server saves and restores slots ("" turns that off); private to the user."""
+    try:
+        # xllamacpp joins the path and the file name as they are: the trailing "/" is needed.
+        return str(slots.prepare_dir(home)) + "/"
+    except OSError as error:
+        print(f"nbchat: prompts will not be kept across restarts: {error}", file=sys.stderr)
+        return ""
 
 
 def _forget_idle(home: Path, idle_timeout: float) -> None:

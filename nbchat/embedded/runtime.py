@@ -38,6 +38,7 @@ __all__ = [
     "is_running",
     "lock",
     "log_tail",
+    "post_json",
     "read_record",
     "read_stop_note",
     "register_child",
@@ -167,6 +168,19 @@ def fetch_text(url: str, *, timeout: float) -> str:
     with _OPENER.open(url, timeout=timeout) as response:
         body: bytes = response.read()
     return body.decode("utf-8", errors="replace")
+
+
+def post_json(url: str, body: dict[str, Any], *, timeout: float) -> Any:
+    """POST `body` as JSON to `url` and parse the JSON answer; OSError (an error status too:
+    urllib's HTTPError is one) or ValueError when that fails."""
+    request = urllib.request.Request(
+        url,
+        data=json.dumps(body).encode("utf-8"),
+        headers={"Content-Type": "application/json"},
+        method="POST",
+    )
+    with _OPENER.open(request, timeout=timeout) as response:
+        return json.loads(response.read())
 
 
 def write_stop_note(home: Path, text: str) -> None:

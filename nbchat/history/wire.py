@@ -22,6 +22,7 @@ __all__ = ["SUMMARY_HEADING", "Message", "Repair", "build_messages", "repair_row
 log = logging.getLogger(__name__)
 
 SUMMARY_HEADING = "Summary of the earlier conversation"
+NO_RESULT = " has no result"
 
 Message: TypeAlias = dict[str, Any]
 
@@ -56,9 +57,25 @@ def repair_rows(rows: Iterable[RowLike]) -> Repair:
         else:
             kept.append(row)
             index += 1
+    pending = _pending_turn(source)
     for note in dropped:
-        log.warning("history repaired: %s", note)
+        # A turn still running has calls with no result yet (the meter reads the history
+        # while a tool runs, or waits for approval): that is no damage, so it is not logged.
+        if not (note.startswith(f"row {pending}: tool call ") and note.endswith(NO_RESULT)):
+            log.warning("history repaired: %s", note)
     return Repair(kept, dropped)
+
+
+def _pending_turn(source: list[Row]) -> int:
+    """The index of the last `assistant_full` row when only tool results and unsent rows
+    follow it (a turn whose tools are still running), else -1."""
+    for index in range(len(source) - 1, -1, -1):
+        role = source[index].role
+        if role == "assistant_full":
+            return index
+        if role not in UNSENT_ROLES and role != "tool":
+            return -1
+    return -1
 
 
 def _repair_turn(source: list[Row], start: int, kept: list[Row], dropped: list[str]) -> int:
@@ -91,7 +108,7 @@ def _repair_turn(source: list[Row], start: int, kept: list[Row], dropped: list[s
     kept_calls = [call for call in calls if call["id"] in answered]
     for call in calls:
         if call["id"] not in answered:
-            dropped.append(f"row {start}: tool call {call['id']!r} has no result")
+            dropped.append(f"row {start}: tool call {call['id']!r}{NO_RESULT}")
     if kept_calls:
         tool_args = row.tool_args if len(kept_calls) == stored_count else json.dumps(kept_calls)
         kept.append(row._replace(tool_args=tool_args))

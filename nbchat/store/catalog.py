@@ -71,8 +71,8 @@ def session_infos(db: Database, where: str, params: list[Any]) -> list[SessionIn
 
 
 def delete_session(db: Database, session_id: str) -> None:
-    """Delete a session with its rows, compactions and request records."""
-    for table in ("rows", "requests", "compactions"):
+    """Delete a session with its rows, compactions, request records and notebook changes."""
+    for table in ("rows", "requests", "compactions", "notebook_changes"):
         db.execute(f"DELETE FROM {table} WHERE session_id = ?", [session_id])
     db.execute("DELETE FROM sessions WHERE id = ?", [session_id])
     requests.drop_unused_parts(db)

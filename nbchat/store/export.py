@@ -33,13 +33,16 @@ def to_json(
     *,
     compactions: Sequence[Mapping[str, Any]],
     requests: Sequence[Mapping[str, Any]],
+    notebook_changes: Sequence[Mapping[str, Any]] = (),
 ) -> str:
-    """The whole session as JSON: metadata, full transcript, compactions, requests."""
+    """The whole session as JSON: metadata, full transcript, compactions, requests, and the
+    assistant's changes to notebook cells (with what each rewind did to them)."""
     document = {
         "session": dict(session),
         "rows": list(rows),
         "compactions": list(compactions),
         "requests": list(requests),
+        "notebook_changes": list(notebook_changes),
     }
     return json.dumps(document, indent=2, ensure_ascii=False)
 

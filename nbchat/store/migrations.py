@@ -8,6 +8,8 @@ replaced, so the full transcript reads in order and the active view (`archived =
 model sees. `requests` keeps per-request usage for the context meter and the plots, and (from
 m007) what each chat request sent: its rows by id, its settings, and references to its system
 prompt and tool schemas, which live once each in `request_parts` (see `nbchat.store.requests`).
+`notebook_changes` (m008) holds the cells the assistant inserted or edited, by the tool call
+that did it, for the rewind (`nbchat.store.notebooklog`).
 
 Migrations are never edited once released; a change is a new function at the end, with a
 comment saying why. `KNOWN` lists every name (kept here, as sqlite-utils has no public list of
@@ -162,6 +164,31 @@ def m007_request_records(db: Database) -> None:
     for column in ("row_ids", "system_hash", "tools_hash", "body"):
         db.table("requests").add_column(column, str)
     db.table("request_parts").create({"hash": str, "text": str}, pk="hash", not_null={"text"})
+
+
+@migration("m008_notebook_changes")
+def m008_notebook_changes(db: Database) -> None:
+    # The assistant's inserts and edits of notebook cells, each tied to the tool call that made
+    # it, so a rewind takes the notebook back with the chat (`nbchat.store.notebooklog`): the
+    # source before and after, and when (and by which rewind) it was taken back or left alone.
+    db.table("notebook_changes").create(
+        {
+            "id": int,
+            "session_id": str,
+            "call_id": str,
+            "kind": str,
+            "cell_id": str,
+            "cell_kind": str,
+            "before": str,
+            "after": str,
+            "created": str,
+            "reverted_at": str,
+            "outcome": str,
+        },
+        pk="id",
+        not_null={"session_id", "call_id", "kind", "cell_id", "before", "after", "created"},
+    )
+    db.table("notebook_changes").create_index(["session_id"])
 
 
 KNOWN = frozenset(_NAMES)

@@ -32,7 +32,7 @@ from sqlite_utils import Database
 from nbchat.config import Settings
 from nbchat.errors import StoreError
 from nbchat.history import Row, to_row
-from nbchat.store import catalog, lease, requests, rowsql, undo
+from nbchat.store import catalog, lease, notebooklog, requests, rowsql, undo
 from nbchat.store.claims import Claims
 from nbchat.store.export import to_json, to_markdown
 from nbchat.store.records import (
@@ -195,6 +195,16 @@ class Store:
         with self._errors("load the session"):
             return catalog.read_rows(self.db, session_id, where, problems)
 
+    def last_active_id(self, session_id: str, role: str) -> int | None:
+        """The id of the newest active row of `role` (None when there is none)."""
+        with self._errors("read the session"):
+            found = self.db.execute(
+                "SELECT id FROM rows WHERE session_id = ? AND role = ? AND archived = 0 "
+                "ORDER BY position DESC, id DESC LIMIT 1",
+                [session_id, role],
+            ).fetchone()
+        return int(found[0]) if found else None
+
     def find_tool_result(self, session_id: str, tool_id: str) -> StoredRow | None:
         """The original result of the newest call `tool_id` names, archived or not. A pruned
         placeholder sits at its original's position with a higher id, whether it is active, or
@@ -253,6 +263,53 @@ class Store:
         with self._write(session_id, "archive the last rows") as db:
             active = rowsql.active_positions(db, session_id, expected_active)
             return rowsql.archive_last(db, session_id, active, count=count, kind=kind)
+
+    # The assistant's changes to notebook cells (`nbchat.store.notebooklog`)
+
+    def record_notebook_change(
+        self,
+        session_id: str,
+        *,
+        call_id: str,
+        kind: str,
+        cell_id: str,
+        cell_kind: str,
+        before: str,
+        after: str,
+    ) -> int:
+        """Keep one insert or edit of a cell, by the tool call that made it; its id."""
+        with self._write(session_id, "record the notebook change") as db:
+            return notebooklog.record(
+                db,
+                session_id,
+                call_id=call_id,
+                kind=kind,
+                cell_id=cell_id,
+                cell_kind=cell_kind,
+                before=before,
+                after=after,
+            )
+
+    def notebook_changes(self, session_id: str) -> list[notebooklog.NotebookChange]:
+        """Every change the assistant made to the notebook in `session_id`, oldest first."""
+        with self._errors("read the notebook changes"):
+            return notebooklog.load(self.db, session_id)
+
+    def rewind(
+        self,
+        session_id: str,
+        count: int,
+        *,
+        expected_active: int,
+        outcomes: Mapping[int, str],
+    ) -> int:
+        """Archive the last `count` active rows (a rewind: they stay in the transcript) and
+        settle the notebook changes taken back with them, in one transaction; the record id."""
+        with self._write(session_id, "rewind the session") as db:
+            active = rowsql.active_positions(db, session_id, expected_active)
+            record_id = rowsql.archive_last(db, session_id, active, count=count, kind="rewind")
+            notebooklog.settle(db, outcomes)
+            return record_id
 
     def list_compactions(self, session_id: str) -> list[dict[str, Any]]:
         with self._errors("list compactions"):
@@ -365,6 +422,7 @@ class Store:
             [stored_to_dict(stored) for stored in self.load_full(session_id, problems=[])],
             compactions=self.list_compactions(session_id),
             requests=self.list_requests(session_id),
+            notebook_changes=[asdict(c) for c in self.notebook_changes(session_id)],
         )
 
     def export_markdown(self, session_id: str) -> str:

@@ -19,6 +19,10 @@ The modules behind them:
                 preview makes their text (summaries, bounded reprs, tracebacks), isolation
                 runs each call into user code in a forked child under a deadline, masking
                 hides what looks like a secret (is_secret_name, mask_secrets)
+    acting      the tools that act on the notebook (list, insert, edit and run cells, run code):
+                cells says what a cell's state is against what the kernel ran (kernelstate,
+                from IPython's events), kernelrun runs code through kernelqueue (the kernel's
+                main thread, between executions; interrupts), execution captures its output
     offer       which tools a request offers (on small models, only when asked for)
     mcp         tools from the user's MCP servers (the optional `mcp` SDK): mcplink holds one
                 server's session on its own event loop, mcpcall checks a call's arguments

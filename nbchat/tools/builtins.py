@@ -381,7 +381,7 @@ def _searchable_files(
         with open_folder(ctx.workspace, path) as folder:
             for entry in walk(folder, ctx, skip=skip, ignoring=ignoring):
                 shown = (base / entry.relative).as_posix()
-                if glob is not None and not PurePosixPath(shown).match(glob.text):
+                if glob is not None and not _selects(glob, PurePosixPath(shown)):
                     continue
                 opened = _open_searchable(ctx, entry, shown)
                 if opened is not None:
@@ -396,6 +396,15 @@ def _searchable_files(
         ) from None
     with _opened(ctx, path) as (handle, _):
         yield base.as_posix(), handle
+
+
+def _selects(glob: GlobPattern, shown: PurePosixPath) -> bool:
+    """A glob without a `/` selects by name, at any depth (`*.py`, as ripgrep's `-g`); one with
+    a `/` by the path from the workspace root, `**` for any folders (`src/**/*.py` selects
+    `src/app.py`, which `PurePosixPath.match` refused)."""
+    if "/" not in glob.text:
+        return shown.match(glob.text)
+    return glob.matches(shown)
 
 
 def _open_searchable(ctx: ToolContext, entry: Entry, shown: str) -> OpenedFile | None:

@@ -8,8 +8,10 @@ On a model that gets its tools described in the prompt (`nbchat.tools.offer`):
   called the same tool again instead of answering until the turn ran out, issue 12);
 - otherwise the model's own first step decides (`nbchat.llm.firststep`): it answers in words
   when at least `ANSWER_SHARE` of its first token went to answering (after a tool result,
-  `ANSWER_SHARE_AFTER_RESULT`: it looks again only when sure), and otherwise calls the tool
-  it named, forced, so the call cannot come out as prose or as a tool that does not exist;
+  `ANSWER_SHARE_AFTER_RESULT`: it looks again only when sure; for a message naming a file,
+  folder or variable that is here, `ANSWER_SHARE_NAMED`: it looks unless it leans to
+  answering), and otherwise calls the tool it named, forced, so the call cannot come out as
+  prose or as a tool that does not exist;
 - a tool that runs or changes something (a "dangerous" one: the shell, writing, editing) is
   not allowed in a turn whose message tells the assistant not to run, delete or change things
   (`forbids_changes`), whatever the model would choose: "Please do NOT run `rm -rf build/`"
@@ -26,12 +28,15 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Collection, Sequence
+from dataclasses import dataclass
 
 from nbchat.history import Row, stored_calls
 
 __all__ = [
     "ANSWER_SHARE",
     "ANSWER_SHARE_AFTER_RESULT",
+    "ANSWER_SHARE_NAMED",
+    "Leaning",
     "NO_TOOL",
     "allowed_tools",
     "forbids_changes",
@@ -48,6 +53,26 @@ NO_TOOL = "none"
 ANSWER_SHARE = 0.2
 # After a tool result the question is whether to look again: only when the model is sure.
 ANSWER_SHARE_AFTER_RESULT = 0.02
+# A message that names a file, folder or variable that is here leans to looking: it answers
+# only when the model leans to answering itself.
+ANSWER_SHARE_NAMED = 0.5
+
+
+@dataclass(frozen=True)
+class Leaning:
+    """What tips the weighing of a first step: the round follows a tool result; the user's
+    message names something that is here (`nbchat.tools.offer.named_in`)."""
+
+    after_result: bool = False
+    named: bool = False
+
+    @property
+    def answer_share(self) -> float:
+        if self.after_result:
+            return ANSWER_SHARE_AFTER_RESULT
+        return ANSWER_SHARE_NAMED if self.named else ANSWER_SHARE
+
+
 # "don't run", "do NOT delete anything", "never touch", "without changing", "no need to run".
 NEGATION = r"(?:\bdo\s+not|\bdon['’]?t|\bnever|\bwithout|\bno\s+need\s+to)"
 # Verb stems, so "changing", "deleting", "written" count too.
@@ -88,12 +113,11 @@ def round_choice(
     return None
 
 
-def step_choice(chosen: str, answer_share: float, *, after_result: bool = False) -> str:
+def step_choice(chosen: str, answer_share: float, leaning: Leaning = Leaning()) -> str:
     """The round's `tool_choice` from the model's first step: "none", or the tool it named.
-    A first token giving answering `ANSWER_SHARE` of its probability (after a tool result,
-    `ANSWER_SHARE_AFTER_RESULT`) or more answers."""
-    limit = ANSWER_SHARE_AFTER_RESULT if after_result else ANSWER_SHARE
-    if chosen == NO_TOOL or answer_share >= limit:
+    A first token giving answering `leaning.answer_share` of its probability or more
+    answers."""
+    if chosen == NO_TOOL or answer_share >= leaning.answer_share:
         return NO_TOOL
     return chosen
 

@@ -53,6 +53,7 @@ class ToolContext:
     env: Mapping[str, str] | None = field(default=None, repr=False)  # None: safe_environment()
     stop: threading.Event | None = None
     deadline: float | None = None  # time.monotonic() by which the tool must give up
+    call_id: str = ""  # the model's id for this call (what a review made before it is kept by)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "workspace", Path(self.workspace).expanduser().resolve())

@@ -27,7 +27,7 @@ from nbchat.errors import ConfigError, ToolError
 from nbchat.history import ToolCall
 from nbchat.stopping import StopSignal
 from nbchat.tools.context import ToolContext, cap_output, safe_environment
-from nbchat.tools.registry import Tool, ToolRegistry
+from nbchat.tools.registry import Review, Tool, ToolRegistry
 from nbchat.tools.shell import KILL_GRACE
 
 __all__ = ["ApprovalRequest", "Approver", "ToolExecutor", "ToolOutcome"]
@@ -54,7 +54,8 @@ CUT_ADVICE = "one tool result holds at most {limit:,} characters; call it again 
 class ApprovalRequest:
     """What the approver is asked: may this call of a dangerous tool run?
 
-    `reason` says why it needs approval; `description` is the tool's own description.
+    `reason` says why it needs approval; `description` is the tool's own description;
+    `review` what the tool shows besides the arguments (a cell's diff, the code that runs).
     """
 
     name: str
@@ -62,6 +63,7 @@ class ApprovalRequest:
     call_id: str = ""
     reason: str = ""
     description: str = ""
+    review: Review | None = None
 
     def summary(self) -> str:
         """One line for a prompt: `run_shell(command='ls -la')`, long values shortened."""
@@ -168,6 +170,7 @@ class ToolExecutor:
             env=safe_environment(allow=self.env_allow),
             stop=stop,
             deadline=time.monotonic() + self.timeout,  # built-in tools give up by then
+            call_id=call.id,
         )
         worker = _start(lambda: tool.invoke(arguments, context), stop)
         state = _wait(worker, stop, self.timeout + self.wait_grace, grace=self.wait_grace)
@@ -208,6 +211,7 @@ class ToolExecutor:
             call_id=call_id,
             reason=_approval_reason(tool),
             description=tool.description,
+            review=_review(tool, call_id, arguments),
         )
         worker = _start(lambda: approver(request), stop)
         state = _wait(worker, stop, None, grace=0.0)
@@ -222,6 +226,17 @@ class ToolExecutor:
                 f"Refused: the user did not approve {tool.name!r}. Ask the user how to proceed "
                 "or do without it."
             )
+
+
+def _review(tool: Tool, call_id: str, arguments: dict[str, Any]) -> Review | None:
+    """What the tool shows for review; a review that fails refuses the call, saying why (a
+    cell that is not there cannot be shown, nor changed)."""
+    if tool.review is None:
+        return None
+    try:
+        return tool.review(call_id, arguments)
+    except ToolError as exc:
+        raise _Failed(str(exc)) from exc
 
 
 def _approval_reason(tool: Tool) -> str:

@@ -39,7 +39,7 @@ from nbchat.tools.preview import (
     summarise_value,
     type_name,
 )
-from nbchat.tools.registry import Tool
+from nbchat.tools.registry import Sight, Tool
 
 __all__ = [
     "ANSWER_LIMIT",
@@ -140,12 +140,20 @@ def describe_value(
     return cut(mask_secrets("\n".join(pieces)), ANSWER_LIMIT)
 
 
-def notebook_tools(shell: Shell) -> tuple[Tool, ...]:
-    """The four read-only notebook tools, reading `shell`'s namespace when they run."""
+def notebook_tools(
+    shell: Shell, *, notes: Callable[[], list[str]] | None = None
+) -> tuple[Tool, ...]:
+    """The four read-only notebook tools, reading `shell`'s namespace when they run; `notes`
+    gives lines the variables' listing ends with (the variables whose cell changed or went)."""
 
     def list_notebook_variables(ctx: ToolContext) -> str:
         """List the notebook's variables with their types and sizes."""
-        return list_variables(shell.user_ns, _seconds(ctx), stop=ctx.stop)
+        listing = list_variables(shell.user_ns, _seconds(ctx), stop=ctx.stop)
+        said = notes() if notes is not None else []
+        if not said:
+            return listing
+        stale = "\n".join(["Set by a cell that changed or is gone:", *(f"- {n}" for n in said)])
+        return cut(mask_secrets(f"{listing}\n{stale}"), ANSWER_LIMIT + len(stale) + 1)
 
     def describe_variable(ctx: ToolContext, name: str) -> str:
         """Show a preview of one notebook variable (type, size, first rows or repr).
@@ -178,19 +186,22 @@ def notebook_tools(shell: Shell) -> tuple[Tool, ...]:
     return (listing, *(Tool.from_function(function) for function in others))
 
 
-def variable_names(namespace: dict[Any, Any], limit: int = NAMES_SHOWN) -> str:
-    """ "The notebook's variables: sales (DataFrame), threshold (int)." — the user's variables
-    by name and type, at most `limit` of them: enough for a small model to know `sales` is
-    one. Runs no user code (`is_user_variable`, `type()`); "" when there are none."""
-    found = []
-    for name, value in list(namespace.items()):
-        if is_user_variable(name, value) and not issubclass(type(value), DEFINITIONS):
-            found.append(f"{name} ({type(value).__name__})")
+def variable_names(namespace: dict[Any, Any], limit: int = NAMES_SHOWN) -> Sight:
+    """What a small model's first step is told of the notebook: "The notebook's variables:
+    sales (DataFrame), threshold (int)." (at most `limit`, enough for it to know `sales` is
+    one) and those names. Runs no user code (`is_user_variable`, `type()`); an empty line when
+    there are none."""
+    found = sorted(
+        (name, type(value).__name__)
+        for name, value in list(namespace.items())
+        if is_user_variable(name, value) and not issubclass(type(value), DEFINITIONS)
+    )
     if not found:
-        return ""
-    shown = sorted(found)[:limit]
+        return Sight("")
+    shown = found[:limit]
     more = f" and {len(found) - limit} more" if len(found) > limit else ""
-    return f"The notebook's variables: {', '.join(shown)}{more}."
+    listed = ", ".join(f"{name} ({kind})" for name, kind in shown)
+    return Sight(f"The notebook's variables: {listed}{more}.", tuple(n for n, _ in shown))
 
 
 _MISSING = object()

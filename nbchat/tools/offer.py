@@ -10,12 +10,16 @@ looks first is asked separately (`nbchat.llm.firststep`), on the messages built 
 
 - `ROUTER_PROMPT`: what the model decides and when to look, with each tool as one line
   (`describe_tools`), then short example exchanges (`EXAMPLES`, none of them a user's words
-  from any eval), always the same, so the server keeps them in its prompt cache;
+  from any eval; two of them follow-ups answered from the conversation), always the same, so
+  the server keeps them in its prompt cache;
 - the workspace's listing (the overview the chat shows, `WorkspaceOverview`), so a path the
   user half-names can be found, and what other tools can look at (the notebook's variable
   names, `Tool.context`);
 - the conversation so far, briefly (`recent_exchange`): the last turn's words, the calls made
   since and the start of their results, so "open that file" or "now the tests" can be followed;
+- what the message names of the workspace and the notebook (`named_in`: "the logs" names
+  `logs/`, "my todo list" `todo.md`, "big" the variable `big`), which also makes the caller lean
+  to looking (`nbchat.tools.choice`);
 - the user's message; the reply is then opened as `{"tool": "` for the model to continue.
 
 The chat's own prompt stays the user's prompt (and the overview): the answer is written as in
@@ -27,6 +31,7 @@ Pure: no I/O.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -34,8 +39,10 @@ from nbchat.history import Row, stored_calls
 
 __all__ = [
     "EXAMPLES",
+    "FOLLOW_UPS",
     "ROUTER_PROMPT",
     "describe_tools",
+    "named_in",
     "recent_exchange",
     "router_messages",
 ]
@@ -63,6 +70,10 @@ EXAMPLES: tuple[tuple[str, dict[str, Any]], ...] = (
     ("which node version have I got", {"tool": "run_shell", "arguments": {"command": "node -v"}}),
     ("45 divided by 9?", {"tool": "none"}),
     (
+        "is git even installed on this machine",
+        {"tool": "run_shell", "arguments": {"command": "git --version"}},
+    ),
+    (
         "where do we call parse_args?",
         {"tool": "search_files", "arguments": {"pattern": "parse_args"}},
     ),
@@ -76,9 +87,36 @@ EXAMPLES: tuple[tuple[str, dict[str, Any]], ...] = (
     ("what's the difference between a process and a thread", {"tool": "none"}),
     ("why did that cell crash?", {"tool": "last_error", "arguments": {}}),
 )
+# Follow-ups, with the conversation as the first step sees it: answered from what was said; and
+# a message naming what the workspace's code defines, looked up in its file.
+FOLLOW_UPS: tuple[tuple[str, str, dict[str, Any]], ...] = (
+    (
+        "The message names: parse_config (defined in the file app/settings.py).",
+        "what does parse_config return",
+        {"tool": "read_file", "arguments": {"path": "app/settings.py"}},
+    ),
+    (
+        "Conversation so far:\nuser: what's the tallest mountain in Africa?\n"
+        "assistant: Kilimanjaro, 5,895 m.",
+        "and how long does it take to climb",
+        {"tool": "none"},
+    ),
+    (
+        "Conversation so far:\nuser: what does requirements.txt pin?\n"
+        'assistant called read_file {"path": "requirements.txt"}\nresult: numpy==1.26.4\n'
+        "assistant: It pins numpy 1.26.4.",
+        "is that version still supported?",
+        {"tool": "none"},
+    ),
+)
 # The conversation the first step sees: this many characters of a message, of a result.
 MESSAGE_CHARS = 400
 RESULT_CHARS = 200
+# What a message names of the workspace and the notebook: read from its start, a few at most.
+MESSAGE_SCAN = 4_000
+MAX_NAMED = 5
+WORD = re.compile(r"[A-Za-z_][\w.-]*")
+QUOTED = re.compile(r"`([^`\n]{1,80})`")
 
 
 def describe_tools(schemas: Sequence[Mapping[str, Any]]) -> str:
@@ -94,17 +132,52 @@ def describe_tools(schemas: Sequence[Mapping[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def named_in(
+    text: str,
+    paths: Sequence[str],
+    names: Sequence[str],
+    symbols: Mapping[str, str] | None = None,
+) -> list[str]:
+    """What the user's `text` names of what is here, each with what it is: a workspace path
+    by its last part (`config.yaml`, `logs/`) or that part's stem, singular or plural
+    (`config`, `log`), a notebook variable (`sales`), a name the workspace's code defines
+    (`greet`, with its file), as a word (case aside); stems and names of under 3 letters only
+    in backticks. One linear pass over the words; at most `MAX_NAMED`. What each is tells a
+    small model which tool looks at it: a 1.5B model asked about `greet` described a notebook
+    variable of that name."""
+    words = {word.lower() for word in WORD.findall(text[:MESSAGE_SCAN])}
+    quoted = {word.lower() for word in QUOTED.findall(text[:MESSAGE_SCAN])}
+    found: list[str] = []
+    for path in paths:
+        last = path.rstrip("/").rsplit("/", 1)[-1].lower()
+        stem = last.split(".", 1)[0]
+        forms = {last, stem, stem + "s", stem.removesuffix("s")} if len(stem) >= 3 else {last}
+        if forms & (words | quoted):
+            kind = "a folder in the workspace" if path.endswith("/") else "a file in the workspace"
+            found.append(f"{path} ({kind})")
+    found += [
+        f"{name} (a variable in the notebook)"
+        for name in names
+        if name.lower() in (words if len(name) >= 3 else quoted)
+    ]
+    for name, where in (symbols or {}).items():
+        if len(name) >= 3 and name.lower() in words:
+            found.append(f"{name} (defined in the file {where})")
+    return found[:MAX_NAMED]
+
+
 def router_messages(
     schemas: Sequence[Mapping[str, Any]],
     rows: Sequence[Row],
     *,
     workspace: str = "",
     notes: Sequence[str] = (),
+    named: Sequence[str] = (),
 ) -> list[dict[str, Any]]:
     """The messages the first step is asked on (the opened reply is added by the caller):
     the prompt and examples (the same every time), the workspace and what the tools can see
-    (`notes`: the notebook's variable names), the conversation so far in brief, and the
-    user's last message."""
+    (`notes`: the notebook's variable names), the conversation so far in brief, what the
+    message names of those (`named_in`), and the user's last message."""
     names = {str((schema.get("function") or {}).get("name")) for schema in schemas}
     messages: list[dict[str, Any]] = [
         {"role": "system", "content": ROUTER_PROMPT.format(tools=describe_tools(schemas))}
@@ -113,7 +186,15 @@ def router_messages(
         if step["tool"] == "none" or step["tool"] in names:
             messages.append({"role": "user", "content": text})
             messages.append({"role": "assistant", "content": json.dumps(step)})
-    context = "\n".join(part for part in (workspace, *notes, recent_exchange(rows)) if part)
+    for context, text, step in FOLLOW_UPS:
+        if step["tool"] != "none" and step["tool"] not in names:
+            continue
+        messages.append({"role": "system", "content": context})
+        messages.append({"role": "user", "content": text})
+        messages.append({"role": "assistant", "content": json.dumps(step)})
+    mentions = f"The message names: {', '.join(named)}." if named else ""
+    parts = (workspace, *notes, recent_exchange(rows), mentions)
+    context = "\n".join(part for part in parts if part)
     if context:
         messages.append({"role": "system", "content": context})
     last_user = next((row.content for row in reversed(rows) if row.role == "user"), "")

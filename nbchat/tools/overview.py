@@ -27,6 +27,7 @@ import heapq
 import json
 import os
 import time
+from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from nbchat.errors import NbchatError
@@ -41,8 +42,18 @@ from nbchat.tools.listing import (
     entries_of,
     ignore_text,
 )
+from nbchat.tools.symbols import SymbolIndex
 
-__all__ = ["MAX_NAMES", "MAX_NAME_CHARS", "WorkspaceOverview", "overview_text", "with_overview"]
+__all__ = [
+    "MAX_NAMES",
+    "MAX_NAME_CHARS",
+    "Listing",
+    "WorkspaceOverview",
+    "describe_listing",
+    "list_workspace",
+    "overview_text",
+    "with_overview",
+]
 
 MAX_NAMES = 30
 MAX_NAME_CHARS = 60
@@ -57,9 +68,22 @@ MAX_READ = 1_000
 LIST_TIMEOUT = 5.0  # one folder's listing; a hung network mount must not hold up a turn
 
 
-def overview_text(workspace: Path) -> str:
-    """One paragraph naming the workspace's top-level files and folders, then what the
-    folders hold ("" when unreadable)."""
+@dataclass(frozen=True)
+class Listing:
+    """What the overview shows: the top-level names (folders end in "/"), what the top-level
+    folders hold (`inside`, as paths), and how much more there is (`more`, "" for nothing)."""
+
+    top: tuple[str, ...] = ()
+    inside: tuple[str, ...] = ()
+    more: str = ""
+
+    @property
+    def paths(self) -> tuple[str, ...]:
+        return (*self.top, *self.inside)
+
+
+def list_workspace(workspace: Path) -> Listing | None:
+    """The overview's names (None when the workspace cannot be read)."""
     ctx = ToolContext(workspace, timeout=LIST_TIMEOUT, deadline=time.monotonic() + LIST_TIMEOUT)
     try:
         with open_folder(ctx.workspace, ".") as folder:
@@ -73,18 +97,31 @@ def overview_text(workspace: Path) -> str:
             first = heapq.nsmallest(MAX_NAMES, names, key=lambda name: name.rstrip("/"))
             inside = _inside(folder, [n for n in first if n.endswith("/")], rules, ctx)
     except (OSError, NbchatError):
-        return ""  # no overview is better than a failed turn
-    if not names:
-        return "The workspace is empty."
-    shown = ", ".join(_quoted(name) for name in first)
+        return None  # no overview is better than a failed turn
     if len(read) >= MAX_READ:
         more = f" and more (only its first {MAX_READ:,} entries were read)"
     else:
         more = f" and {len(names) - MAX_NAMES} more" if len(names) > MAX_NAMES else ""
+    return Listing(tuple(first), tuple(inside), more)
+
+
+def overview_text(workspace: Path) -> str:
+    """One paragraph naming the workspace's top-level files and folders, then what the
+    folders hold ("" when unreadable)."""
+    return describe_listing(list_workspace(workspace))
+
+
+def describe_listing(listing: Listing | None) -> str:
+    if listing is None:
+        return ""
+    if not listing.top:
+        return "The workspace is empty."
+    shown = ", ".join(_quoted(name) for name in listing.top)
+    inside = listing.inside
     below = f" Inside its folders: {', '.join(_quoted(n) for n in inside)}." if inside else ""
     return (
         f"The workspace is the current folder '.'. Its top level (folders end in '/'): "
-        f"{shown}{more}.{below} Paths given to tools are relative to '.'."
+        f"{shown}{listing.more}.{below} Paths given to tools are relative to '.'."
     )
 
 
@@ -151,16 +188,32 @@ class WorkspaceOverview:
     def __init__(self, workspace: Path, *, enabled: bool = True) -> None:
         self.workspace = workspace
         self.enabled = enabled
+        self._listing: Listing | None = None
         self._text: str | None = None
+        self._symbols = SymbolIndex(workspace)
 
     def refresh(self) -> None:
         """List the workspace again (at a turn's start); the text changes only if it did."""
-        self._text = overview_text(self.workspace) if self.enabled else ""
+        self._listing = list_workspace(self.workspace) if self.enabled else None
+        self._text = describe_listing(self._listing) if self.enabled else ""
+        self._symbols.refresh(self._listing.paths if self._listing is not None else ())
 
     def text(self) -> str:
         if self._text is None:
             self.refresh()
         return self._text or ""
+
+    def paths(self) -> tuple[str, ...]:
+        """The paths the overview shows (none when it is off or the workspace unreadable)."""
+        if self._text is None:
+            self.refresh()
+        return self._listing.paths if self._listing is not None else ()
+
+    def symbols(self) -> dict[str, str]:
+        """The names the listed source files define, each with its file (`SymbolIndex`)."""
+        if self._text is None:
+            self.refresh()
+        return self._symbols.names()
 
     def system_prompt(self, system_prompt: str, *, tools_offered: bool) -> str:
         """What a request sends as its system prompt: with the overview when it offers tools."""

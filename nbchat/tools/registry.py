@@ -32,12 +32,28 @@ from nbchat.errors import ToolError
 from nbchat.tools.context import ToolContext
 from nbchat.tools.schema import Signature, describe_function
 
-__all__ = ["ArgumentCheck", "Tool", "ToolRegistry", "tool"]
+__all__ = ["ArgumentCheck", "Review", "Tool", "ToolRegistry", "tool"]
 
 # OpenAI's rule for function names; llama.cpp and vLLM accept the same.
 NAME_RULE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 
 ToolFunction = Callable[..., Any]
+
+
+@dataclass(frozen=True)
+class Review:
+    """What the user reviews before a dangerous call runs, beyond its arguments: `kind` is
+    "diff" (a cell's change, unified diff lines) or "code" (exactly the code that runs), and
+    `text` the diff or the code; `note` one line about it ("cell 3, below the chat")."""
+
+    kind: str
+    text: str
+    note: str = ""
+
+
+# Made from the call's id and its checked arguments, before the approver is asked; None when
+# there is nothing more to show than the arguments.
+Reviewer = Callable[[str, Mapping[str, Any]], "Review | None"]
 
 
 class ArgumentCheck(Protocol):
@@ -56,6 +72,15 @@ class ArgumentCheck(Protocol):
 
 
 @dataclass(frozen=True)
+class Sight:
+    """What a tool can look at now, for a small model's first step: one line to show it, and
+    the names in that line a user's message may mention (a notebook's variables)."""
+
+    line: str
+    names: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class Tool:
     """A function the model may call. Calling the `Tool` calls the function.
 
@@ -63,7 +88,8 @@ class Tool:
     function's own signature (`signature`, made from `function` unless `described` is given).
     `context` (optional) says in a line what the tool can look at now, for a small model's
     first step. `origin` names where the tool comes from when that is not nbchat or the user's
-    own code ("MCP server 'github'"); the approval card and /help show it.
+    own code ("MCP server 'github'"); the approval card and /help show it. `review` makes what
+    an approval card shows besides the arguments (`Review`: a cell's diff, the code to run).
     """
 
     name: str
@@ -74,9 +100,11 @@ class Tool:
     described: InitVar[ArgumentCheck | None] = None
     signature: ArgumentCheck = field(init=False, repr=False, compare=False)
     origin: str = ""
-    # One line about what the tool can look at right now ("The notebook's variables: …"),
-    # shown to a small model's first step (`nbchat.tools.offer`); never a value, only names.
-    context: Callable[[], str] | None = field(default=None, repr=False, compare=False)
+    # What the tool can look at right now ("The notebook's variables: …"), shown to a small
+    # model's first step (`nbchat.tools.offer`); never a value, only names.
+    context: Callable[[], Sight] | None = field(default=None, repr=False, compare=False)
+    # What an approval card shows besides the arguments (a cell's diff, the code that runs).
+    review: Reviewer | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self, described: ArgumentCheck | None) -> None:
         object.__setattr__(self, "signature", described or Signature.of(self.function))
@@ -181,10 +209,10 @@ class ToolRegistry:
         found = self._tools.get(name)
         return found is not None and not found.problems(arguments)
 
-    def context_lines(self, names: Collection[str]) -> list[str]:
-        """The context lines of the tools named (`Tool.context`), skipping empty ones."""
-        lines = (self._tools[n].context for n in names if n in self._tools)
-        return [line for line in (context() for context in lines if context) if line]
+    def sights(self, names: Collection[str]) -> list[Sight]:
+        """What the tools named can look at now (`Tool.context`), skipping empty ones."""
+        found = (self._tools[n].context for n in names if n in self._tools)
+        return [sight for sight in (context() for context in found if context) if sight.line]
 
     def schemas(self) -> list[dict[str, Any]]:
         """The OpenAI `tools=[{"type": "function", "function": {...}}]` list."""

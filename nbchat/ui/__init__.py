@@ -25,6 +25,10 @@ background.py the idle work after a turn (preparing a compaction), cancelled by 
 compactflow.py  compaction you steer: preview → accept/edit/discard, undo (with a confirmation)
 compactcard.py  its cards: the preview card, the compaction card (what it replaced, Undo)
 inspector.py  the "request" link under each reply: the request exactly as it was sent
+acting.py     acting on the notebook, put together: the tools, the Stop button off the main thread
+document.py   the open notebook the page holds (JupyterLab, Notebook 7), for the acting tools
+review.py     an edit's diff and a run's code on the approval card; the acting tools' results
+rewinding.py  "rewind to here", /rewind and ui.rewind: the chat and the notebook go back together
 """
 
 from __future__ import annotations

@@ -51,6 +51,8 @@ class CommandTarget(Protocol):
 
     def run_turn(self, start: Callable[[threading.Event], Iterator[Event]]) -> None: ...
 
+    def rewind(self, back: int = 1) -> None: ...
+
 
 def submit_text(ui: CommandTarget, text: str) -> None:
     """Enter pressed on `text`: a slash command runs; other text (not blank) is sent, with the
@@ -160,6 +162,10 @@ def _edit(ui: CommandTarget, _argument: str) -> None:
     ui.input.value = text
 
 
+def _rewind(ui: CommandTarget, argument: str) -> None:
+    ui.rewind(int(argument or "1"))
+
+
 def _attach(ui: CommandTarget, argument: str) -> None:
     if argument.strip() == "clear":
         ui.attachments.clear()
@@ -213,6 +219,7 @@ ACTIONS: dict[str, Callable[[CommandTarget, str], None]] = {
     "attach": _attach,
     "retry": _retry,
     "edit": _edit,
+    "rewind": _rewind,
     "help": _help,
     "invalid": _invalid,
     "unknown": _unknown,

@@ -25,6 +25,7 @@ from nbchat.ui.render import (
     render_tool_call,
     render_tool_result,
 )
+from nbchat.ui.review import is_acting_tool, render_acting_result
 
 __all__ = ["ApprovalCard", "Collapsible", "row_widget", "tool_result_widget"]
 
@@ -60,6 +61,8 @@ def bubble(html: str, role: str) -> widgets.HTMLMath:
 
 
 def tool_result_widget(name: str, content: str, *, ok: bool | None = None) -> widgets.HTML:
+    if is_acting_tool(name):  # an edit's diff, a run's output, code to copy: shown open
+        return widgets.HTML(value=render_acting_result(name, content, ok=ok))
     failed = content.startswith(FAILURE_PREFIXES) if ok is None else not ok
     return widgets.HTML(value=render_tool_result(name, content, ok=not failed))
 
@@ -117,20 +120,37 @@ class ApprovalCard:
     """Approve / Deny for one dangerous tool call; `wait()` blocks the worker until decided.
 
     Stop ends the wait as a refusal. The card stays in the transcript showing the decision.
+    `question` (HTML) replaces the plain question (an edit's diff, the code a run runs),
+    `labels` the buttons' words, and `also` adds a third button that approves this call and
+    says so in `approved_all` (an edit's "Accept all").
     """
 
-    def __init__(self, name: str, arguments: Mapping[str, Any], *, reason: str = "") -> None:
+    def __init__(
+        self,
+        name: str,
+        arguments: Mapping[str, Any],
+        *,
+        reason: str = "",
+        question: str | None = None,
+        labels: tuple[str, str] = ("Approve", "Deny"),
+        also: str = "",
+    ) -> None:
         self._decided = threading.Event()
         self.approved = False
-        self._approve = widgets.Button(description="Approve", button_style="success")
-        self._deny = widgets.Button(description="Deny", button_style="danger")
+        self.approved_all = False
+        self._approve = widgets.Button(description=labels[0], button_style="success")
+        self._deny = widgets.Button(description=labels[1], button_style="danger")
         self._approve.on_click(self._on_approve_click)
         self._deny.on_click(self._on_deny_click)
         self._status = widgets.HTML(value="")
-        self.question = widgets.HTML(value=render_approval(name, arguments, reason))
-        self.widget = widgets.VBox(
-            [self.question, widgets.HBox([self._approve, self._deny, self._status])]
-        )
+        buttons: list[widgets.Widget] = [self._approve, self._deny]
+        self._also = widgets.Button(description=also) if also else None
+        if self._also is not None:
+            self._also.on_click(self._on_also_click)
+            buttons.insert(1, self._also)
+        html_question = render_approval(name, arguments, reason) if question is None else question
+        self.question = widgets.HTML(value=html_question)
+        self.widget = widgets.VBox([self.question, widgets.HBox([*buttons, self._status])])
         self.widget.add_class("nbchat-approval")
 
     @property
@@ -140,6 +160,11 @@ class ApprovalCard:
 
     def approve(self) -> None:
         self._decide(True)
+
+    def approve_all(self) -> None:
+        """The third button: approve this call and every like it in this reply."""
+        self.approved_all = True
+        self._decide(True, "approved (and the rest of this reply's)")
 
     def deny(self) -> None:
         self._decide(False)
@@ -156,12 +181,14 @@ class ApprovalCard:
                     self.deny()
         return self.approved
 
-    def _decide(self, approved: bool) -> None:
+    def _decide(self, approved: bool, status: str = "") -> None:
         if self._decided.is_set():
             return
         self.approved = approved
         self._approve.disabled = self._deny.disabled = True
-        self._status.value = "approved" if approved else "denied"
+        if self._also is not None:
+            self._also.disabled = True
+        self._status.value = status or ("approved" if approved else "denied")
         self._decided.set()
 
     def _on_approve_click(self, _button: widgets.Button) -> None:
@@ -169,3 +196,6 @@ class ApprovalCard:
 
     def _on_deny_click(self, _button: widgets.Button) -> None:
         self.deny()
+
+    def _on_also_click(self, _button: widgets.Button) -> None:
+        self.approve_all()

@@ -40,6 +40,7 @@ from nbchat.stopping import StopSignal
 from nbchat.store.store import Store
 from nbchat.tools import ApprovalRequest, ToolRegistry
 from nbchat.tools.notebook import current_shell, notebook_tools
+from nbchat.ui.acting import NotebookActing, can_act, route_off_main_thread
 from nbchat.ui.actions import submit_text
 from nbchat.ui.approval import ApprovalDesk
 from nbchat.ui.attach import Attachment
@@ -53,6 +54,7 @@ from nbchat.ui.inspector import RequestLink, latest_request_link
 from nbchat.ui.messages import MessageList
 from nbchat.ui.picker import SessionPicker
 from nbchat.ui.render import STYLE, destination_badge, render_notice
+from nbchat.ui.rewinding import stale_notes, start_rewind, user_widget
 from nbchat.ui.startup import ServerStartup, ready_status
 from nbchat.ui.timeline import transcript_factories
 from nbchat.ui.transcript import TranscriptDisplay
@@ -91,7 +93,7 @@ class ChatUI(widgets.VBox):
             settings, self.store, None, client, tools, approver=self._approve
         )
         shell = current_shell() if settings.notebook_tools else None
-        for notebook_tool in notebook_tools(shell) if shell is not None else ():
+        for notebook_tool in notebook_tools(shell, notes=self._stale) if shell is not None else ():
             self.conversation.tools.register(notebook_tool)
         self._report = CellReport()
         self.unavailable = ""  # why this chat cannot be used at all, when it cannot
@@ -109,11 +111,23 @@ class ChatUI(widgets.VBox):
         self._turn_queued = threading.Event()
         self.attachments: list[Attachment] = []
         self.transcript = TranscriptDisplay(self.store, lambda: self.conversation.session_id)
+        self.acting: NotebookActing | None = None  # the tools that act on the notebook, in a kernel
+        if settings.notebook_acting and can_act(shell):
+            self.acting = NotebookActing(
+                shell,
+                key=self.transcript.display_id,
+                conversation=self.conversation,
+                store=self.store,
+                notice=lambda text: self.notice(text),
+            )
+            self._worker.on_idle(self.acting.queue.wake)
         self._closed = False
         self._build_widgets(live_limit, max_rate)
         self.compaction = CompactionFlow(self)  # preview, accept, undo (`ui/compactflow.py`)
         self.view.compaction_widget = self.compaction.live_card
         self.approvals = ApprovalDesk(self.messages, self.view, stop=lambda: self._stop)
+        if self.acting is not None:  # Stop must reach the model's code on the main thread
+            route_off_main_thread(self.controls.stop_button, getattr(shell, "kernel", None))
         self.startup = ServerStartup(
             self.conversation,
             worker=self._worker,
@@ -166,10 +180,14 @@ class ChatUI(widgets.VBox):
     def wait(self, timeout: float | None = None) -> bool:
         """Block until the current reply (and anything queued) is done. False on timeout, or
         when something failed since the last `wait()`: each failure is then printed, with what
-        to do, on stderr (the cell's output), not only in the widget."""
+        to do, on stderr (the cell's output), not only in the widget. Code the model runs in
+        the kernel meanwhile runs here, on the kernel's main thread (`KernelQueue.serve`)."""
         if self.unavailable:
             self._report.add(self.unavailable)
-        finished = self._worker.wait(timeout)
+        if self.acting is not None:  # the model's code runs here meanwhile (`KernelQueue`)
+            finished = self.acting.queue.serve(lambda: not self._worker.busy, timeout)
+        else:
+            finished = self._worker.wait(timeout)
         return self._report.report() and finished
 
     def stop(self) -> None:
@@ -192,6 +210,8 @@ class ChatUI(widgets.VBox):
         self._worker.close()
         self.conversation.close()
         self.transcript.close()
+        if self.acting is not None:
+            self.acting.close()
         super().close()
 
     # What a user does and sees, for cells and tests: the same handlers the clicks run
@@ -248,6 +268,12 @@ class ChatUI(widgets.VBox):
         """The "request" link under the newest reply: `press()` it to see what was sent."""
         return self.view.last_request_link
 
+    def rewind(self, back: int = 1) -> None:
+        """Rewind to your message `back` messages ago (1: the last one), as its "rewind to
+        here" button does: the chat and the notebook go back to before it (returns at once;
+        see `wait`)."""
+        start_rewind(self, back=back)
+
     def wait_for_approval(self, timeout: float | None = None) -> ApprovalCard | None:
         """The approval card waiting for a decision, once there is one; None on timeout."""
         return self.approvals.wait_for(timeout)
@@ -279,6 +305,8 @@ class ChatUI(widgets.VBox):
             self.messages, self.controls.status_line, self._update_meter, max_rate=max_rate
         )
         self.view.restore_input = self._restore_input
+        self.view.user_widget = lambda row, row_id: user_widget(self, row, row_id)
+        self.view.user_row_id = self._last_user_row_id
         self.view.request_link = lambda: latest_request_link(
             self.store, self.conversation.session_id
         )
@@ -334,6 +362,10 @@ class ChatUI(widgets.VBox):
 
         self._worker.submit(job)
 
+    def submit_job(self, job: Callable[[], None]) -> None:
+        """Run `job` on the chat's worker, after what is queued there."""
+        self._worker.submit(job)
+
     def switch_session(self, session_id: str | None) -> None:
         """Stop the running turn, then switch (None = a new session) on the worker."""
         self.stop()
@@ -373,7 +405,14 @@ class ChatUI(widgets.VBox):
             self._update_meter()
             return
         cards = self.compaction.stored_card
-        self.messages.extend(transcript_factories(self.store, session_id, card=cards))
+        self.messages.extend(
+            transcript_factories(
+                self.store,
+                session_id,
+                card=cards,
+                user=lambda row, row_id: user_widget(self, row, row_id),
+            )
+        )
         for problem in self.conversation.problems:
             self.notice(str(problem))
         if self.conversation.read_only:
@@ -388,9 +427,17 @@ class ChatUI(widgets.VBox):
     def _update_meter(self) -> None:
         self.controls.show_budget(self.conversation)
 
+    def _last_user_row_id(self) -> int | None:
+        session_id = self.conversation.session_id
+        return None if session_id is None else self.store.last_active_id(session_id, "user")
+
     def _restore_input(self, text: str) -> None:
         if not self.input.value:
             self.input.value = text
 
     def notice(self, text: str) -> None:
         self.messages.add(widgets.HTML(value=render_notice(text)))
+
+    def _stale(self) -> list[str]:
+        """The variables whose cell changed or went, for the variables' listing."""
+        return stale_notes(self.acting)

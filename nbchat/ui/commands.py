@@ -34,6 +34,11 @@ COMMANDS: dict[str, tuple[str, str]] = {
     ),
     "retry": ("", "ask for the last reply again"),
     "edit": ("", "put your last message back in the input to edit and resend it"),
+    "rewind": (
+        "[n]",
+        "take the chat and the notebook back to before your message n messages ago (1: the "
+        "last); cells you edited by hand are left alone",
+    ),
     "help": ("", "show this list"),
 }
 NEEDS_ARGUMENT = frozenset({"resume", "rename", "model", "attach"})
@@ -63,6 +68,8 @@ def parse_command(text: str) -> Command | None:
         return Command("invalid", f"/{name} needs {COMMANDS[name][0]}")
     if name == "export" and argument not in ("", "md", "json"):
         return Command("invalid", "/export takes md or json")
+    if name == "rewind" and argument and not (argument.isdigit() and int(argument) > 0):
+        return Command("invalid", "/rewind takes how many of your messages back (1, 2, …)")
     return Command(name, argument)
 
 

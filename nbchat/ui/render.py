@@ -135,6 +135,13 @@ STYLE = (
 .nbchat-request-link { align-self: flex-start; height: auto; line-height: 1.4; padding: 0 6px;
   margin: 0 0 4px 8px; font-size: var(--jp-ui-font-size0, 11px); background: transparent;
   border: none; box-shadow: none; color: var(--jp-content-link-color, #1976d2); }
+.nbchat-diff .nbchat-add { color: var(--jp-success-color1, #2e7d32); display: block;
+  background: var(--jp-success-color3, rgba(46, 125, 50, 0.08)); }
+.nbchat-diff .nbchat-del { color: var(--jp-error-color1, #c62828); display: block;
+  background: var(--jp-error-color3, rgba(198, 40, 40, 0.08)); }
+.nbchat-diff .nbchat-hunk { color: var(--jp-ui-font-color2, #666); display: block; }
+.nbchat-msg .gd { color: var(--jp-error-color1, #c62828); }
+.nbchat-msg .gi { color: var(--jp-success-color1, #2e7d32); }
 .jp-OutputArea:has(.nbchat) .nbchat-transcript,
 .jp-OutputArea:has(.nbchat) .jp-OutputArea-child:has(.nbchat-transcript),
 .output:has(.nbchat) .nbchat-transcript { display: none; }

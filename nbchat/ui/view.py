@@ -102,6 +102,12 @@ class EventView:
         # The "request" link under each reply (`nbchat.ui.inspector`); ChatUI gives the maker.
         self.request_link: Callable[[], RequestLink | None] = lambda: None
         self.last_request_link: RequestLink | None = None
+        # A user's message as shown (with its "rewind to here" button, `nbchat.ui.rewinding`),
+        # from the row and its stored id (`user_row_id`: the newest active user row's).
+        self.user_widget: Callable[[Row, int | None], widgets.Widget] = lambda row, _row_id: (
+            row_widget(row)
+        )
+        self.user_row_id: Callable[[], int | None] = lambda: None
         self._live: _Live | None = None
         self._tool_widgets: dict[str, widgets.HTML] = {}
         self._last_status = 0.0
@@ -209,6 +215,8 @@ class EventView:
             widget = tool_result_widget(row.tool_name or "tool", row.content)
             self._tool_widgets[row.tool_id] = widget
             self.messages.add(widget)
+        elif row.role == "user":
+            self.messages.add(self.user_widget(row, self.user_row_id()))
         else:
             self.messages.add(row_widget(row))
         if row.role in ("assistant", "assistant_full"):

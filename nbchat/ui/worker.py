@@ -30,6 +30,11 @@ class Worker:
         self._idle = threading.Event()
         self._idle.set()
         self._closed = False
+        self._idle_listeners: list[Callable[[], None]] = []
+
+    def on_idle(self, listener: Callable[[], None]) -> None:
+        """Call `listener` (on the worker thread) each time the last pending job finishes."""
+        self._idle_listeners.append(listener)
 
     @property
     def busy(self) -> bool:
@@ -77,5 +82,8 @@ class Worker:
             finally:
                 with self._lock:
                     self._pending -= 0 if background else 1
-                    if self._pending == 0:
+                    idle = self._pending == 0
+                    if idle:
                         self._idle.set()
+                for listener in self._idle_listeners if idle else ():
+                    listener()
