@@ -168,7 +168,7 @@ def test_rows_added_since_are_the_only_ones_sent_to_update_the_prepared_summary(
     server: FakeServer, script: Server, store: Store, settings: Settings
 ) -> None:
     chat = conversation(server, store, settings)
-    turns = past_the_mark(chat)
+    past_the_mark(chat)
     prepare(chat)
     covered = chat.preparer._prepared.covered  # type: ignore[union-attr]
     run(chat, "short one")  # not idle afterwards: nothing is brought up to date

@@ -139,6 +139,23 @@ def test_dont_run_takes_the_shell_and_the_writers_out_of_the_first_step(
         assert "run_shell" not in str(body.get("response_format", ""))
 
 
+def test_a_how_to_question_is_answered_unless_the_model_is_nearly_sure_it_must_look(
+    make_settings: Any, store: Store
+) -> None:
+    # A small model's first token went mostly to running code for a question about how to do
+    # something: the acting tools are out of its first step, and a tenth for answering answers.
+    eager = Reply(first_step={"read_file": 0.9, "none": 0.1})
+    text = "how do I drop the rows with a missing value in pandas?"
+    with FakeServer(default_reply=Reply(text="Use df.dropna().")) as server:
+        server.enqueue(eager)
+        run(conversation_on(server, store, small(make_settings)), text)
+        (step,) = server.first_steps()
+        (answer,) = server.chat_requests()
+    assert not {"run_shell", "write_file", "edit_file"} & set(allowed(step))
+    assert "read_file" in allowed(step)
+    assert "response_format" not in answer and "grammar" in answer  # words
+
+
 def test_after_a_repeated_call_the_model_answers_without_asking(
     make_settings: Any, store: Store
 ) -> None:

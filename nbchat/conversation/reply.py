@@ -28,7 +28,7 @@ from nbchat.llm.client import stream_chat
 from nbchat.llm.firststep import ask_arguments, ask_first_step
 from nbchat.llm.stream import ReasoningDelta, TextDelta, TextWithdrawn
 from nbchat.tools.arithmetic import work_out
-from nbchat.tools.choice import NO_TOOL, Leaning, allowed_tools, step_choice
+from nbchat.tools.choice import NO_TOOL, Leaning, allowed_tools, asks_how_to, step_choice
 from nbchat.tools.offer import named_in, router_messages
 from nbchat.tools.registry import Sight
 
@@ -233,7 +233,8 @@ def choose_first_step(
     offered = [schema for schema in plan.schemas if schema["function"]["name"] in allowed]
     messages = first_step_messages(parts, offered, parts.history.rows)
     named = bool(_named(parts, parts.history.rows, parts.tools.sights(allowed)))
-    leaning = Leaning(after_result=_after_tool(parts), named=named)
+    how_to = asks_how_to(last_user)
+    leaning = Leaning(after_result=_after_tool(parts), named=named, how_to=how_to)
     client, model = parts.budget.connect().client, parts.settings.model
     try:
         step = ask_first_step(client, messages, model=model, names=allowed, stop=stop)
