@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import openai
+import pytest
 from factories import tool_call, tool_result, user
 from fakeserver import FakeServer, Reply
 from fixtures_server import client_for
@@ -28,6 +29,7 @@ from nbchat.llm.firststep import FIRST_STEP_OPENING
 from nbchat.stopping import StopSignal
 from nbchat.store.records import CompactionRecord
 from nbchat.store.store import Store
+from nbchat.tools.choice import Here, aimed_call
 
 CALL = '{"name": "read_file", "arguments": {"path": "notes.txt"}}'
 LOOK = Reply(first_step={"read_file": 0.97, "none": 0.01, "list_files": 0.02})
@@ -94,6 +96,51 @@ def test_a_first_step_that_leans_to_a_tool_writes_its_call_on_its_own_prompt(
         "arguments": '{"path": "notes.txt"}',
     }
     assert saved[-1] == Row("assistant", "It is on Thursday.")
+
+
+def test_a_file_listed_as_if_it_were_a_folder_is_read(make_settings: Any, store: Store) -> None:
+    settings = small(make_settings, max_tool_turns=2, workspace_overview=True)
+    (settings.workspace / "plan.md").write_text("- ship it\n")
+    lists = Reply(first_step={"list_files": 0.95, "none": 0.05})
+    listed = Reply(text='{"tool": "list_files", "arguments": {"path": "./plan.md"}}')
+    with FakeServer(default_reply=Reply(text="Done.")) as server:
+        server.enqueue(lists, listed, Reply(text="Ship it."))
+        events = run(conversation_on(server, store, settings), "anything in plan.md")
+    (made,) = [e.row for e in events if isinstance(e, RowSaved) and e.row.role == "assistant_full"]
+    assert json.loads(made.tool_args)[0]["function"] == {
+        "name": "read_file",
+        "arguments": '{"path": "plan.md"}',
+    }
+
+
+HERE = Here(
+    files=frozenset({"plan.md", "src/shapes.py"}),
+    variables=frozenset({"df", "area"}),
+    symbols={"perimeter": "src/shapes.py", "area": "src/shapes.py"},
+)
+READING = ["read_file", "list_files", "describe_variable"]
+
+
+@pytest.mark.parametrize(
+    ("call", "allowed", "made"),
+    [
+        # A function of the user's code, described as a notebook variable: its file is read.
+        (("describe_variable", {"name": "perimeter"}), READING, ("read_file", "src/shapes.py")),
+        # The notebook holds a variable of that name too: it is described.
+        (("describe_variable", {"name": "area"}), READING, ("describe_variable", None)),
+        (("describe_variable", {"name": "df"}), READING, ("describe_variable", None)),
+        (("list_files", {"path": "./plan.md"}), READING, ("read_file", "plan.md")),
+        (("list_files", {"path": "src"}), READING, ("list_files", None)),
+        # Never to a tool the turn does not allow.
+        (("list_files", {"path": "plan.md"}), ["list_files"], ("list_files", None)),
+    ],
+)
+def test_a_call_aimed_at_the_wrong_kind_of_thing_turns_to_the_tool_that_reads_it(
+    call: tuple[str, dict[str, Any]], allowed: list[str], made: tuple[str, str | None]
+) -> None:
+    name, arguments = aimed_call(*call, HERE, allowed)
+    assert name == made[0]
+    assert arguments == ({"path": made[1]} if made[1] is not None else call[1])
 
 
 def test_arguments_the_tool_refuses_leave_the_call_to_the_chat_forced_to_that_tool(

@@ -28,7 +28,15 @@ from nbchat.llm.client import stream_chat
 from nbchat.llm.firststep import ask_arguments, ask_first_step
 from nbchat.llm.stream import ReasoningDelta, TextDelta, TextWithdrawn
 from nbchat.tools.arithmetic import work_out
-from nbchat.tools.choice import NO_TOOL, Leaning, allowed_tools, asks_how_to, step_choice
+from nbchat.tools.choice import (
+    NO_TOOL,
+    Here,
+    Leaning,
+    aimed_call,
+    allowed_tools,
+    asks_how_to,
+    step_choice,
+)
 from nbchat.tools.offer import named_in, router_messages
 from nbchat.tools.registry import Sight
 
@@ -252,8 +260,18 @@ def choose_first_step(
         return None
     if arguments is None or not parts.tools.accepts(choice, arguments):
         return FirstStep(choice)
+    choice, arguments = aimed_call(choice, arguments, _here(parts, allowed), allowed)
     call = ToolCall(new_call_id(), choice, json.dumps(arguments, ensure_ascii=False))
     return FirstStep(choice, call)
+
+
+def _here(parts: TurnParts, allowed: Sequence[str]) -> Here:
+    """What a first step's call may aim at: the listed files, the notebook's variables, the
+    names the code defines."""
+    overview = parts.overview
+    files = frozenset(path for path in overview.paths() if not path.endswith("/"))
+    variables = frozenset(name for sight in parts.tools.sights(allowed) for name in sight.names)
+    return Here(files, variables, overview.symbols())
 
 
 def first_step_messages(

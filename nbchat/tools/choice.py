@@ -21,6 +21,11 @@ On a model that gets its tools described in the prompt (`nbchat.tools.offer`):
   not allowed either, and it answers in words at `ANSWER_SHARE_HOW_TO` unless it names
   something that is here (a small model ran `run_code` for "how do I group by in pandas").
 
+A first step's call aimed at the wrong kind of thing is turned to the tool that looks at it
+(`aimed_call`): `list_files` on a path that is a file reads the file; `describe_variable` of a
+name the notebook does not hold but the workspace's code defines reads the file defining it (a
+1.5B model asked about a function of the user's code described a notebook variable).
+
 `forbids_changes` reads the user's text with one bounded pattern: a negation followed, within
 three words, by an action verb; `asks_how_to` one more over the message's start. Linear time,
 whatever the text.
@@ -32,8 +37,9 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Collection, Sequence
-from dataclasses import dataclass
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
 
 from nbchat.history import Row, stored_calls
 
@@ -44,6 +50,8 @@ __all__ = [
     "ANSWER_SHARE_NAMED",
     "Leaning",
     "NO_TOOL",
+    "Here",
+    "aimed_call",
     "allowed_tools",
     "asks_how_to",
     "forbids_changes",
@@ -169,3 +177,30 @@ def only_repeats(rows: Sequence[Row]) -> bool:
 
 def _key(name: str, arguments: object) -> str:
     return f"{name}:{json.dumps(arguments, sort_keys=True)}"
+
+
+@dataclass(frozen=True)
+class Here:
+    """What is here for a call to aim at: the workspace's files (paths as the overview lists
+    them), the notebook's variables, the names the workspace's code defines with their file."""
+
+    files: frozenset[str] = frozenset()
+    variables: frozenset[str] = frozenset()
+    symbols: Mapping[str, str] = field(default_factory=dict)
+
+
+def aimed_call(
+    name: str, arguments: Mapping[str, Any], here: Here, allowed: Collection[str]
+) -> tuple[str, dict[str, Any]]:
+    """The call to make for a first step's `name(arguments)`: itself, or `read_file` of what
+    it aimed at when that is a file (see the module docstring); only to an `allowed` tool."""
+    if "read_file" in allowed:
+        if name == "list_files":
+            path = str(arguments.get("path", "")).removeprefix("./")
+            if path in here.files:
+                return "read_file", {"path": path}
+        if name == "describe_variable":
+            variable = str(arguments.get("name", ""))
+            if variable not in here.variables and variable in here.symbols:
+                return "read_file", {"path": here.symbols[variable]}
+    return name, dict(arguments)
