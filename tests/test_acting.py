@@ -35,9 +35,8 @@ from nbchat.config import Settings
 from nbchat.history import Row
 from nbchat.store.store import Store
 from nbchat.tools.acting import ACTING_TOOLS
-from nbchat.tools.cells import Cell, cell_states, stale_variables
+from nbchat.tools.cells import Cell, Execution, Origin, cell_states, stale_variables
 from nbchat.tools.execution import Capture, describe, name_display, run_source
-from nbchat.tools.kernelstate import Execution, Origin
 from nbchat.ui.chatui import ChatUI
 from nbchat.ui.document import NotebookDocument
 

@@ -51,9 +51,9 @@ from nbchat.llm.endpoint import LOCAL, Connection, destination_of
 from nbchat.store.store import Store
 from nbchat.tools import ToolRegistry, default_registry
 from nbchat.tools.cells import Document
-from nbchat.tools.choice import round_choice
 from nbchat.tools.executor import Approver
 from nbchat.tools.mcp import McpTools
+from nbchat.tools.offer import round_choice
 from nbchat.tools.overview import WorkspaceOverview
 
 __all__ = ["Conversation"]

@@ -28,8 +28,14 @@ from nbchat.llm.client import stream_chat
 from nbchat.llm.firststep import ask_arguments, ask_first_step
 from nbchat.llm.stream import ReasoningDelta, TextDelta, TextWithdrawn
 from nbchat.tools.arithmetic import work_out
-from nbchat.tools.choice import NO_TOOL, Leaning, allowed_tools, step_choice
-from nbchat.tools.offer import named_in, router_messages
+from nbchat.tools.offer import (
+    NO_TOOL,
+    Leaning,
+    allowed_tools,
+    named_in,
+    router_messages,
+    step_choice,
+)
 from nbchat.tools.registry import Sight
 
 __all__ = [
@@ -221,7 +227,7 @@ def choose_first_step(
     parts: TurnParts, plan: RequestPlan, stop: threading.Event
 ) -> FirstStep | None:
     """The model's first step (`nbchat.llm.firststep`, weighed by
-    `nbchat.tools.choice.step_choice`) among the tools this turn allows, asked on its own
+    `nbchat.tools.offer.step_choice`) among the tools this turn allows, asked on its own
     prompt (`nbchat.tools.offer.router_messages`); for a tool, the call's arguments too. None
     after Stop. Arguments the tool refuses leave the call to the chat, forced to that tool."""
     last_user = next((r.content for r in reversed(parts.history.rows) if r.role == "user"), "")

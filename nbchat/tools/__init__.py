@@ -16,14 +16,19 @@ The modules behind them:
                 limit, listing walks folders and globs inside the workspace
     shell       one command under reaper (a child subreaper: nothing it starts outlives it)
     notebook    read-only tools over the live kernel's variables, cells and last error;
-                preview makes their text (summaries, bounded reprs, tracebacks), isolation
-                runs each call into user code in a forked child under a deadline, masking
-                hides what looks like a secret (is_secret_name, mask_secrets)
+                preview makes their text (summaries, bounded reprs, tracebacks) and hides
+                what looks like a secret (is_secret_name, mask_secrets), isolation runs
+                each call into user code in a forked child under a deadline
     acting      the tools that act on the notebook (list, insert, edit and run cells, run code):
-                cells says what a cell's state is against what the kernel ran (kernelstate,
-                from IPython's events), kernelrun runs code through kernelqueue (the kernel's
-                main thread, between executions; interrupts), execution captures its output
-    offer       which tools a request offers (on small models, only when asked for)
+                cells says what a cell's state is against what the kernel ran (KernelState,
+                from IPython's events), kernelrun runs code through its KernelQueue (the
+                kernel's main thread, between executions; interrupts), execution captures
+                its output
+    offer       which tools a request offers (on small models, only when asked for) and which
+                tools each round of a turn may use there
+    overview    the workspace's top-level names and the names its source files define
+    context     `ToolContext`: what a running tool may know (workspace, limits, Stop)
+    arithmetic  the expressions in a message worked out exactly, for a small model to state
     mcp         tools from the user's MCP servers (the optional `mcp` SDK): mcplink holds one
                 server's session on its own event loop, mcpcall checks a call's arguments
                 against the server's schema and turns its result into text

@@ -1,4 +1,7 @@
-"""What a small model is shown to choose a turn's first step: its own short prompt, apart from
+"""A small model's first step: what it is shown to choose (the offer) and which tools each round may
+use (the choice).
+
+What a small model is shown to choose a turn's first step: its own short prompt, apart from
 the chat's.
 
 On the embedded model (and any llama.cpp server with `tools_on_request`) the chat's requests
@@ -19,11 +22,35 @@ looks first is asked separately (`nbchat.llm.firststep`), on the messages built 
   since and the start of their results, so "open that file" or "now the tests" can be followed;
 - what the message names of the workspace and the notebook (`named_in`: "the logs" names
   `logs/`, "my todo list" `todo.md`, "big" the variable `big`), which also makes the caller lean
-  to looking (`nbchat.tools.choice`);
+  to looking (`nbchat.tools.offer`);
 - the user's message; the reply is then opened as `{"tool": "` for the model to continue.
 
 The chat's own prompt stays the user's prompt (and the overview): the answer is written as in
 any chat, and a call, once chosen, is written there too, forced to that tool's schema.
+
+Pure: no I/O.
+
+Which tools each round of a turn may use on a small model, and how its first step is weighed.
+
+On a model that gets its tools described in the prompt (`nbchat.tools.offer`):
+
+- the caller's choice wins on the first round (`send(..., tool_choice=...)`);
+- a later round answers in words ("none") when it is the turn's last round, or when the model's
+  last calls only repeated calls already made in this turn, whose results it has (a 0.5B model
+  called the same tool again instead of answering until the turn ran out, issue 12);
+- otherwise the model's own first step decides (`nbchat.llm.firststep`): it answers in words
+  when at least `ANSWER_SHARE` of its first token went to answering (after a tool result,
+  `ANSWER_SHARE_AFTER_RESULT`: it looks again only when sure; for a message naming a file,
+  folder or variable that is here, `ANSWER_SHARE_NAMED`: it looks unless it leans to
+  answering), and otherwise calls the tool it named, forced, so the call cannot come out as
+  prose or as a tool that does not exist;
+- a tool that runs or changes something (a "dangerous" one: the shell, writing, editing) is
+  not allowed in a turn whose message tells the assistant not to run, delete or change things
+  (`forbids_changes`), whatever the model would choose: "Please do NOT run `rm -rf build/`"
+  never leads to `run_shell`. Reading stays allowed.
+
+`forbids_changes` reads the user's text with one bounded pattern: a negation followed, within
+three words, by an action verb; linear time, whatever the text.
 
 Pure: no I/O.
 """
@@ -32,20 +59,32 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from nbchat.history import Row, stored_calls
 
 __all__ = [
+    "ANSWER_SHARE",
+    "ANSWER_SHARE_AFTER_RESULT",
+    "ANSWER_SHARE_NAMED",
     "EXAMPLES",
     "FOLLOW_UPS",
+    "Leaning",
+    "NO_TOOL",
     "ROUTER_PROMPT",
+    "allowed_tools",
     "describe_tools",
+    "forbids_changes",
     "named_in",
+    "only_repeats",
     "recent_exchange",
+    "round_choice",
     "router_messages",
+    "step_choice",
 ]
+
 
 ROUTER_PROMPT = (
     "You choose the first step of an assistant that lives in the user's Jupyter notebook. "
@@ -228,3 +267,96 @@ def recent_exchange(rows: Sequence[Row]) -> str:
 def _cut(text: str, limit: int) -> str:
     text = " ".join(text[: limit * 2].split())
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+NO_TOOL = "none"
+# The share of the first token that must go to answering for the model to answer in words:
+# a small model's first token leans to tools even for "capital of France?" (a third of it), and
+# to answering for what it has to look up only rarely. Tuned on the eval's dev split
+# (bench/eval_split_dev.py), never on its test split.
+ANSWER_SHARE = 0.2
+# After a tool result the question is whether to look again: only when the model is sure.
+ANSWER_SHARE_AFTER_RESULT = 0.02
+# A message that names a file, folder or variable that is here leans to looking: it answers
+# only when the model leans to answering itself.
+ANSWER_SHARE_NAMED = 0.5
+
+
+@dataclass(frozen=True)
+class Leaning:
+    """What tips the weighing of a first step: the round follows a tool result; the user's
+    message names something that is here (`nbchat.tools.offer.named_in`)."""
+
+    after_result: bool = False
+    named: bool = False
+
+    @property
+    def answer_share(self) -> float:
+        if self.after_result:
+            return ANSWER_SHARE_AFTER_RESULT
+        return ANSWER_SHARE_NAMED if self.named else ANSWER_SHARE
+
+
+# "don't run", "do NOT delete anything", "never touch", "without changing", "no need to run".
+NEGATION = r"(?:\bdo\s+not|\bdon['’]?t|\bnever|\bwithout|\bno\s+need\s+to)"
+# Verb stems, so "changing", "deleting", "written" count too.
+ACTION = (
+    r"(?:run|execut|launch|start|delet|remov|rm|eras|chang|edit|modif|touch|writ|overwrit|"
+    r"mov|renam|instal|commit|push)"
+)
+GAP = r"[\s,;:]+"  # between words: spaces and the punctuation of an aside
+# "I don't know how to run it", "don't forget to run the tests" forbid nothing.
+NOT_A_BAN = r"(?!(?:know|understand|remember|forget|think|see|get)\b)"
+FORBIDS = re.compile(
+    rf"{NEGATION}{GAP}{NOT_A_BAN}(?:[\w'’-]{{1,40}}{GAP}){{0,3}}?{ACTION}\w*\b", re.IGNORECASE
+)
+
+
+def forbids_changes(text: str) -> bool:
+    """True when `text` tells the assistant not to run, delete or change something."""
+    return FORBIDS.search(text) is not None
+
+
+def allowed_tools(names: Sequence[str], dangerous: Collection[str], text: str) -> list[str]:
+    """`names` without the dangerous ones when the user's `text` forbids changes."""
+    if not forbids_changes(text):
+        return list(names)
+    return [name for name in names if name not in dangerous]
+
+
+def round_choice(
+    rows: Sequence[Row], *, number: int, rounds: int, requested: str | None
+) -> str | None:
+    """The `tool_choice` of round `number` of `rounds` (1-based) when rules decide it: the
+    caller's request on the first round, "none" on the last round or after repeated calls;
+    None when the model's first step decides."""
+    if number == 1:
+        return requested
+    if number >= rounds or only_repeats(rows):
+        return NO_TOOL
+    return None
+
+
+def step_choice(chosen: str, answer_share: float, leaning: Leaning = Leaning()) -> str:
+    """The round's `tool_choice` from the model's first step: "none", or the tool it named.
+    A first token giving answering `leaning.answer_share` of its probability or more
+    answers."""
+    if chosen == NO_TOOL or answer_share >= leaning.answer_share:
+        return NO_TOOL
+    return chosen
+
+
+def only_repeats(rows: Sequence[Row]) -> bool:
+    """True when the turn's last assistant row only repeats calls (same tool, same arguments)
+    that an earlier row of the same turn made."""
+    start = next((i for i in range(len(rows) - 1, -1, -1) if rows[i].role == "user"), -1)
+    made = [row for row in rows[start + 1 :] if row.role == "assistant_full"]
+    if len(made) < 2:
+        return False
+    earlier = {_key(name, args) for row in made[:-1] for _id, name, args in stored_calls(row)}
+    last = [_key(name, args) for _id, name, args in stored_calls(made[-1])]
+    return bool(last) and all(key in earlier for key in last)
+
+
+def _key(name: str, arguments: object) -> str:
+    return f"{name}:{json.dumps(arguments, sort_keys=True)}"

@@ -27,9 +27,8 @@ from nbchat.conversation.rewind import Rewound
 from nbchat.errors import NbchatError, ToolError
 from nbchat.store.store import Store
 from nbchat.tools.acting import CellChange, acting_tools
-from nbchat.tools.kernelqueue import KernelQueue
-from nbchat.tools.kernelrun import KernelRunner
-from nbchat.tools.kernelstate import kernel_state
+from nbchat.tools.cells import kernel_state
+from nbchat.tools.kernelrun import KernelQueue, KernelRunner
 from nbchat.ui.document import NotebookDocument
 
 __all__ = ["NotebookActing", "can_act", "rewind_button", "route_off_main_thread"]
@@ -111,7 +110,7 @@ def route_off_main_thread(widget: widgets.Widget, kernel: Any) -> bool:
     there would wait for that code to end, so Stop could not interrupt it. ipykernel routes a
     comm's messages to the subshell its `_reply_subshell_for` names. Where there are no
     subshells (ipykernel 6, another kernel), nothing changes: Kernel > Interrupt still raises
-    KeyboardInterrupt in the model's code (`nbchat.tools.kernelqueue`).
+    KeyboardInterrupt in the model's code (`nbchat.tools.kernelrun`).
     """
     thread = getattr(kernel, "shell_channel_thread", None)
     manager = getattr(thread, "manager", None)
