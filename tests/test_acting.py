@@ -37,8 +37,8 @@ from nbchat.store.store import Store
 from nbchat.tools.acting import ACTING_TOOLS
 from nbchat.tools.cells import Cell, Execution, Origin, cell_states, stale_variables
 from nbchat.tools.execution import Capture, describe, name_display, run_source
+from nbchat.ui.acting import NotebookDocument
 from nbchat.ui.chatui import ChatUI
-from nbchat.ui.document import NotebookDocument
 
 
 @pytest.fixture

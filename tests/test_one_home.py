@@ -25,7 +25,7 @@ UNRELATED = {
     ("embedded/modelfiles.py", "CHUNK_BYTES"),  # 8 MiB download chunks
     ("tools/builtins.py", "BINARY_SNIFF"),  # bytes read to tell a binary file
     ("compaction/prompts.py", "limit * 2 // 3"),  # a trimmed text keeps 2/3 head, 1/3 tail
-    ("tools/masking.py", "quote = text [ opening ]"),  # a triple-quoted string's quote
+    ("tools/preview.py", "quote = text [ opening ]"),  # a triple-quoted string's quote
     ("tools/listing.py", "CHECK_EVERY = 1024"),  # entries read between two deadline checks
     ("tools/mcpcall.py", "len ( data ) * 3 // 4"),  # the bytes a base64 text decodes to
 }

@@ -34,7 +34,7 @@ from nbchat.history import Row
 from nbchat.store.records import CompactionRecord
 from nbchat.store.store import Store
 from nbchat.ui import ChatUI
-from nbchat.ui.compactcard import PreviewCard
+from nbchat.ui.compactflow import PreviewCard
 
 SUMMARY = json.dumps(
     {

@@ -27,7 +27,7 @@ ran as In [N] and still holds that source; one *edited since it ran* (its source
 what ran as N); one that ran *out of order* (a cell above it ran after it); and for the user's
 variables, the ones whose cell has *changed since* or is *no longer in the notebook*.
 
-The `Document` is a seam: the widget's front-end link (`nbchat.ui.document`) in JupyterLab and
+The `Document` is a seam: the widget's front-end link (`nbchat.ui.acting`) in JupyterLab and
 Notebook 7; nothing where no front end holds a notebook (`why_absent` says why, in one sentence).
 `take_back` undoes one change the assistant made (for a rewind), never over the user's own edit.
 Must not: talk to a front end, or run code.

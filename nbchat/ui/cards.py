@@ -1,22 +1,47 @@
-"""Widgets for one row each: user and assistant bubbles, reasoning, tool cards, the compacted
+"""One widget per row, and the message list rebuilt from the store out of them; an edit's diff and a
+run's code on the approval card.
+
+How the chat shows what the assistant does to the notebook: the approval card's question for
+an edit (the diff) or a run (exactly the code), and the acting tools' results as open cards.
+
+The question is exact text, as the plain approval card's arguments are (`nbchat.ui.visible`:
+every invisible or bidi character shown as an escape), so what is approved is what runs or
+lands; a diff's lines are coloured by their first character. A result (inserted, edited, the
+run's output, or the code to copy where there is no notebook document) is rendered as markdown,
+open, its code blocks with the widget's Copy button (the diff's colours are in `render.STYLE`).
+No SQL, HTTP or prompt text.
+
+Widgets for one row each: user and assistant bubbles, reasoning, tool cards, the compacted
 card, notices — and the approval card that pauses a turn until the user decides.
 
 Every piece of model or tool text goes through `render` (escaped, sanitised). No SQL, HTTP or
 prompt text here.
+
+Rebuilding a chat's message list from the store: one widget factory per transcript entry,
+each reply followed by its "request" link, compaction rows as their cards.
+
+Factories, not widgets: the message list builds only the ones it shows (`MessageList`).
+No SQL, HTTP or prompt text: the rows come from `transcript_entries` and `reply_links`.
 """
 
 from __future__ import annotations
 
+import html
 import json
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import ipywidgets as widgets
 
 from nbchat.history import Row
 from nbchat.stopping import StopSignal
+from nbchat.store.store import Store
+from nbchat.tools.acting import ACTING_TOOLS
+from nbchat.tools.registry import Review
+from nbchat.ui.inspector import reply_links
 from nbchat.ui.render import (
+    TOOL_ICON,
     render_approval,
     render_compacted,
     render_label,
@@ -25,9 +50,83 @@ from nbchat.ui.render import (
     render_tool_call,
     render_tool_result,
 )
-from nbchat.ui.review import is_acting_tool, render_acting_result
+from nbchat.ui.transcript import transcript_entries
+from nbchat.ui.visible import visible_text, visible_text_lines
 
-__all__ = ["ApprovalCard", "Collapsible", "row_widget", "tool_result_widget"]
+__all__ = [
+    "ApprovalCard",
+    "Card",
+    "Collapsible",
+    "User",
+    "is_acting_tool",
+    "render_acting_result",
+    "render_review",
+    "row_widget",
+    "tool_result_widget",
+    "transcript_factories",
+]
+
+
+WHY_EDIT = "Nothing changes in the notebook until you accept (the tool policy is 'ask')."
+WHY_RUN = (
+    "It runs in your kernel, with your variables, only if you say so (the tool policy is 'ask')."
+)
+# How an acting tool's failed result starts (`nbchat.tools.kernelrun`, the executor).
+FAILED = ("Error", "Refused", "Denied", "Not run", "Unknown tool", "Timed out", "Invalid", "No ")
+
+
+def is_acting_tool(name: str) -> bool:
+    """Whether `name` is one of the tools that act on the notebook (their own cards)."""
+    return name in ACTING_TOOLS
+
+
+def render_review(name: str, review: Review) -> str:
+    """The approval card's question: what it touches, why it asks, and the diff or the code,
+    exactly."""
+    verb = {"edit_cell": "Accept this edit", "run_cell": "Run this cell"}.get(name, "Run this code")
+    why = f" {WHY_EDIT if review.kind == 'diff' else WHY_RUN}"
+    note = f" ({html.escape(visible_text(review.note))})" if review.note else ""
+    if review.kind == "diff":
+        body = _diff_html(review.text)
+        kind = "nbchat-exact nbchat-diff"
+    else:
+        body = html.escape(visible_text_lines(review.text))
+        kind = "nbchat-exact"
+    return (
+        f'<div class="nbchat-card">{verb}?{note}<span class="nbchat-notice">{why}</span>'
+        f'<pre class="{kind}">{body}</pre></div>'
+    )
+
+
+def _diff_html(diff: str) -> str:
+    lines = []
+    for line in diff.splitlines():
+        text = html.escape(visible_text(line)) or " "
+        if line.startswith(("+++", "---")):
+            lines.append(f'<span class="nbchat-hunk">{text}</span>')
+        elif line.startswith("+"):
+            lines.append(f'<span class="nbchat-add">{text}</span>')
+        elif line.startswith("-"):
+            lines.append(f'<span class="nbchat-del">{text}</span>')
+        elif line.startswith("@@"):
+            lines.append(f'<span class="nbchat-hunk">{text}</span>')
+        else:
+            lines.append(f"<span>{text}</span>\n")
+    return "".join(lines)
+
+
+def render_acting_result(name: str, content: str, *, ok: bool | None = None) -> str:
+    """An acting tool's result as an open card: its text as markdown (the diff, the output,
+    the code to copy)."""
+    failed = content.startswith(FAILED) if ok is None else not ok
+    status = " nbchat-failed" if failed else ""
+    label = "failed" if failed else "result"
+    return (
+        f'<div class="nbchat-card nbchat-acting{status}"><details open><summary>{TOOL_ICON} '
+        f"<b>{html.escape(name)}</b> · {label}</summary>"
+        f"{render_markdown(content)}</details></div>"
+    )
+
 
 # How a tool row that failed reads (the executor's refusals and errors start like this).
 FAILURE_PREFIXES = ("Error", "Refused", "Denied", "Not run", "Unknown tool", "Timed out")
@@ -199,3 +298,39 @@ class ApprovalCard:
 
     def _on_also_click(self, _button: widgets.Button) -> None:
         self.approve_all()
+
+
+# Makes a compaction row's card (Undo, what it replaced) from the row and its record.
+Card = Callable[[Row, dict[str, Any] | None], widgets.Widget]
+# Makes a user's message in the active history from the row and its stored id.
+User = Callable[[Row, int], widgets.Widget]
+
+
+def transcript_factories(
+    store: Store, session_id: str, *, card: Card | None = None, user: User | None = None
+) -> list[Callable[[], widgets.Widget]]:
+    """Widget factories for the full transcript (`transcript_entries`), each reply followed by
+    its request link; `card` makes the compaction cards (Undo, what was replaced), `user` the
+    user's messages still in the active history (with their "rewind to here" button)."""
+    entries = transcript_entries(store, session_id)
+    links = reply_links(store, session_id, [stored for stored, _ in entries])
+    factories: list[Callable[[], widgets.Widget]] = []
+    for stored, info in entries:
+        if user is not None and stored.row.role == "user" and not stored.archived:
+            factories.append(_user_factory(user, stored.row, stored.id))
+            continue
+        factories.append(_row_factory(stored.row, info, card))
+        factories.extend([links[stored.id]] if stored.id in links else [])
+    return factories
+
+
+def _row_factory(
+    row: Row, info: dict[str, Any] | None, card: Card | None
+) -> Callable[[], widgets.Widget]:
+    if card is not None and row.role == "compacted":  # the card with Undo and what it replaced
+        return lambda: card(row, info)
+    return lambda: row_widget(row, compaction=info)
+
+
+def _user_factory(user: User, row: Row, row_id: int) -> Callable[[], widgets.Widget]:
+    return lambda: user(row, row_id)

@@ -1,4 +1,20 @@
-"""`Controls`: a chat's buttons and bars, built and wired once. The header (session picker, New,
+"""The chat's controls: header, session picker, the message box (`ChatInput`), input row, status
+line, the context meter's reading.
+
+`SessionPicker`: the header's list of sessions, titles newest first, the current one
+selected; choosing another one switches the chat to it.
+
+Both the worker and the kernel thread refresh it, hence the lock; a refresh does not count as
+the user choosing. Reads the store's session list only.
+
+`ChatInput`: the message box — Enter sends, Shift+Enter adds a newline.
+
+ipywidgets' `Textarea` has no key events, so this is a tiny anywidget (an ES module shipped as
+a string: no JavaScript build step). The browser sends the text with the submit message itself,
+so a send never races the `value` sync. JupyterLab's own shortcuts are suppressed while typing.
+Python code (tests, `ChatUI.send`) submits with `submit()`, exactly like pressing Enter.
+
+`Controls`: a chat's buttons and bars, built and wired once. The header (session picker, New,
 context meter, Compact, where the model runs), the input row (message box, Send, Stop) and the
 one-line status; which of them a busy turn or a broken database disables; the meter's reading
 of the conversation's budget.
@@ -8,16 +24,139 @@ No SQL, HTTP or prompt text; what a click does is the `ChatUI`'s (the callbacks 
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
+from typing import Any
 
+import anywidget
 import ipywidgets as widgets
+import traitlets
 
 from nbchat.conversation.loop import Conversation
-from nbchat.ui.input import ChatInput
-from nbchat.ui.picker import SessionPicker
+from nbchat.store.store import Store
 from nbchat.ui.view import ContextMeter
 
-__all__ = ["Controls"]
+__all__ = ["ChatInput", "Controls", "SessionPicker"]
+
+
+class SessionPicker:
+    """The dropdown (`widget`); `switch(session_id)` runs when the user picks a session."""
+
+    def __init__(
+        self, store: Store, conversation: Conversation, *, switch: Callable[[str | None], None]
+    ) -> None:
+        self.store = store
+        self.conversation = conversation
+        self.switch = switch
+        self._lock = threading.Lock()
+        self._updating = False
+        self.widget = widgets.Dropdown(options=[], layout=widgets.Layout(width="260px"))
+        self.widget.observe(self._on_widget_change, names="value")
+
+    @property
+    def choices(self) -> list[tuple[str, str | None]]:
+        """(label, session id) of each entry, the current session included."""
+        return list(self.widget.options)
+
+    def choose(self, session_id: str) -> None:
+        """Pick a session, as the user does."""
+        self.widget.value = session_id
+
+    def refresh(self) -> None:
+        """Fill the list (titles, newest first) and select the current session."""
+        with self._lock:
+            current = self.conversation.session_id
+            sessions = self.store.list_sessions()
+            options: list[tuple[str, str | None]] = [
+                (f"{s.title} · {s.updated[:16].replace('T', ' ')}", s.id) for s in sessions
+            ]
+            if current not in [value for _, value in options]:
+                options.insert(0, ("New chat", current))
+            self._updating = True
+            try:
+                self.widget.options = options
+                self.widget.value = current
+            finally:
+                self._updating = False
+
+    def _on_widget_change(self, change: dict[str, Any]) -> None:
+        if not self._updating and change["new"] != self.conversation.session_id:
+            self.switch(change["new"])
+
+
+ESM = """
+function render({ model, el }) {
+  const area = document.createElement("textarea");
+  area.className = "nbchat-input-area";
+  area.rows = 3;
+  area.setAttribute("data-lm-suppress-shortcuts", "true");
+  const sync = () => {
+    area.value = model.get("value");
+    area.placeholder = model.get("placeholder");
+    area.disabled = model.get("disabled");
+  };
+  sync();
+  area.addEventListener("input", () => {
+    model.set("value", area.value);
+    model.save_changes();
+  });
+  area.addEventListener("keydown", (event) => {
+    event.stopPropagation();
+    if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {
+      event.preventDefault();
+      model.set("value", area.value);
+      model.save_changes();
+      model.send({ type: "submit", value: area.value });
+    }
+  });
+  model.on("change:value", () => {
+    if (area.value !== model.get("value")) area.value = model.get("value");
+  });
+  model.on("change:placeholder", sync);
+  model.on("change:disabled", sync);
+  el.appendChild(area);
+}
+export default { render };
+"""
+
+CSS = """
+.nbchat-input-area { width: 100%; box-sizing: border-box; resize: vertical; font: inherit;
+  color: var(--jp-ui-font-color1, inherit); background: var(--jp-layout-color1, transparent);
+  border: 1px solid var(--jp-border-color1, rgba(127, 127, 127, 0.45)); padding: 4px 6px; }
+"""
+
+
+class ChatInput(anywidget.AnyWidget):
+    """A textarea that submits on Enter; `on_submit(callback)` is called with the text."""
+
+    _esm = ESM
+    _css = CSS
+    value = traitlets.Unicode("").tag(sync=True)
+    placeholder = traitlets.Unicode("Message — Enter to send, Shift+Enter for a new line").tag(
+        sync=True
+    )
+    disabled = traitlets.Bool(False).tag(sync=True)
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._submit_callbacks: list[Callable[[str], object]] = []
+        self.on_msg(self._on_frontend_message)
+
+    def on_submit(self, callback: Callable[[str], object]) -> None:
+        """Call `callback(text)` whenever the user presses Enter (or `submit()` is called)."""
+        self._submit_callbacks.append(callback)
+
+    def submit(self, text: str | None = None) -> None:
+        """Submit `text` (default: the current value), as pressing Enter would."""
+        if text is not None:
+            self.value = text
+        for callback in list(self._submit_callbacks):
+            callback(self.value)
+
+    def _on_frontend_message(self, _widget: object, content: Any, _buffers: object) -> None:
+        if isinstance(content, dict) and content.get("type") == "submit":
+            self.submit(str(content.get("value", "")))
+
 
 METER_NOTES = {"": "", "preparing": "preparing…", "ready": "checkpoint ready"}
 Click = Callable[[widgets.Button], None]

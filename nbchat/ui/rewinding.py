@@ -27,7 +27,7 @@ from nbchat.store.store import Store
 from nbchat.tools.cells import NoDocument, stale_variables
 from nbchat.ui.acting import NotebookActing, rewind_button
 from nbchat.ui.cards import row_widget
-from nbchat.ui.input import ChatInput
+from nbchat.ui.controls import ChatInput
 
 __all__ = ["RewindTarget", "start_rewind", "stale_notes", "user_widget"]
 

@@ -17,11 +17,10 @@ from nbchat.conversation.events import Event, Failed
 from nbchat.conversation.loop import Conversation
 from nbchat.errors import NbchatError, ServerUnavailableError
 from nbchat.llm.endpoint import Connection
-from nbchat.ui.failures import CellReport
 from nbchat.ui.messages import MessageList
 from nbchat.ui.render import render_notice
 from nbchat.ui.view import EventView
-from nbchat.ui.worker import Worker
+from nbchat.ui.worker import CellReport, Worker
 
 __all__ = ["ServerStartup", "ready_status"]
 

@@ -1,18 +1,32 @@
-"""`Worker`: the one background thread of a `ChatUI`, running jobs one at a time.
+"""The worker thread every turn runs on, and the failed turns it collects so `wait()` returns False
+and the cell prints them.
+
+`Worker`: the one background thread of a `ChatUI`, running jobs one at a time.
 
 The kernel thread only enqueues jobs and flips a stop signal, so clicks are handled at once
 while a reply streams. `wait()` returns when every submitted job has finished; `close()` ends
 the thread and joins it, so no thread outlives its widget.
+
+What a `ChatUI` tells the cell that drives it: failures that happened since the last `wait()`.
+
+A widget's HTML is invisible to a script, to nbconvert and to anyone reading a saved notebook's
+text, so every failure (a failed turn, no model server, a session database that cannot be opened)
+is also kept here and printed by `wait()` on stderr, which lands in the calling cell's output,
+and makes `wait()` return False.
+
+Must not: touch widgets or the store; it only collects and prints text.
 """
 
 from __future__ import annotations
 
 import logging
 import queue
+import sys
 import threading
 from collections.abc import Callable
 
-__all__ = ["Worker"]
+__all__ = ["CellReport", "Worker", "database_message"]
+
 
 log = logging.getLogger(__name__)
 Job = Callable[[], None]
@@ -42,7 +56,7 @@ class Worker:
 
     def submit(self, job: Job, *, background: bool = False) -> None:
         """Run `job` on the worker thread after the jobs already queued. A `background` job
-        (idle work, `nbchat.ui.background`) does not make the worker busy."""
+        (idle work, `nbchat.ui.idletime`) does not make the worker busy."""
         with self._lock:
             if self._closed:
                 raise RuntimeError("this chat was closed; create a new ChatUI")
@@ -87,3 +101,30 @@ class Worker:
                         self._idle.set()
                 for listener in self._idle_listeners if idle else ():
                     listener()
+
+
+class CellReport:
+    """Failure messages collected on the worker thread, reported (once) to the cell."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._messages: list[str] = []
+
+    def add(self, message: str) -> None:
+        with self._lock:
+            if message not in self._messages:  # the same failure twice is one failure
+                self._messages.append(message)
+
+    def report(self) -> bool:
+        """Print what failed since the last report on stderr; True when nothing did."""
+        with self._lock:
+            messages, self._messages = self._messages, []
+        for message in messages:
+            print(f"nbchat: {message}", file=sys.stderr, flush=True)
+        return not messages
+
+
+def database_message(error: Exception) -> str:
+    """The message for a session database that cannot be opened: the store's own words (they
+    say what happened and what to do; saying it again here once doubled the advice)."""
+    return f"The chat cannot start: {str(error).strip()}"
