@@ -23,7 +23,7 @@ from fakeserver import FakeServer, Reply
 from helpers import Script, run, saved
 
 from nbchat.compaction.engine import CompactionEngine
-from nbchat.compaction.latest import (
+from nbchat.compaction.facts import (
     LATEST_HEADING,
     latest_instruction,
     parse_latest,

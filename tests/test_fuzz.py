@@ -29,6 +29,7 @@ from hypothesis import strategies as st
 from strategies import tail_budgets
 from test_render import executable_parts
 
+from nbchat.compaction.cacheform import TailBudget, choose_split, is_cut_point
 from nbchat.compaction.engine import CompactionEngine
 from nbchat.compaction.prune import (
     apply_replacements,
@@ -36,7 +37,6 @@ from nbchat.compaction.prune import (
     is_placeholder,
     protected_start,
 )
-from nbchat.compaction.split import TailBudget, choose_split, is_cut_point
 from nbchat.config import Settings
 from nbchat.conversation.events import Done
 from nbchat.conversation.loop import Conversation

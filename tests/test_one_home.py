@@ -10,7 +10,7 @@ import tokenize
 from pathlib import Path
 
 from nbchat import config, history
-from nbchat.compaction import result, split, steps, writer
+from nbchat.compaction import cacheform, result, steps, writer
 from nbchat.compaction.engine import CompactionEngine
 from nbchat.config import Settings
 from nbchat.conversation import session
@@ -84,7 +84,7 @@ def test_the_modules_use_the_one_definition() -> None:
     assert bare.trigger_factor == settings.trigger_factor == config.DEFAULT_TRIGGER_FACTOR
     assert bare.summary_max_tokens == settings.summary_max_tokens
     assert writer.DEFAULT_SUMMARISER_CONTEXT == settings.local_n_ctx == server.DEFAULT_N_CTX
-    assert split.UNSENT_ROLES is history.UNSENT_ROLES
+    assert cacheform.UNSENT_ROLES is history.UNSENT_ROLES
     assert steps.context_tokens is history.context_tokens
     assert history.estimate_tokens("x" * 30) == 10
     assert history.estimate_tokens(("user", "x" * 30, "", "", "y" * 9)) == 13

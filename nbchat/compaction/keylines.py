@@ -23,8 +23,7 @@ import json
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
-from nbchat.compaction.facts import is_modify_tool, is_view_tool
-from nbchat.compaction.latest import without_latest
+from nbchat.compaction.facts import is_modify_tool, is_view_tool, without_latest
 from nbchat.history import Row, stored_calls
 
 __all__ = [

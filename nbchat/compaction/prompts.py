@@ -13,7 +13,7 @@ Input larger than the summariser's window is cut into chunks of whole transcript
 engine summarises them one after the other, each chunk updating the summary so far.
 
 Pure: no I/O. `nbchat.compaction.writer` drives a summariser over the chunks;
-`nbchat.compaction.modelsummariser` is the one module that calls a model.
+`nbchat.compaction.summariser` is the one module that calls a model.
 """
 
 from __future__ import annotations
@@ -85,7 +85,7 @@ JSON_FORMAT = (
     "{words} words. File paths, errors and the user's own words are recorded separately: do "
     "not copy them at length."
 )
-# The brief form (`nbchat.compaction.brief`): a small, slow summariser reads each message as one
+# The brief form (`nbchat.compaction.prune`): a small, slow summariser reads each message as one
 # short line and is told concretely what each list holds, in the conversation's own names.
 BRIEF_PROMPT = (
     "The text inside <conversation> is a conversation between a user and an assistant, one "

@@ -1,5 +1,5 @@
-"""Text shown exactly, found in one linear pass: invisible and bidi characters as escapes, and where
-the math is (set aside for MathJax).
+r"""Text shown exactly, found in one linear pass: invisible and bidi characters as escapes, and
+where the math is (set aside for MathJax).
 
 Where the math is in markdown text: `$$…$$`, `\[…\]`, `\(…\)` and inline `$…$`, in one pass.
 
