@@ -27,7 +27,7 @@ from compaction_overhead import sample_rows
 from harness import Figure, median_seconds, temporary_directory
 
 from nbchat.compaction.prune import to_placeholder
-from nbchat.conversation.inspect import inspect_request
+from nbchat.conversation.requestview import inspect_request
 from nbchat.history import Row, build_messages
 from nbchat.store.records import CompactionRecord
 from nbchat.store.store import Store

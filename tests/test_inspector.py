@@ -21,7 +21,8 @@ from sqlite_utils import Database
 from nbchat.cli.command import main
 from nbchat.config import Settings
 from nbchat.conversation.events import Failed
-from nbchat.conversation.inspect import (
+from nbchat.conversation.loop import Conversation
+from nbchat.conversation.requestview import (
     ATTACHMENT,
     PLACEHOLDER,
     SUMMARY,
@@ -29,7 +30,6 @@ from nbchat.conversation.inspect import (
     inspect_request,
     last_request,
 )
-from nbchat.conversation.loop import Conversation
 from nbchat.history import Row
 from nbchat.store.migrations import MIGRATIONS
 from nbchat.store.records import CompactionRecord

@@ -12,7 +12,7 @@ import pytest
 from factories import assistant, tool_call, tool_result, user
 
 from nbchat.compaction.prune import to_placeholder
-from nbchat.conversation.archivetool import ARCHIVE_TOOL, offerable
+from nbchat.conversation.reply import ARCHIVE_TOOL, offerable
 from nbchat.history import Row
 from nbchat.tools import default_registry
 from nbchat.tools.offer import (

@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from nbchat.cli.doctor import clip, run_doctor
 from nbchat.config import Settings, UnknownVariableWarning
-from nbchat.conversation.inspect import export_requests
+from nbchat.conversation.requestview import export_requests
 from nbchat.conversation.steer import undo_outcome
 from nbchat.embedded.modelfiles import model_key
 from nbchat.embedded.runtime import LOG_FILE, is_running

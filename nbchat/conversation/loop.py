@@ -28,22 +28,24 @@ from nbchat.compaction.engine import CompactionEngine
 from nbchat.compaction.result import CompactionResult
 from nbchat.compaction.summariser import Summariser
 from nbchat.config import Settings
-from nbchat.conversation.archivetool import archived_output_tool
-from nbchat.conversation.autocompact import (
-    compact,
-    compact_if_needed,
-)
 from nbchat.conversation.budget import Budget
 from nbchat.conversation.events import Done, Event, Failed, Notice
-from nbchat.conversation.inspect import InspectedRequest, last_request
 from nbchat.conversation.prepare import CheckpointPreparer, Situation, situation_of
-from nbchat.conversation.reply import plan_request, request_reply
-from nbchat.conversation.rewind import Rewound, rewind
-from nbchat.conversation.session import Session
+from nbchat.conversation.reply import archived_output_tool, plan_request, request_reply
+from nbchat.conversation.requestview import InspectedRequest, last_request
+from nbchat.conversation.session import Rewound, Session, rewind
 from nbchat.conversation.steer import Steering, UndoOutcome
-from nbchat.conversation.steps import Steps, post_notice, save_rows
-from nbchat.conversation.toolround import run_tools, start_servers
-from nbchat.conversation.turn import FailureGuard, Round
+from nbchat.conversation.turn import (
+    FailureGuard,
+    Round,
+    Steps,
+    compact,
+    compact_if_needed,
+    post_notice,
+    run_tools,
+    save_rows,
+    start_servers,
+)
 from nbchat.conversation.warmup import PromptWarmer, opening_prompts
 from nbchat.errors import NbchatError, StoreError
 from nbchat.history import History, Row, context_tokens
@@ -291,7 +293,7 @@ class Conversation:
 
     def rewind(self, row_id: int, document: Document) -> Rewound:
         """Take the chat and the notebook back to before the user's message stored as
-        `row_id` (`nbchat.conversation.rewind`); refused while a reply runs."""
+        `row_id` (`nbchat.conversation.session`); refused while a reply runs."""
         if not self._lock.acquire(blocking=False):
             raise NbchatError("A reply is still running; press Stop first, then rewind.")
         try:

@@ -41,7 +41,7 @@ from typing import Any
 import openai
 
 from nbchat.conversation.reply import first_step_messages, plan_request
-from nbchat.conversation.steps import TurnParts
+from nbchat.conversation.turn import TurnParts
 from nbchat.embedded.slots import SavedSlots
 from nbchat.errors import NbchatError
 from nbchat.history import Row, build_messages

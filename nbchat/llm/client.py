@@ -139,7 +139,7 @@ def stream_chat(
     `NbchatError` (after the deltas that did arrive were yielded).
 
     `on_request` is given the request's JSON body (never the key: that is a header) just before
-    it is sent, for the request records (`nbchat.conversation.inspect`).
+    it is sent, for the request records (`nbchat.conversation.requestview`).
     """
     request = ChatRequest(
         model=model,

@@ -3,7 +3,7 @@
 
 Pure: takes the session's metadata and its rows as dicts, returns text. Archived rows are kept
 and marked, so an export always holds every original row even after compaction. Each request
-is given as `InspectedRequest.to_dict()` (`nbchat.conversation.inspect`): its parts with their
+is given as `InspectedRequest.to_dict()` (`nbchat.conversation.requestview`): its parts with their
 token counts and marks, and the body exactly as sent.
 """
 

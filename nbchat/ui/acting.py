@@ -56,7 +56,7 @@ import ipywidgets as widgets
 import traitlets
 
 from nbchat.conversation.loop import Conversation
-from nbchat.conversation.rewind import Rewound
+from nbchat.conversation.session import Rewound
 from nbchat.errors import CellChangedError, NbchatError, ToolError
 from nbchat.store.store import Store
 from nbchat.tools.acting import CellChange, acting_tools

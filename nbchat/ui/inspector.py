@@ -1,7 +1,7 @@
 """The request inspector in the widget: a small "request" link under each reply.
 
 Pressing it shows the request that produced the reply exactly as it was sent (rebuilt by
-`nbchat.conversation.inspect` from the store, so a request whose rows were compacted since still
+`nbchat.conversation.requestview` from the store, so a request whose rows were compacted since still
 shows what was sent then): each part (system prompt, summaries, messages, tool schemas,
 parameters) with its estimated token count and its marks (summary, placeholder, attachment),
 the server's own count when it reported one, and the whole body as JSON. The request is read
@@ -21,7 +21,7 @@ from collections.abc import Callable, Sequence
 
 import ipywidgets as widgets
 
-from nbchat.conversation.inspect import InspectedRequest, RequestPart, inspect_request
+from nbchat.conversation.requestview import InspectedRequest, RequestPart, inspect_request
 from nbchat.errors import NbchatError
 from nbchat.store.records import StoredRow
 from nbchat.store.store import Store

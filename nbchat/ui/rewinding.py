@@ -2,7 +2,7 @@
 `ui.rewind(back)` and `/rewind [n]`, all running the same flow on the chat's worker.
 
 The flow: the conversation takes the chat and the notebook back together
-(`nbchat.conversation.rewind`), the message list is rebuilt from the store (the archived rows
+(`nbchat.conversation.session`), the message list is rebuilt from the store (the archived rows
 stay in it, marked, as after an edit), the message's text goes back in the input, and a notice
 says what happened to each cell (restored, removed, or left alone because the user edited it
 by hand). A chat without a notebook (a script, no kernel) rewinds the chat alone. The work runs
