@@ -12,8 +12,8 @@ A `ChatUI` runs this in its worker thread; a script can iterate `send` directly.
 ipywidgets, hold widget state, or contain SQL.
 
 This module strings a turn together; its parts live beside it: one streamed reply
-(`nbchat.conversation.reply`), the tool round (`toolround`), the compactions a turn makes on its
-own (`autocompact`), and the steps they share (`steps`).
+(`nbchat.conversation.reply`), and the rest of a turn (`nbchat.conversation.turn`): the tool
+round, the compactions a turn makes on its own, and the steps they share.
 """
 
 from __future__ import annotations
