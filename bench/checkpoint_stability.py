@@ -3,7 +3,7 @@
 The same history (the 2k one of `compaction_model.py`) is compacted five times in a row, in the
 cache form, at temperature 0, with llama.cpp's prompt cache on (nbchat no longer sends
 `cache_prompt: false`; each summary request is primed instead, see
-`nbchat.compaction.summariser`). The chat's own request is sent once before the first
+`nbchat.compaction.modelsummariser`). The chat's own request is sent once before the first
 compaction, as in a real chat. Reported: how many of the five checkpoints equal the first, and
 the first line that differs when one does not; the prompt tokens each run computed (the first
 reads the instruction, the others find it all in the cache). Slow: minutes on two busy cores.

@@ -29,8 +29,9 @@ from nbchat.compaction.cacheform import (
     cache_prefix_end,
 )
 from nbchat.compaction.engine import CompactionEngine
+from nbchat.compaction.modelsummariser import OpenAISummariser
 from nbchat.compaction.prompts import ITEM_CHARS, RESPONSE_FORMAT, SECTION_ITEMS, parse_reply
-from nbchat.compaction.summariser import OpenAISummariser, SummaryReply
+from nbchat.compaction.summariser import SummaryReply
 from nbchat.config import Settings
 from nbchat.conversation.events import CompactionFinished, Event
 from nbchat.conversation.loop import Conversation

@@ -13,8 +13,9 @@ from compaction_strategies import SUMMARY, FakeSummariser
 from fakeserver import FakeServer, Reply
 from fixtures_server import Canned, ScriptedServer, client_for, settings_for
 
-from nbchat.compaction import summariser as summariser_module
-from nbchat.compaction.summariser import OpenAISummariser, SummaryReply, to_compaction_error
+from nbchat.compaction import modelsummariser as summariser_module
+from nbchat.compaction.modelsummariser import OpenAISummariser, to_compaction_error
+from nbchat.compaction.summariser import SummaryReply
 from nbchat.compaction.writer import SummaryWriter, write_digest
 from nbchat.config import Settings
 from nbchat.embedded.server import start_server

@@ -18,10 +18,11 @@ caller's (`nbchat.conversation.session.apply_compaction`).
     notebookfacts    the notebook variables and cells referred to, for the facts
     prompts          what the summariser is asked and how its answer is read
     echoes           a summary that copies its instruction or repeats itself, found
-    summariser       the summariser seam (`Summariser`, `SummaryReply`) and `OpenAISummariser`,
-                     the one place compaction calls a model server
+    summariser       the summariser seam (`Summariser`, `SummaryReply`)
+    modelsummariser  `OpenAISummariser`: the one place compaction calls a model server (kept
+                     apart so importing compaction loads neither openai nor the client)
     writer           `SummaryWriter`/`write_digest`: a summary asked, chunk by chunk
 
-Must not: import the conversation loop, the store or widgets. Pure except `OpenAISummariser`
+Must not: import the conversation loop, the store or widgets. Pure except `modelsummariser`
 (HTTP) and the summariser calls `steps.compact` makes through the writer it is handed.
 """

@@ -13,7 +13,7 @@ Input larger than the summariser's window is cut into chunks of whole transcript
 engine summarises them one after the other, each chunk updating the summary so far.
 
 Pure: no I/O. `nbchat.compaction.writer` drives a summariser over the chunks;
-`nbchat.compaction.summariser` is the one module that calls a model.
+`nbchat.compaction.modelsummariser` is the one module that calls a model.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """`SummaryWriter` and `write_digest`: a summary asked of the summariser, chunk by chunk.
 
 The writer talks to a `Summariser` (`nbchat.compaction.summariser`): one handed in, or its own
-`nbchat.compaction.summariser.OpenAISummariser`, built at first use. `write_digest` cuts the
+`nbchat.compaction.modelsummariser.OpenAISummariser`, built at first use. `write_digest` cuts the
 transcript into chunks that fit the summariser's window next to the prompts and the reply, then
 asks for each chunk in turn, every request after the first *updating* the summary so far (the first
 updates the previous compaction's summary, when there is one). A cancel is honoured between chunks
@@ -42,7 +42,7 @@ from nbchat.history import Message, Row, estimate_tokens
 if TYPE_CHECKING:
     import openai
 
-    from nbchat.compaction.summariser import OpenAISummariser
+    from nbchat.compaction.modelsummariser import OpenAISummariser
     from nbchat.config import Settings
 
 __all__ = ["Digest", "SummaryWriter", "joined", "write_digest"]
@@ -104,7 +104,7 @@ class SummaryWriter:
         """The writer's own summariser (the chat's server unless `summary_model` says else)."""
         if self._own is None:
             # Imported here: only this path needs the HTTP client (and openai).
-            from nbchat.compaction.summariser import OpenAISummariser
+            from nbchat.compaction.modelsummariser import OpenAISummariser
 
             self._own = OpenAISummariser(self._client, model=self._model, settings=self._settings)
         return self._own
