@@ -35,7 +35,7 @@ class TextDelta:
 @dataclass(frozen=True)
 class TextWithdrawn:
     """The text streamed so far was a call that did not validate, written as JSON; the reply is
-    asked again (`nbchat.llm.correction.second_chance`) and that text is no part of it."""
+    asked again (`nbchat.llm.reader.second_chance`) and that text is no part of it."""
 
 
 @dataclass(frozen=True)
