@@ -25,7 +25,7 @@ from fixtures_server import Canned, ScriptedServer, pretend_embedded_server
 
 from nbchat.cli import doctor as doctor_module
 from nbchat.cli.command import main
-from nbchat.embedded.machine import Machine
+from nbchat.embedded.modelfiles import Machine
 from nbchat.embedded.runtime import is_running
 from nbchat.embedded.server import find_running
 from nbchat.store.records import CompactionRecord

@@ -19,8 +19,15 @@ from contextlib import closing
 from typing import TYPE_CHECKING
 
 from nbchat.config import API_KEY_VARIABLES, Settings, UnknownVariableWarning, unknown_variables
-from nbchat.embedded.machine import choose_model, read_machine
-from nbchat.embedded.modelfiles import AUTO, MODELS, missing_requirements, model_key, model_path
+from nbchat.embedded.modelfiles import (
+    AUTO,
+    MODELS,
+    choose_model,
+    missing_requirements,
+    model_key,
+    model_path,
+    read_machine,
+)
 from nbchat.embedded.server import find_running
 from nbchat.embedded.slots import MAX_BYTES, MAX_FILES, kept_sizes, slot_dir
 from nbchat.errors import ConfigError, NbchatError, ServerUnavailableError
