@@ -19,36 +19,37 @@ Roles and what the model sees (`build_messages`):
 and says what it dropped, so a request is never rejected for an orphan. `History` keeps rows
 with their token estimates and a running total, so budget checks are O(1).
 
-This package is the ground floor's row model; import its names from here:
-
-    rows    `Row`, the roles, `to_row`, `to_valid_text`, the len//3 estimate
-    calls   `ToolCall`, call ids, reading an `assistant_full` row's stored calls
-    wire    `repair_rows`, `build_messages`, `to_message`: rows as the messages sent
-    ledger  `History` (per-row estimates, running total, reported usage), `context_tokens`
+This package is the ground floor's row model; import its names from here. They live in one
+module, `rows`: `Row`, the roles, `to_row`, `to_valid_text`, the len//3 estimate; `ToolCall`,
+call ids, reading an `assistant_full` row's stored calls; `repair_rows`, `build_messages`,
+`to_message` (rows as the messages sent); `History` (per-row estimates, running total, reported
+usage) and `context_tokens`.
 
 Pure: no I/O, no threads, no widgets.
 """
 
-from nbchat.history.calls import ToolCall, new_call_id, parse_tool_calls, stored_calls
-from nbchat.history.ledger import History, context_tokens
 from nbchat.history.rows import (
     CHARS_PER_TOKEN,
     ROLES,
-    UNSENT_ROLES,
-    Row,
-    RowLike,
-    estimate_tokens,
-    request_overhead_tokens,
-    to_row,
-    to_valid_text,
-)
-from nbchat.history.wire import (
     SUMMARY_HEADING,
+    UNSENT_ROLES,
+    History,
     Message,
     Repair,
+    Row,
+    RowLike,
+    ToolCall,
     build_messages,
+    context_tokens,
+    estimate_tokens,
+    new_call_id,
+    parse_tool_calls,
     repair_rows,
+    request_overhead_tokens,
+    stored_calls,
     to_message,
+    to_row,
+    to_valid_text,
 )
 
 __all__ = [
