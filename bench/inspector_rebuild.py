@@ -32,7 +32,7 @@ from nbchat.history import Row, build_messages
 from nbchat.store.records import CompactionRecord
 from nbchat.store.store import Store
 from nbchat.tools import default_registry
-from nbchat.ui.inspector import render_request
+from nbchat.ui.cards import render_request
 
 ROWS = 10_000
 REPEATS = 5

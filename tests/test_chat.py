@@ -19,7 +19,7 @@ from nbchat.conversation.loop import Conversation
 from nbchat.conversation.session import TITLE_CHARS
 from nbchat.errors import ContextOverflowError, NbchatError, ServerUnavailableError
 from nbchat.history import History, Row, build_messages
-from nbchat.llm.stream import TextDelta
+from nbchat.llm.reader import TextDelta
 from nbchat.stopping import StopSignal
 from nbchat.store.store import Store
 from nbchat.ui.actions import Attachment, with_attachments

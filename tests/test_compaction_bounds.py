@@ -29,7 +29,7 @@ from nbchat.compaction.facts import (
     parse_latest,
     render_latest,
 )
-from nbchat.compaction.summariser import SummaryReply
+from nbchat.compaction.result import SummaryReply
 from nbchat.config import Settings
 from nbchat.conversation.events import Done, Event, Failed, Notice, RequestStarted
 from nbchat.conversation.loop import Conversation

@@ -43,7 +43,7 @@ from nbchat.conversation.loop import Conversation
 from nbchat.errors import CompactionError
 from nbchat.history import UNSENT_ROLES, History, Message, Row, ToolCall, build_messages, to_row
 from nbchat.llm.client import stream_chat
-from nbchat.llm.stream import ReasoningDelta, TextDelta
+from nbchat.llm.reader import ReasoningDelta, TextDelta
 from nbchat.store.store import Store
 from nbchat.tools import ToolExecutor, default_registry
 from nbchat.ui.cards import row_widget

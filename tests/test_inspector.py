@@ -37,7 +37,7 @@ from nbchat.store.sqlite import MIGRATIONS
 from nbchat.store.store import Store
 from nbchat.ui import ChatUI
 from nbchat.ui.actions import Attachment, with_attachments
-from nbchat.ui.inspector import RequestLink
+from nbchat.ui.cards import RequestLink
 
 API_KEY = "sk-inspector-secret-4f1c9a"
 USAGE = {"prompt_tokens": 120, "completion_tokens": 7, "duration": 0.5}

@@ -36,7 +36,7 @@ from nbchat.embedded.modelfiles import (
 from nbchat.embedded.server import LocalServer, ensure_server, find_running, start_server
 from nbchat.errors import ConfigError, ServerUnavailableError
 from nbchat.llm.client import stream_chat
-from nbchat.llm.stream import ToolCallsReady
+from nbchat.llm.reader import ToolCallsReady
 from nbchat.tools import default_registry
 
 if sys.version_info >= (3, 11):

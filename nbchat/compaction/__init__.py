@@ -6,7 +6,8 @@ caller's (`nbchat.conversation.session.apply_compaction`).
 
     engine           `CompactionEngine`: the original API, a thin front over the steps
     steps            `CompactionSettings`, `Preparation`, `prepare`, `reuse`, `compact`
-    result           `CompactionResult` and its `Edit` and `SummaryUsage`: what a compaction did
+    result           `CompactionResult` and its `Edit` and `SummaryUsage`: what a compaction
+                     did; the summariser seam (`Summariser`, `SummaryReply`)
     cacheform        where a history is cut (rows to summarise, tail kept verbatim), and the
                      summary asked as the chat's own prefix plus one instruction
     prune            the cheap layers: old tool outputs become placeholders; the brief
@@ -18,7 +19,6 @@ caller's (`nbchat.conversation.session.apply_compaction`).
     notebookfacts    the notebook variables and cells referred to, for the facts
     prompts          what the summariser is asked and how its answer is read
     echoes           a summary that copies its instruction or repeats itself, found
-    summariser       the summariser seam (`Summariser`, `SummaryReply`)
     modelsummariser  `OpenAISummariser`: the one place compaction calls a model server (kept
                      apart so importing compaction loads neither openai nor the client)
     writer           `SummaryWriter`/`write_digest`: a summary asked, chunk by chunk

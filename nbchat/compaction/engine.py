@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 from nbchat.compaction.cacheform import RequestShape
 from nbchat.compaction.prompts import SummaryFormat
 from nbchat.compaction.prune import BRIEF_CAP
-from nbchat.compaction.result import CompactionResult
+from nbchat.compaction.result import CompactionResult, Summariser
 from nbchat.compaction.steps import (
     PRUNE_ALONE,
     CompactionSettings,
@@ -46,7 +46,6 @@ from nbchat.compaction.steps import (
     reuse,
     trigger_tokens,
 )
-from nbchat.compaction.summariser import Summariser
 from nbchat.compaction.writer import SummaryWriter
 from nbchat.config import DEFAULT_SUMMARY_MAX_TOKENS, DEFAULT_TRIGGER_FACTOR
 from nbchat.history import History, Row, context_tokens, estimate_tokens, request_overhead_tokens

@@ -19,7 +19,7 @@ from typing import Any
 import openai
 
 from nbchat.compaction.engine import CompactionEngine
-from nbchat.compaction.summariser import Summariser
+from nbchat.compaction.result import Summariser
 from nbchat.config import Settings
 from nbchat.errors import ContextOverflowError, ServerUnavailableError
 from nbchat.history import CHARS_PER_TOKEN, estimate_tokens, request_overhead_tokens

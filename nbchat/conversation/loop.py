@@ -25,8 +25,7 @@ from collections.abc import Callable, Iterator, Sequence
 import openai
 
 from nbchat.compaction.engine import CompactionEngine
-from nbchat.compaction.result import CompactionResult
-from nbchat.compaction.summariser import Summariser
+from nbchat.compaction.result import CompactionResult, Summariser
 from nbchat.config import Settings
 from nbchat.conversation.budget import Budget
 from nbchat.conversation.events import Done, Event, Failed, Notice
@@ -406,7 +405,7 @@ class Conversation:
         return last_request(self.store, self.session_id)
 
     def _round_choice(self, number: int, requested: str | None) -> str | None:
-        """`tools.choice`'s rule: the caller's choice first, words on the last round and after
+        """The rule of `nbchat.tools.offer`: the caller's choice first, words on the last round and after
         repeated calls; None lets the model (or, on a small one, its first step) choose."""
         rounds = self.settings.max_tool_turns
         return round_choice(self.history.rows, number=number, rounds=rounds, requested=requested)

@@ -42,7 +42,7 @@ from nbchat.errors import ContextOverflowError, NbchatError, ServerUnavailableEr
 from nbchat.history import Row, ToolCall, build_messages, new_call_id
 from nbchat.llm.client import stream_chat
 from nbchat.llm.firststep import ask_arguments, ask_first_step
-from nbchat.llm.stream import ReasoningDelta, TextDelta, TextWithdrawn
+from nbchat.llm.reader import ReasoningDelta, TextDelta, TextWithdrawn
 from nbchat.store.store import Store
 from nbchat.tools.arithmetic import work_out
 from nbchat.tools.offer import (

@@ -57,7 +57,7 @@ from nbchat.conversation.prepare import CheckpointPreparer, Situation
 from nbchat.conversation.session import Session
 from nbchat.errors import CompactionError, ContextOverflowError, NbchatError
 from nbchat.history import UNSENT_ROLES, History, Row, ToolCall
-from nbchat.llm.stream import (
+from nbchat.llm.reader import (
     Finish,
     ReasoningDelta,
     StreamEvent,

@@ -47,7 +47,7 @@ from nbchat.errors import NbchatError
 from nbchat.history import Row, build_messages
 from nbchat.llm.client import stream_chat
 from nbchat.llm.endpoint import Connection
-from nbchat.llm.stream import Finish, Usage
+from nbchat.llm.reader import Finish, Usage
 from nbchat.stopping import StopSignal
 
 __all__ = ["WARM_GRACE", "Prompt", "PromptWarmer", "opening_prompts"]

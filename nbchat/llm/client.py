@@ -6,7 +6,7 @@ usage and the finish reason at the end), Stop (checked at every chunk; a `StopSi
 releases a read blocked on a stalled server), the reply's bounds (a server that ignores
 `max_tokens` is cut at `reply_char_limit`; one that sends only keep-alive comments is given up
 after the read timeout; one event without an end is refused at its byte bound: see
-`nbchat.llm.streamlimits`), the plain-JSON tool-call fallback for small local
+`nbchat.llm.transport`), the plain-JSON tool-call fallback for small local
 models (the stream closed once a call is whole, one second chance for a call that does not
 validate: `nbchat.llm.reader`), asking a llama.cpp server for its context size, and
 translating every openai/httpx error into an `NbchatError` whose message says what to do. The
@@ -33,24 +33,30 @@ from nbchat.history import ToolCall
 from nbchat.llm.reader import (
     ArgumentCheck,
     ChatRequest,
+    Finish,
+    ReasoningDelta,
     ReplyReader,
+    StreamEvent,
+    TextDelta,
+    TextWithdrawn,
+    ToolCallsReady,
+    Usage,
     forced_call_format,
     has_whole_call,
     second_chance,
     text_only_grammar,
 )
 from nbchat.llm.servererrors import midstream_error, partial_note, translate_error
-from nbchat.llm.stream import (
-    Finish,
-    ReasoningDelta,
-    StreamEvent,
-    TextDelta,
-    TextWithdrawn,
-    ToolCallsReady,
-    Usage,
+from nbchat.llm.transport import (
+    IDENTITY,
+    IdleWatch,
+    Release,
+    RequestCancelledError,
+    bound_events,
+    event_byte_limit,
+    http_client,
+    releasing,
 )
-from nbchat.llm.streamlimits import IDENTITY, IdleWatch, bound_events, event_byte_limit
-from nbchat.llm.transport import Release, RequestCancelledError, http_client, releasing
 from nbchat.stopping import StopSignal
 
 __all__ = [  # the stream's events are re-exported: callers import them from here

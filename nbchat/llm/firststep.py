@@ -34,8 +34,7 @@ import openai
 from nbchat.config import public_url
 from nbchat.errors import ServerError
 from nbchat.llm.servererrors import translate_error
-from nbchat.llm.streamlimits import IDENTITY
-from nbchat.llm.transport import Release, RequestCancelledError, releasing
+from nbchat.llm.transport import IDENTITY, Release, RequestCancelledError, releasing
 from nbchat.stopping import StopSignal
 
 __all__ = [

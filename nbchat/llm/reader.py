@@ -1,5 +1,10 @@
-"""Reading one streamed reply: `ReplyReader` (its state while its chunks arrive), the tool call a
-small model wrote as plain JSON text (the fallback), and that call's corrections.
+"""A streamed chat reply: what it is made of (the events), and reading it as its chunks arrive, with
+the tool call a small model wrote as plain JSON text and that call's corrections.
+
+What one streamed chat reply is made of: reasoning and text deltas as they arrive; the
+assembled tool calls, the usage and the finish reason at the end.
+
+Pure values: no I/O.
 
 Recognising a tool call that a small model wrote as plain text instead of `tool_calls`.
 
@@ -62,13 +67,19 @@ from typing import Any, TypeAlias
 from openai.types.chat import ChatCompletionChunk
 
 from nbchat.history import ToolCall, new_call_id, to_valid_text
-from nbchat.llm.stream import Finish, ReasoningDelta, StreamEvent, TextDelta, ToolCallsReady, Usage
 
 __all__ = [
     "ArgumentCheck",
     "CALL_OPENINGS",
     "ChatRequest",
+    "Finish",
+    "ReasoningDelta",
     "ReplyReader",
+    "StreamEvent",
+    "TextDelta",
+    "TextWithdrawn",
+    "ToolCallsReady",
+    "Usage",
     "answer_instead",
     "cached_tokens_of",
     "call_from_text",
@@ -82,6 +93,53 @@ __all__ = [
     "second_chance",
     "text_only_grammar",
 ]
+
+
+@dataclass(frozen=True)
+class ReasoningDelta:
+    text: str
+
+
+@dataclass(frozen=True)
+class TextDelta:
+    text: str
+
+
+@dataclass(frozen=True)
+class TextWithdrawn:
+    """The text streamed so far was a call that did not validate, written as JSON; the reply is
+    asked again (`nbchat.llm.reader.second_chance`) and that text is no part of it."""
+
+
+@dataclass(frozen=True)
+class ToolCallsReady:
+    """Every tool call of the reply, in index order; `from_content`: found by the JSON fallback."""
+
+    calls: tuple[ToolCall, ...]
+    from_content: bool = False
+
+
+@dataclass(frozen=True)
+class Usage:
+    """The server's counts; `cached_tokens`: prompt tokens it served from its prompt cache
+    (llama.cpp's `timings.cache_n`, OpenAI's `prompt_tokens_details.cached_tokens`), None when
+    it did not say."""
+
+    prompt_tokens: int | None
+    completion_tokens: int | None
+    cached_tokens: int | None = None
+
+
+@dataclass(frozen=True)
+class Finish:
+    """Why the reply ended: "stop", "length", "tool_calls", "stopped" (our Stop); None: unsaid."""
+
+    reason: str | None
+
+
+StreamEvent: TypeAlias = (
+    ReasoningDelta | TextDelta | TextWithdrawn | ToolCallsReady | Usage | Finish
+)
 
 
 CALL_OPENINGS = ("{", "```", "<tool_call>")

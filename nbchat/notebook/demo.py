@@ -1,5 +1,5 @@
-"""The demo session for the notebooks: its script (the demo project's files and every turn), and how
-it is written into a store the same way every time.
+"""Demo material for the notebooks, whose cells must hold calls, not logic: the scripted demo
+session and the acting demo's helpers.
 
 The demo session's script: the demo project's files, every user and model turn of the
 session (text, reasoning, tool calls and their results), the hand-written pytest output and the
@@ -39,11 +39,18 @@ outlines of rows that leave out model text.
 
 Must not: be needed by the chat itself or call a model. It writes only where it is told (the store
 it is given) or into fresh temporary directories (`demo_store`, `scratch_workspace`).
+
+Helpers for the acting demo (`notebooks/05-acting.ipynb`), whose cells must hold calls, not
+logic: an approval card's question as plain text, a tool's newest result, and the notebook
+lines a compaction keeps by code (`nbchat.compaction.notebookfacts`).
+
+Must not: be needed by the chat itself, or call a model.
 """
 
 from __future__ import annotations
 
 import atexit
+import html
 import json
 import shutil
 import tempfile
@@ -51,13 +58,16 @@ import threading
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
+from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
 from nbchat.compaction.engine import CompactionEngine
-from nbchat.compaction.summariser import SummaryReply
+from nbchat.compaction.facts import collect_facts
+from nbchat.compaction.notebookfacts import render_cells
+from nbchat.compaction.result import SummaryReply
 from nbchat.conversation.session import apply_compaction
-from nbchat.history import History, Message, Row, estimate_tokens
+from nbchat.history import History, Message, Row, estimate_tokens, to_row
 from nbchat.store.store import Store
 from nbchat.tools import ApprovalRequest, ToolContext
 
@@ -74,9 +84,12 @@ __all__ = [
     "ScriptedSummariser",
     "TESTS",
     "add_demo_session",
+    "card_text",
     "count_files",
     "demo_rows",
     "demo_store",
+    "kept_by_compaction",
+    "last_result",
     "outline",
     "scratch_workspace",
     "tool_results",
@@ -449,3 +462,41 @@ def _scratch_directory(prefix: str) -> Path:
     path = Path(tempfile.mkdtemp(prefix=prefix))
     atexit.register(shutil.rmtree, path, ignore_errors=True)
     return path
+
+
+class _Text(HTMLParser):
+    """The text of some HTML, each `<pre>` and block on lines of its own."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.parts: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag in ("pre", "div", "p"):
+            self.parts.append("\n")
+
+    def handle_data(self, data: str) -> None:
+        self.parts.append(data)
+
+
+def card_text(card: Any) -> str:
+    """What an approval card asks, as text: the question line, then the code or the diff."""
+    parser = _Text()
+    parser.feed(str(card.question.value))
+    parser.close()
+    lines = [line.rstrip() for line in html.unescape("".join(parser.parts)).split("\n")]
+    return "\n".join(line for line in lines if line)
+
+
+def last_result(rows: Iterable[Sequence[str]], tool: str) -> str:
+    """The newest result of `tool` in `rows`."""
+    found = [row[1] for row in rows if row[0] == "tool" and row[3] == tool]
+    return found[-1] if found else f"(no result of {tool} yet)"
+
+
+def kept_by_compaction(rows: Iterable[Sequence[str]]) -> list[str]:
+    """The notebook lines a compaction of `rows` keeps by code: each cell the assistant
+    inserted, edited or ran, and each of its runs with how it ended."""
+    facts = collect_facts([to_row(row) for row in rows])
+    acted = [(key, note) for key, note in facts.cells if not key.isdigit()]
+    return render_cells(acted)

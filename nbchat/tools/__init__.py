@@ -6,11 +6,13 @@
                                output cap, always answered with text (nbchat.tools.executor)
     ApprovalRequest            what an approver (a widget card, a script's callback) is asked
     ToolContext                what a tool that asks for it learns: workspace, limits, Stop
+                               (nbchat.tools.schema)
     default_registry()         a fresh registry holding the built-in tools (nbchat.tools.builtins)
 
 The modules behind them:
 
-    schema      JSON schemas and argument checks from signatures (pydantic, docstring-parser)
+    schema      JSON schemas and argument checks from signatures (pydantic, docstring-parser),
+                and `ToolContext`: what a running tool may know (workspace, limits, Stop)
     builtins    the file and shell tools; fileaccess opens paths without following links out
                 of the workspace, lines streams bounded reads and regex searches with a time
                 limit, listing walks folders and globs inside the workspace
@@ -27,7 +29,6 @@ The modules behind them:
     offer       which tools a request offers (on small models, only when asked for) and which
                 tools each round of a turn may use there
     overview    the workspace's top-level names and the names its source files define
-    context     `ToolContext`: what a running tool may know (workspace, limits, Stop)
     arithmetic  the expressions in a message worked out exactly, for a small model to state
     mcp         tools from the user's MCP servers (the optional `mcp` SDK): mcplink holds one
                 server's session on its own event loop, mcpcall checks a call's arguments
@@ -40,9 +41,9 @@ Importing this package does no work: the built-in tools are described when a reg
 from __future__ import annotations
 
 from nbchat.tools.builtins import builtin_tools
-from nbchat.tools.context import ToolContext
 from nbchat.tools.executor import ApprovalRequest, ToolExecutor, ToolOutcome
 from nbchat.tools.registry import Tool, ToolRegistry, tool
+from nbchat.tools.schema import ToolContext
 
 __all__ = [
     "ApprovalRequest",

@@ -48,7 +48,6 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from nbchat.errors import NbchatError
-from nbchat.tools.context import ToolContext
 from nbchat.tools.fileaccess import open_folder, open_regular
 from nbchat.tools.listing import (
     HERE,
@@ -59,6 +58,7 @@ from nbchat.tools.listing import (
     entries_of,
     ignore_text,
 )
+from nbchat.tools.schema import ToolContext
 
 __all__ = [
     "Listing",

@@ -7,7 +7,8 @@ startup.py     the link to the model server: connect, check the model, "Start lo
 view.py        `EventView`: the conversation's events -> widget updates (one `match`), and a tool
                call waiting on the user: the approval card shown, the turn paused until decided
 cards.py       one widget per row; `ApprovalCard`; an edit's diff and a run's code on it (the
-               acting tools' results); the message list rebuilt from the store (request links)
+               acting tools' results); the message list rebuilt from the store; the "request"
+               link under each reply: the request exactly as it was sent
 messages.py    the message list and the throttled streaming text
 render.py      untrusted text -> safe HTML (markdown, code, cards, notices); the icons as
                CSS-painted shapes (no emoji font needed)
@@ -16,17 +17,16 @@ transcript.py  the static HTML transcript shown beside the widget where no kerne
 visible.py     text shown exactly: invisible and bidi characters as escapes; where the math is,
                in one linear pass (set aside for MathJax)
 actions.py     what Enter does: slash commands (what exists, how they parse) carried out on a
-               `CommandTarget` protocol; /attach: cells, outputs, errors and variables sent along
+               `CommandTarget` protocol; /attach: cells, outputs, errors and variables sent
+               along; "rewind to here", /rewind and ui.rewind: the chat and the notebook go
+               back together
 worker.py      the one worker thread every turn runs on; failed turns collected so `wait()`
-               returns False and the cell prints them
-idletime.py    the idle-time work after a turn (preparing a compaction), cancelled by any
-               user action
+               returns False and the cell prints them; the idle-time work after a turn
+               (preparing a compaction), cancelled by any user action
 compactflow.py compaction you steer: preview → accept/edit/discard, undo (with a confirmation),
                and its cards: the preview card, the compaction card (what it replaced, Undo)
-inspector.py   the "request" link under each reply: the request exactly as it was sent
 acting.py      acting on the notebook, put together: the open notebook the page holds (JupyterLab,
                Notebook 7), the tools over it, the Stop button off the main thread
-rewinding.py   "rewind to here", /rewind and ui.rewind: the chat and the notebook go back together
 """
 
 from __future__ import annotations

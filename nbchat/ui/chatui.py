@@ -17,9 +17,9 @@ Displayed, the chat also leaves a static transcript beside the widget for where 
 (`nbchat.ui.transcript`).
 
 This module owns the layout, the clicks and the turns on the worker; its parts do the rest:
-the session list (`picker`), the model server link (`startup`), tool approvals (`approval`),
-the message list rebuilt from the store (`timeline`), slash commands (`commands`, `actions`)
-and compaction you steer (`compactflow`).
+the header, session list and input (`controls`), the model server link (`startup`), tool
+approvals (`view`), the message list rebuilt from the store (`cards`), slash commands
+(`actions`) and compaction you steer (`compactflow`).
 """
 
 from __future__ import annotations
@@ -41,19 +41,16 @@ from nbchat.store.store import Store
 from nbchat.tools import ApprovalRequest, ToolRegistry
 from nbchat.tools.notebook import current_shell, notebook_tools
 from nbchat.ui.acting import NotebookActing, can_act, route_off_main_thread
-from nbchat.ui.actions import Attachment, submit_text
-from nbchat.ui.cards import ApprovalCard, transcript_factories
+from nbchat.ui.actions import Attachment, stale_notes, start_rewind, submit_text, user_widget
+from nbchat.ui.cards import ApprovalCard, RequestLink, latest_request_link, transcript_factories
 from nbchat.ui.compactflow import CompactionFlow, PreviewCard
 from nbchat.ui.controls import Controls, SessionPicker
-from nbchat.ui.idletime import IdleWork
-from nbchat.ui.inspector import RequestLink, latest_request_link
 from nbchat.ui.messages import MessageList
 from nbchat.ui.render import STYLE, destination_badge, render_notice
-from nbchat.ui.rewinding import stale_notes, start_rewind, user_widget
 from nbchat.ui.startup import ServerStartup, ready_status
 from nbchat.ui.transcript import TranscriptDisplay
 from nbchat.ui.view import ApprovalDesk, EventView
-from nbchat.ui.worker import CellReport, Worker, database_message
+from nbchat.ui.worker import CellReport, IdleWork, Worker, database_message
 
 # `ready_status` and `transcript_factories` are imported from here by tests and notebooks.
 __all__ = ["ChatUI", "ready_status", "transcript_factories"]

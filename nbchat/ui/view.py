@@ -44,11 +44,17 @@ from nbchat.conversation.events import (
 )
 from nbchat.errors import NbchatError
 from nbchat.history import Row
-from nbchat.llm.stream import ReasoningDelta, TextDelta, TextWithdrawn
+from nbchat.llm.reader import ReasoningDelta, TextDelta, TextWithdrawn
 from nbchat.stopping import StopSignal
 from nbchat.tools import ApprovalRequest
-from nbchat.ui.cards import ApprovalCard, Collapsible, render_review, row_widget, tool_result_widget
-from nbchat.ui.inspector import RequestLink
+from nbchat.ui.cards import (
+    ApprovalCard,
+    Collapsible,
+    RequestLink,
+    render_review,
+    row_widget,
+    tool_result_widget,
+)
 from nbchat.ui.messages import MessageList, StreamingText
 from nbchat.ui.render import render_label, render_notice
 
@@ -114,10 +120,10 @@ class EventView:
         self.restore_input: Callable[[str], None] = lambda _text: None
         # The card for a compaction that happened (ChatUI's adds what it replaced and Undo).
         self.compaction_widget: Callable[[CompactionResult], widgets.Widget] | None = None
-        # The "request" link under each reply (`nbchat.ui.inspector`); ChatUI gives the maker.
+        # The "request" link under each reply (`nbchat.ui.cards`); ChatUI gives the maker.
         self.request_link: Callable[[], RequestLink | None] = lambda: None
         self.last_request_link: RequestLink | None = None
-        # A user's message as shown (with its "rewind to here" button, `nbchat.ui.rewinding`),
+        # A user's message as shown (with its "rewind to here" button, `nbchat.ui.actions`),
         # from the row and its stored id (`user_row_id`: the newest active user row's).
         self.user_widget: Callable[[Row, int | None], widgets.Widget] = lambda row, _row_id: (
             row_widget(row)
