@@ -405,7 +405,8 @@ class Conversation:
         return last_request(self.store, self.session_id)
 
     def _round_choice(self, number: int, requested: str | None) -> str | None:
-        """The rule of `nbchat.tools.offer`: the caller's choice first, words on the last round and after
-        repeated calls; None lets the model (or, on a small one, its first step) choose."""
+        """The rule of `nbchat.tools.offer`: the caller's choice first, words on the last round
+        and after repeated calls; None lets the model (or, on a small one, its first step)
+        choose."""
         rounds = self.settings.max_tool_turns
         return round_choice(self.history.rows, number=number, rounds=rounds, requested=requested)
