@@ -30,7 +30,7 @@ from helpers import from_front_end, recording_comms, shown_text
 from kernelpage import PageCell, apply_request
 
 from nbchat.compaction.facts import collect_facts, parse_facts, render_facts
-from nbchat.compaction.notebookfacts import ACTING_TOOLS as FACT_TOOLS
+from nbchat.compaction.findings import ACTING_TOOLS as FACT_TOOLS
 from nbchat.config import Settings
 from nbchat.history import Row
 from nbchat.store.store import Store

@@ -25,7 +25,7 @@ from nbchat.compaction.facts import (
     render_facts,
     strip_facts,
 )
-from nbchat.compaction.notebookfacts import NOTEBOOK_TOOLS
+from nbchat.compaction.findings import NOTEBOOK_TOOLS
 from nbchat.history import Row, to_row
 from nbchat.tools.notebook import notebook_tools
 from nbchat.tools.schema import ToolContext

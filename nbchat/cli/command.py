@@ -44,7 +44,7 @@ from nbchat.embedded.runtime import LOG_FILE, is_running
 from nbchat.embedded.server import LocalServer, Wanted, ensure_server, find_running
 from nbchat.errors import ConfigError, NbchatError, ServerUnavailableError
 from nbchat.history import request_overhead_tokens
-from nbchat.store.export import requests_to_markdown
+from nbchat.store.catalog import requests_to_markdown
 from nbchat.store.store import Store
 
 if TYPE_CHECKING:  # openai takes ~0.4 s to import and only the doctor needs it

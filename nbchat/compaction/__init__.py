@@ -10,13 +10,13 @@ caller's (`nbchat.conversation.session.apply_compaction`).
                      did; the summariser seam (`Summariser`, `SummaryReply`)
     cacheform        where a history is cut (rows to summarise, tail kept verbatim), and the
                      summary asked as the chat's own prefix plus one instruction
-    prune            the cheap layers: old tool outputs become placeholders; the brief
-                     transcript (one short line a message) a small summariser reads
+    prune            what is done by code: old tool outputs become placeholders; the brief
+                     transcript (one short line a message) a small summariser reads; the key
+                     lines of the old rows kept word for word beside the summary
     facts            what code keeps across a compaction (files, errors, the user's words), and
                      the user's latest message, carried whole through a cut inside its turn
-    headlines        a tool output's error headlines, found by code
-    keylines         the lines of the old rows kept word for word beside the summary
-    notebookfacts    the notebook variables and cells referred to, for the facts
+    findings         what the facts find in rows by code: a tool output's error headlines,
+                     the notebook variables and cells referred to
     prompts          what the summariser is asked and how its answer is read
     echoes           a summary that copies its instruction or repeats itself, found
     modelsummariser  `OpenAISummariser`: the one place compaction calls a model server (kept

@@ -19,10 +19,10 @@ Facts that code, not the summariser, keeps across a compaction.
 A small model can drop a file path or an error line from its summary; these cannot be dropped,
 because they are read from the rows by code and appended to the summary under their own
 headings: files read and files modified (from the tool calls' arguments), tool failures (every
-distinct error headline, `nbchat.compaction.headlines`: newest first, the oldest kept whatever
+distinct error headline, `nbchat.compaction.findings`: newest first, the oldest kept whatever
 came after them, many per-test lines of one file folded into one), the user's own words
 verbatim (the head of the first message always, then the newest) and the notebook's variables
-and cells the conversation referred to (`nbchat.compaction.notebookfacts`). Each list has a
+and cells the conversation referred to (`nbchat.compaction.findings`). Each list has a
 token budget, applied when rendered, so the block stays small however long the session was.
 
 Facts carry forward: `parse_facts` reads them back from a previous summary's `# Recorded facts`
@@ -38,10 +38,11 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from nbchat.compaction.headlines import error_headlines, fold_headlines
-from nbchat.compaction.notebookfacts import (
+from nbchat.compaction.findings import (
     CELLS_HEADING,
     VARIABLES_HEADING,
+    error_headlines,
+    fold_headlines,
     merge_notes,
     notebook_references,
     parse_cells,

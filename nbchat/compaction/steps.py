@@ -36,9 +36,15 @@ from nbchat.compaction.facts import (
     render_latest,
     strip_facts,
 )
-from nbchat.compaction.keylines import key_lines_of, render_key_lines
 from nbchat.compaction.prompts import SMALL_CHECKPOINT_TOKENS, SummaryFormat, to_blocks
-from nbchat.compaction.prune import apply_replacements, brief_blocks, find_prunable, protected_start
+from nbchat.compaction.prune import (
+    apply_replacements,
+    brief_blocks,
+    find_prunable,
+    key_lines_of,
+    protected_start,
+    render_key_lines,
+)
 from nbchat.compaction.result import (
     CompactionResult,
     Edit,
@@ -91,7 +97,7 @@ MIN_CHECKPOINT_TOKENS = 96
 # (up to ~850 tokens) is not ready within a reading pause, and beside a budget this small it
 # would leave the tail next to no room.
 SLOW_SMALL_TRIGGER = 4_000
-# The key lines (`nbchat.compaction.keylines`) go beside the facts only when the rows replaced
+# The key lines (`nbchat.compaction.prune`) go beside the facts only when the rows replaced
 # are at least this many times their size.
 KEY_LINES_SHARE = 10
 # Why nothing is summarised, when nothing is.

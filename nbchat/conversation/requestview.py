@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from nbchat.compaction.notebookfacts import attachments_in
+from nbchat.compaction.findings import attachments_in
 from nbchat.compaction.prune import is_placeholder
 from nbchat.history import Message, Row, estimate_tokens
 from nbchat.store.records import StoredRow

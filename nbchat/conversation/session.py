@@ -49,7 +49,7 @@ import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
-from nbchat.compaction.notebookfacts import typed_text
+from nbchat.compaction.findings import typed_text
 from nbchat.compaction.result import CompactionResult
 from nbchat.config import Settings
 from nbchat.errors import LeaseLostError, SessionLockedError, StoreError

@@ -42,7 +42,7 @@ it is given) or into fresh temporary directories (`demo_store`, `scratch_workspa
 
 Helpers for the acting demo (`notebooks/05-acting.ipynb`), whose cells must hold calls, not
 logic: an approval card's question as plain text, a tool's newest result, and the notebook
-lines a compaction keeps by code (`nbchat.compaction.notebookfacts`).
+lines a compaction keeps by code (`nbchat.compaction.findings`).
 
 Must not: be needed by the chat itself, or call a model.
 """
@@ -64,7 +64,7 @@ from typing import Any
 
 from nbchat.compaction.engine import CompactionEngine
 from nbchat.compaction.facts import collect_facts
-from nbchat.compaction.notebookfacts import render_cells
+from nbchat.compaction.findings import render_cells
 from nbchat.compaction.result import SummaryReply
 from nbchat.conversation.session import apply_compaction
 from nbchat.history import History, Message, Row, estimate_tokens, to_row

@@ -9,7 +9,7 @@ A store that took a session's writer lease renews it from a heartbeat thread whi
 and every write to that session confirms the lease inside the write's own transaction: once
 another kernel has taken the session over, the write raises `LeaseLostError` and nothing of it
 is stored (`nbchat.store.lease`). The sessions table's SQL lives in `nbchat.store.catalog`, the
-row SQL in `nbchat.store.rowsql`, the exports in `nbchat.store.export`.
+row SQL in `nbchat.store.rowsql`, the exports in `nbchat.store.catalog`.
 
 Compaction never deletes: `replace_with_compacted` and `replace_rows` archive the replaced rows
 and link them to a compaction record. The active history (what the model sees) and the full
@@ -33,7 +33,7 @@ from nbchat.config import Settings
 from nbchat.errors import StoreError
 from nbchat.history import Row, to_row
 from nbchat.store import catalog, lease, requests, rowsql, undo
-from nbchat.store.export import to_json, to_markdown
+from nbchat.store.catalog import to_json, to_markdown
 from nbchat.store.lease import Claims
 from nbchat.store.records import (
     CompactionRecord,

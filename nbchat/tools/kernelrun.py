@@ -29,7 +29,7 @@ each on the kernel's main thread between executions (`KernelQueue`), bounded in 
 A run has a time limit (the tool call's, or less when the model asks): past it, or when Stop is
 pressed, KeyboardInterrupt is raised in the running code; code that was still queued behind a
 user's cell is not run at all. Its text starts with how it ended, in words the transcript and the
-compaction facts read back (`nbchat.compaction.notebookfacts`):
+compaction facts read back (`nbchat.compaction.findings`):
 
     Finished: run 3 ran in 0.12 s.
     Error in run 3: ZeroDivisionError: division by zero

@@ -2,8 +2,9 @@
 
 chatui.py      `ChatUI`: layout, clicks, the worker, and its public surface (press_send, approve…)
 controls.py    its buttons and bars: header, session picker, the message box (`ChatInput`: Enter
-               sends, Shift+Enter newline), input row, status line, the context meter's reading
-startup.py     the link to the model server: connect, check the model, "Start local model"
+               sends, Shift+Enter newline), input row, status line, the context meter's
+               reading; the link to the model server: connect, check the model, "Start local
+               model"
 view.py        `EventView`: the conversation's events -> widget updates (one `match`), and a tool
                call waiting on the user: the approval card shown, the turn paused until decided
 cards.py       one widget per row; `ApprovalCard`; an edit's diff and a run's code on it (the

@@ -17,7 +17,7 @@ Displayed, the chat also leaves a static transcript beside the widget for where 
 (`nbchat.ui.transcript`).
 
 This module owns the layout, the clicks and the turns on the worker; its parts do the rest:
-the header, session list and input (`controls`), the model server link (`startup`), tool
+the header, session list and input (`controls`), the model server link (`controls`), tool
 approvals (`view`), the message list rebuilt from the store (`cards`), slash commands
 (`actions`) and compaction you steer (`compactflow`).
 """
@@ -44,10 +44,9 @@ from nbchat.ui.acting import NotebookActing, can_act, route_off_main_thread
 from nbchat.ui.actions import Attachment, stale_notes, start_rewind, submit_text, user_widget
 from nbchat.ui.cards import ApprovalCard, RequestLink, latest_request_link, transcript_factories
 from nbchat.ui.compactflow import CompactionFlow, PreviewCard
-from nbchat.ui.controls import Controls, SessionPicker
+from nbchat.ui.controls import Controls, ServerStartup, SessionPicker, ready_status
 from nbchat.ui.messages import MessageList
 from nbchat.ui.render import STYLE, destination_badge, render_notice
-from nbchat.ui.startup import ServerStartup, ready_status
 from nbchat.ui.transcript import TranscriptDisplay
 from nbchat.ui.view import ApprovalDesk, EventView
 from nbchat.ui.worker import CellReport, IdleWork, Worker, database_message
