@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from nbchat.conversation.events import RowSaved
-from nbchat.history.rows import Row, ToolCall
+from nbchat.history import Row, ToolCall
 from nbchat.tools import default_registry
 from nbchat.tools.notebook import notebook_tools
 

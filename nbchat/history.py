@@ -1,23 +1,31 @@
-"""The row model, whole: the row and its roles, its tool calls, the running token ledger
-(`History`), and how rows become the messages the model is sent.
-
-The row and its roles: `Row`, `to_row` (a checked row, its text valid Unicode) and the
-baseline token estimate, the one place its rule is written (`estimate_tokens`).
+"""The row, the roles, and how rows become the messages the model is sent.
 
 A row is `(role, content, tool_id, tool_name, tool_args)`: a `NamedTuple`, so a plain 5-tuple
 such as `("user", "hi", "", "", "")` compares equal to it and works wherever a row is expected.
+`to_row` checks one and makes its text valid Unicode (see `to_valid_text`), so every row that
+is stored or sent can be encoded.
 
-Tool calls: `ToolCall` (one call as the model made it), fresh call ids, and reading the
-`tool_calls` JSON an `assistant_full` row stores, strictly (`parse_tool_calls`, for what is
-sent) or leniently (`stored_calls`, for code that only looks).
+Roles and what the model sees (`build_messages`):
+- `user`, `assistant`: plain turns, sent as they are.
+- `analysis`: the model's reasoning; stored and shown, never sent back.
+- `assistant_full`: an assistant message that carried tool calls; `tool_args` holds the
+  `tool_calls` JSON list exactly as it will be sent again.
+- `tool`: one tool result; `tool_id` is the call id it answers, `tool_name` the tool.
+- `system`: a notice that belongs in the transcript (stopped, error); never sent.
+- `compacted`: the summary of everything before it; folded into the system prompt, so chat
+  templates never meet a system message in the middle of a conversation.
 
-`History`: rows with their token estimates and a running total, so budget checks are
-O(1); and `context_tokens`, the one rule for the size of the next request.
+`repair_rows` drops tool results whose call is missing and tool calls whose result is missing,
+and says what it dropped, so a request is never rejected for an orphan. `History` keeps rows
+with their token estimates and a running total, so budget checks are O(1).
 
-How rows become the messages the model is sent: `repair_rows` drops tool results whose
-call is missing and tool calls whose result is missing (and says what it dropped), so a request
-is never rejected for an orphan; `build_messages` turns the repaired rows into OpenAI chat
-messages, with every `compacted` summary folded into the system prompt.
+Also here: `ToolCall` (one call as the model made it), fresh call ids, and reading the
+`tool_calls` JSON an `assistant_full` row stores, strictly (`parse_tool_calls`, for what is sent)
+or leniently (`stored_calls`, for code that only looks); `context_tokens`, the one rule for the
+size of the next request, and `estimate_tokens`, the one place the baseline estimate's rule
+(len // 3) is written.
+
+This module is the ground floor's row model.
 
 Pure: no I/O, no threads, no widgets.
 """
