@@ -1,22 +1,20 @@
 """What the kernel ran and what the notebook holds: `KernelState` from IPython's events, and the
 cells as the model sees them against it.
 
-`KernelState`: what this kernel actually ran, as seen from IPython's own events.
-
 The model reasons about the notebook from what it reads, and a notebook's cells are not what the
 kernel ran: a cell edited since it ran, cells run out of order, a variable whose cell was deleted.
 So the chat follows the kernel's executions from the moment it starts (IPython's `pre_run_cell`
 and `post_run_cell` events, on the kernel's main thread): for each execution its number, the
 front end's cell id (ipykernel passes it) and the source it ran, and which of the user's names it
 bound or rebound (compared by identity before and after, so no user code runs). The assistant's
-own runs (`nbchat.tools.kernelrun`) are recorded here too, by `note_run`.
+own runs (`nbchat.tools.kernelrun`) are recorded here too, by `note_run`: that is
+`KernelState`, what this kernel actually ran, as seen from IPython's own events.
 
 It also says whether a user's cell is executing now (`executing`), and calls its listeners when
 one starts and when one ends (`on_change`), which is how model code queued behind a cell learns
 that the kernel is free (`nbchat.tools.kernelrun`).
 
-One `KernelState` per shell (`kernel_state`), shared by every chat in the kernel. Must not run
-user code, read values (only their `id`), or change the namespace.
+One `KernelState` per shell (`kernel_state`), shared by every chat in the kernel.
 
 The notebook's cells as the model sees them: the `Document` a front end holds, how a cell is
 named (its id, an id's first characters, or its position), what each cell's state is against
@@ -30,7 +28,9 @@ variables, the ones whose cell has *changed since* or is *no longer in the noteb
 The `Document` is a seam: the widget's front-end link (`nbchat.ui.acting`) in JupyterLab and
 Notebook 7; nothing where no front end holds a notebook (`why_absent` says why, in one sentence).
 `take_back` undoes one change the assistant made (for a rewind), never over the user's own edit.
-Must not: talk to a front end, or run code.
+
+Must not: talk to a front end, run user code, read values (only their `id`), or change the
+namespace.
 """
 
 from __future__ import annotations

@@ -1,12 +1,10 @@
 """Running code for the model on the kernel's main thread: the queue between executions
 (`KernelQueue`) and the runs it carries (`run_code`, `run_cell`).
 
-`KernelQueue`: the model's code runs on the kernel's main thread, between executions.
-
-The user's namespace belongs to the kernel's main thread: code run from another thread would
-race the user's own cells (and SIGINT, the only way to interrupt Python code, reaches the main
-thread alone). So a tool that runs code hands a job to this queue and waits; the job runs on the
-main thread at one of two moments, whichever comes first:
+`KernelQueue`: the user's namespace belongs to the kernel's main thread: code run from another
+thread would race the user's own cells (and SIGINT, the only way to interrupt Python code, reaches
+the main thread alone). So a tool that runs code hands a job to this queue and waits; the job runs
+on the main thread at one of two moments, whichever comes first:
 
 - the kernel's event loop, between executions: ipykernel's `io_loop.add_callback` is safe from
   any thread. In ipykernel 7 the job then takes the kernel's own lock over shell messages
@@ -21,15 +19,13 @@ A job still waiting `QUEUED_AFTER` seconds after it was queued, while a user's c
 is *queued* behind it, and the caller is told (`on_queued`), so the chat can say so.
 `Ticket.interrupt()` raises KeyboardInterrupt in the running job (SIGINT sent to the main
 thread while the job's own handler is installed, so the signal never lands anywhere else);
-`Ticket.cancel()` drops a job that has not started. Must not decide what a job does.
+`Ticket.cancel()` drops a job that has not started. The queue never decides what a job does.
 
-Running code for the model: `run_code` (code the model wrote) and a cell's source (`run_cell`),
-each on the kernel's main thread between executions (`KernelQueue`), bounded in time and output.
-
-A run has a time limit (the tool call's, or less when the model asks): past it, or when Stop is
-pressed, KeyboardInterrupt is raised in the running code; code that was still queued behind a
-user's cell is not run at all. Its text starts with how it ended, in words the transcript and the
-compaction facts read back (`nbchat.compaction.findings`):
+The runs: `run_code` (code the model wrote) and a cell's source (`run_cell`), each through the
+queue, bounded in time and output. A run has a time limit (the tool call's, or less when the model
+asks): past it, or when Stop is pressed, KeyboardInterrupt is raised in the running code; code that
+was still queued behind a user's cell is not run at all. Its text starts with how it ended, in words
+the transcript and the compaction facts read back (`nbchat.compaction.findings`):
 
     Finished: run 3 ran in 0.12 s.
     Error in run 3: ZeroDivisionError: division by zero

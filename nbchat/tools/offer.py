@@ -1,15 +1,13 @@
 """A small model's first step: what it is shown to choose (the offer) and which tools each round may
 use (the choice).
 
-What a small model is shown to choose a turn's first step: its own short prompt, apart from
-the chat's.
-
-On the embedded model (and any llama.cpp server with `tools_on_request`) the chat's requests
-carry no tool schemas. Qwen's chat template renders schemas as ~800 tokens of JSON and shows the
-call format with doubled braces, which the 1.5B copies (`{{"name": ...}}}}`); offered them, it
-calls a tool for "17 × 23" and invents `add`; and told about tools in the chat's own prompt, it
-answers "you can use the `read_file` tool" instead of answering (issue 19). So whether a turn
-looks first is asked separately (`nbchat.llm.firststep`), on the messages built here:
+The offer is a short prompt of its own, apart from the chat's. On the embedded model (and any
+llama.cpp server with `tools_on_request`) the chat's requests carry no tool schemas. Qwen's chat
+template renders schemas as ~800 tokens of JSON and shows the call format with doubled braces, which
+the 1.5B copies (`{{"name": ...}}}}`); offered them, it calls a tool for "17 × 23" and invents
+`add`; and told about tools in the chat's own prompt, it answers "you can use the `read_file` tool"
+instead of answering (issue 19). So whether a turn looks first is asked separately
+(`nbchat.llm.firststep`), on the messages built here:
 
 - `ROUTER_PROMPT`: what the model decides and when to look, with each tool as one line
   (`describe_tools`), then short example exchanges (`EXAMPLES`, none of them a user's words
@@ -22,17 +20,14 @@ looks first is asked separately (`nbchat.llm.firststep`), on the messages built 
   since and the start of their results, so "open that file" or "now the tests" can be followed;
 - what the message names of the workspace and the notebook (`named_in`: "the logs" names
   `logs/`, "my todo list" `todo.md`, "big" the variable `big`), which also makes the caller lean
-  to looking (`nbchat.tools.offer`);
+  to looking (the choice, below);
 - the user's message; the reply is then opened as `{"tool": "` for the model to continue.
 
 The chat's own prompt stays the user's prompt (and the overview): the answer is written as in
 any chat, and a call, once chosen, is written there too, forced to that tool's schema.
 
-Pure: no I/O.
-
-Which tools each round of a turn may use on a small model, and how its first step is weighed.
-
-On a model that gets its tools described in the prompt (`nbchat.tools.offer`):
+The choice: which tools each round of a turn may use on a model that gets its tools described
+in the prompt (the offer above), and how its first step is weighed:
 
 - the caller's choice wins on the first round (`send(..., tool_choice=...)`);
 - a later round answers in words ("none") when it is the turn's last round, or when the model's

@@ -1,9 +1,9 @@
 """What the workspace holds, for the prompt: its top-level names and folders, and the names its
 source files define.
 
-The names the workspace's source files define (`def greet`, `class Store`, `function x`), so
-that a message naming one ("where is greet defined?", "how does slugify work") is known to be
-about the user's own code, not a general question (`nbchat.tools.offer.named_in`).
+The symbols: the names the workspace's source files define (`def greet`, `class Store`, `function
+x`), so that a message naming one ("where is greet defined?", "how does slugify work") is known to
+be about the user's own code, not a general question (`nbchat.tools.offer.named_in`).
 
 Bounded and safe like the overview it follows: only the source files the overview lists (at
 most `MAX_FILES`), each opened inside the workspace without following links
@@ -11,11 +11,7 @@ most `MAX_FILES`), each opened inside the workspace without following links
 (linear), at most `MAX_SYMBOLS` names; a file is read again only when its size or modification
 time changed (`SymbolIndex`). Names only: no source text leaves this module.
 
-Must not: read anything the overview does not list, or run code.
-
-The workspace overview: the workspace's top-level names and what its folders hold, for the
-system prompt.
-
+The overview: the workspace's top-level names and what its folders hold, for the system prompt.
 A 0.5B model asked "Show me src/app.py" called `read_file("/path/to/src/app.py")`, and asked
 which files there are it invented some. Naming the workspace's entries in the system prompt
 (when tools are offered) gives it real paths to use. Bounded and safe by construction: one
@@ -33,7 +29,8 @@ line of its own.
 turn, and the text only changes when the listing does, so the prompt stays byte-identical for
 the server's prompt cache.
 
-Must not: read file contents (but `.gitignore`), or list anything below the top-level folders.
+Must not: run code, read file contents (but `.gitignore` and the listed source files' first
+bytes, for their names), or list anything below the top-level folders.
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
 """The text a notebook tool hands the model about a value: its bounded preview, with what looks like
 a secret masked.
 
-Masking secrets in text a tool hands to the model: what looks like a secret, and why.
-
-Owns two decisions and nothing else: whether a name looks like it holds a secret
+Masking owns two decisions: whether a name looks like it holds a secret
 (`is_secret_name`: `api_key`, `GITHUB_TOKEN`, `db_password`, `Authorization`, …) and
 `mask_secrets`, which replaces, in any text (a value's repr, a cell's source, a traceback), what
 looks like a secret with a marker that says why (`[masked: looks like an API key]`), so the model
@@ -22,8 +20,6 @@ moves on past what it read, so no input makes them backtrack over it again.
 What it cannot catch, and the README says so: a secret under an ordinary name in no recognisable
 format (`x = "hunter2"`), one split or encoded (base64 of a key), or one in a format not listed.
 
-Must not: read variables, environment or files; it only rewrites text.
-
 The text of a preview: one value's one-line summary, its bounded repr, an array's statistics,
 a DataFrame's head, an exception's traceback; each cut to a size, none copying a big value.
 
@@ -36,10 +32,10 @@ real classes, taken from `sys.modules`, not by the module a type claims; a big `
 dict or array is sliced or sampled, never copied whole or sorted.
 
 Values under secret-looking names (the variable's, or a dict key's) are replaced by a marker;
-the caller masks what looks like a secret in the finished text (nbchat.tools.preview).
+the caller masks what looks like a secret in the finished text (`mask_secrets`, above).
 
-Must not: import numpy or pandas (a value of theirs means they are imported already), or know
-about tools and namespaces.
+Must not: read variables, environment or files (masking only rewrites text), import numpy or
+pandas (a value of theirs means they are imported already), or know about tools and namespaces.
 """
 
 from __future__ import annotations

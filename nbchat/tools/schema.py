@@ -2,24 +2,20 @@
 (`ToolContext`, never shown in its schema) and the JSON schemas and argument checks made from
 signatures.
 
-`ToolContext`: what a running tool may know about where and how it runs.
-
-Owns the per-call context (workspace root, time limit and the deadline it sets, output limit,
-the environment for child processes, the Stop event), the limit a model may ask for within it
+`ToolContext` is the per-call context (workspace root, time limit and the deadline it sets, output
+limit, the environment for child processes, the Stop event), the limit a model may ask for within it
 (`time_limit`), the lexical workspace rule (`resolve`; opening files race-free is
-`nbchat.tools.fileaccess`), the allow-list of environment variables a tool's child process
-inherits, with secret-looking names withheld unless named exactly (`safe_environment`), and how
-long output is cut (`cap_output`).
+`nbchat.tools.fileaccess`), the allow-list of environment variables a tool's child process inherits,
+with secret-looking names withheld unless named exactly (`safe_environment`), and how long output is
+cut (`cap_output`).
 
 A tool asks for it by declaring a parameter annotated `ToolContext`; the executor fills it in and
-the schema never shows it to the model. Must not: run tools, read files or start processes.
+the schema never shows it to the model.
 
 What a tool function looks like to a model: its description, its JSON schema, and the words the
-model reads when its arguments are wrong.
-
-pydantic builds the schema from the signature and validates the arguments (strict JSON mode: true
-is not 1, "1" is not a number); docstring-parser reads the parameter texts of a Google, NumPy or
-reST docstring. What stays nbchat's own is here:
+model reads when its arguments are wrong. pydantic builds the schema from the signature and
+validates the arguments (strict JSON mode: true is not 1, "1" is not a number); docstring-parser
+reads the parameter texts of a Google, NumPy or reST docstring. What stays nbchat's own is here:
 
 - which parameters are shown: not a `ToolContext` one (the executor supplies it), nor `*args` or
   `**kwargs`; a parameter is required when it has no default and is not typed `X | None` (such a
@@ -30,7 +26,8 @@ reST docstring. What stays nbchat's own is here:
   was given (`path: expected a string, got 3`, `missing required argument 'path'`, `unexpected
   argument 'colour'`), with long values shortened.
 
-Must not: call tools (the executor does) or describe the tool's name (the registry does).
+Must not: call tools (the executor does), read files, start processes, or describe the tool's
+name (the registry does).
 """
 
 from __future__ import annotations
