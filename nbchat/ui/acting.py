@@ -25,22 +25,22 @@ The protocol:
 
 Replies are handled on the kernel's main thread (as every widget message is), so a change waits
 while a cell executes; a page that does not answer within the call's time is reported, not
-retried. Must not: decide what to change (the tools do) or keep any state the page does not send.
+retried.
 
-`NotebookActing`: what lets one chat act on its notebook, put together.
+`NotebookActing`: what lets one chat act on its notebook, put together. In a kernel (a real IPython
+shell), a chat gets the acting tools (`nbchat.tools.acting`) over: the open notebook
+(`NotebookDocument`, through the widget manager's document context), the kernel's main thread
+(`KernelQueue`: the model's code runs between executions, or while a cell waits on the chat in
+`ui.wait()`) and what the kernel actually ran (`KernelState`). Each insert and edit is kept in the
+store under the session and the tool call (for the rewind); a run that has to wait for the user's
+own cell says so in the chat; and the user's messages carry a "rewind to here" button
+(`rewind_button`), which takes the chat and the notebook back together on the chat's worker (the
+page's answers arrive on the kernel's main thread, which must stay free meanwhile). The Stop
+button's clicks are handled on a subshell (`route_off_main_thread`), so Stop reaches the model's
+code while it runs on the main thread.
 
-In a kernel (a real IPython shell), a chat gets the acting tools (`nbchat.tools.acting`) over:
-the open notebook (`NotebookDocument`, through the widget manager's document context), the
-kernel's main thread (`KernelQueue`: the model's code runs between executions, or while a cell
-waits on the chat in `ui.wait()`) and what the kernel actually ran (`KernelState`). Each insert
-and edit is kept in the store under the session and the tool call (for the rewind); a run that
-has to wait for the user's own cell says so in the chat; and the user's messages carry a
-"rewind to here" button (`rewind_button`), which takes the chat and the notebook back together
-on the chat's worker (the page's answers arrive on the kernel's main thread, which must stay
-free meanwhile). The Stop button's clicks are handled on a subshell (`route_off_main_thread`),
-so Stop reaches the model's code while it runs on the main thread.
-
-No SQL, HTTP or prompt text here.
+Must not: decide what to change (the tools do) or keep any state the page does not send. No SQL,
+HTTP or prompt text here.
 """
 
 from __future__ import annotations

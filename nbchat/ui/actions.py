@@ -1,41 +1,31 @@
 """What the user asks for besides a message: what Enter does, slash commands, /attach, and rewinding
 the chat and the notebook to an earlier message.
 
-Slash commands typed in the chat input: what exists, how it parses, and the help text (with
-the tools the model may call and the MCP servers they come from).
-
-Pure: parsing and wording only. `ChatUI` carries each command out.
-
-Context from the notebook itself: a cell's source or output, the last traceback, a variable.
-
-`/attach cell 3`, `/attach output 3`, `/attach error`, `/attach var df` turn what the kernel
-already holds (IPython's `In`, `Out`, the last exception, the user namespace) into text that goes
-with the next message, each under a heading and capped, so "why does this fail?" needs no
-copying. Without IPython (a plain script) attaching says so instead of failing.
-
-Reads the shell it is given; must not run code or import ipywidgets.
-
-Carrying out slash commands for a `ChatUI`: each command one small function; and what Enter
-does with the text typed (`submit_text`: a command runs, anything else is sent).
-
-Work that touches the model or a session switch goes through the UI's worker; quick store
-reads and writes (list, rename, export) happen here. No SQL, HTTP or prompt text.
-
-The commands act on a `CommandTarget`: what they need of the widget, as a protocol that
+Slash commands typed in the chat input: what exists, how each parses, and the help text (with
+the tools the model may call and the MCP servers they come from). Carrying them out for a
+`ChatUI`: each command one small function; and what Enter does with the text typed
+(`submit_text`: a command runs, anything else is sent). Work that touches the model or a session
+switch goes through the UI's worker; quick store reads and writes (list, rename, export) happen
+here. The commands act on a `CommandTarget`: what they need of the widget, as a protocol that
 `ChatUI` meets, so this module does not import `chatui` (which imports this one).
 
+Context from the notebook itself: `/attach cell 3`, `/attach output 3`, `/attach error`,
+`/attach var df` turn what the kernel already holds (IPython's `In`, `Out`, the last exception,
+the user namespace) into text that goes with the next message, each under a heading and capped,
+so "why does this fail?" needs no copying. Attaching reads the shell it is given and runs no
+code; without IPython (a plain script) it says so instead of failing.
+
 Rewinding from the chat: the "rewind to here" button under each of the user's messages,
-`ui.rewind(back)` and `/rewind [n]`, all running the same flow on the chat's worker.
+`ui.rewind(back)` and `/rewind [n]`, all running the same flow on the chat's worker. The
+conversation takes the chat and the notebook back together (`nbchat.conversation.session`), the
+message list is rebuilt from the store (the archived rows stay in it, marked, as after an edit),
+the message's text goes back in the input, and a notice says what happened to each cell
+(restored, removed, or left alone because the user edited it by hand). A chat without a notebook
+(a script, no kernel) rewinds the chat alone. The work runs on the worker because the page's
+answers to the notebook changes arrive on the kernel's main thread, which a click handler would
+block. Also here: the variables' note about cells that changed or went, for the variables'
+listing.
 
-The flow: the conversation takes the chat and the notebook back together
-(`nbchat.conversation.session`), the message list is rebuilt from the store (the archived rows
-stay in it, marked, as after an edit), the message's text goes back in the input, and a notice
-says what happened to each cell (restored, removed, or left alone because the user edited it
-by hand). A chat without a notebook (a script, no kernel) rewinds the chat alone. The work runs
-on the worker because the page's answers to the notebook changes arrive on the kernel's main
-thread, which a click handler would block.
-
-Also here: the variables' note about cells that changed or went, for the variables' listing.
 No SQL, HTTP or prompt text.
 """
 

@@ -1,24 +1,20 @@
 """Compaction you steer, and its cards: preview → accept/edit/discard, the compaction card (what it
 replaced, Undo) and undo with a confirmation.
 
-The compaction cards: the preview card (a proposed compaction with Accept, Edit then
-accept, or Discard), the compaction card in the chat (what was replaced, and Undo while it is
-the latest compaction), and the confirmation an undo or an edited summary asks for when the
-history would be over the compaction trigger.
+`CompactionFlow`: what a `ChatUI` does for compaction you steer. `/compact [focus]` and the
+Compact button ask for a preview and show it as a `PreviewCard`; Accept (or Edit, then accept)
+applies it, first asking for a confirmation when the edited summary would put the history over
+the compaction trigger; Discard drops it. Every compaction card in the chat, automatic ones too,
+shows what it replaced and an Undo button while it is the latest; Undo (or `/undo-compact`)
+takes it back, first asking for a confirmation when the history would be over the compaction
+trigger again. The work runs as turns on the chat's worker (`run_turn`), so Stop, the busy state
+and the failure reporting work as for a reply; clicks only queue it.
 
-Widgets only: each button calls the callback it was given (`nbchat.ui.compactflow` queues the
-work); model text is escaped or goes through `render`. No SQL, HTTP or prompt text.
-
-`CompactionFlow`: what a `ChatUI` does for compaction you steer.
-
-`/compact [focus]` and the Compact button ask for a preview and show it as a `PreviewCard`;
-Accept (or Edit, then accept) applies it, first asking for a confirmation when the edited
-summary would put the history over the compaction trigger; Discard drops it. Every compaction
-card in the chat, automatic ones too, shows what it replaced and an Undo button while it is the
-latest; Undo (or `/undo-compact`) takes it back, first asking for a confirmation when the
-history would be over the compaction trigger again. The work runs as turns on the chat's worker
-(`run_turn`), so Stop, the busy state and the failure reporting work as for a reply; clicks only
-queue it.
+The cards: the preview card (a proposed compaction with Accept, Edit then accept, or Discard),
+the compaction card in the chat (what was replaced, and Undo while it is the latest compaction),
+and the confirmation an undo or an edited summary asks for when the history would be over the
+compaction trigger. They are widgets only: each button calls the callback it was given (the flow
+queues the work); model text is escaped or goes through `render`.
 
 No SQL, HTTP or prompt text: the conversation (`nbchat.conversation.steer`) does the work; the
 store is only read (the compaction records, the rows a record archived).

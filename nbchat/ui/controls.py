@@ -1,33 +1,30 @@
-"""The chat's controls and its link to the model server: header, session picker, the message box,
-input row, status line, the context meter's reading, and connecting (with "Start local model"
-when the embedded server is not running).
-
-`SessionPicker`: the header's list of sessions, titles newest first, the current one
-selected; choosing another one switches the chat to it.
-
-Both the worker and the kernel thread refresh it, hence the lock; a refresh does not count as
-the user choosing. Reads the store's session list only.
-
-`ChatInput`: the message box — Enter sends, Shift+Enter adds a newline.
-
-ipywidgets' `Textarea` has no key events, so this is a tiny anywidget (an ES module shipped as
-a string: no JavaScript build step). The browser sends the text with the submit message itself,
-so a send never races the `value` sync. JupyterLab's own shortcuts are suppressed while typing.
-Python code (tests, `ChatUI.send`) submits with `submit()`, exactly like pressing Enter.
+"""The chat's controls and its link to the model server: header, session picker, message box, input
+row, status line, the context meter's reading, and connecting (with "Start local model" when the
+embedded server is not running).
 
 `Controls`: a chat's buttons and bars, built and wired once. The header (session picker, New,
 context meter, Compact, where the model runs), the input row (message box, Send, Stop) and the
 one-line status; which of them a busy turn or a broken database disables; the meter's reading
 of the conversation's budget.
 
-No SQL, HTTP or prompt text; what a click does is the `ChatUI`'s (the callbacks it passes in).
+`SessionPicker`: the header's list of sessions, titles newest first, the current one selected;
+choosing another one switches the chat to it. Both the worker and the kernel thread refresh it,
+hence the lock; a refresh does not count as the user choosing. Reads the store's session list
+only.
 
-`ServerStartup`: a `ChatUI`'s link to its model server: connecting (starting the embedded
-server when asked), checking that the server serves the configured model, and offering a
-"Start local model" button when the embedded server is not running.
+`ChatInput`: the message box — Enter sends, Shift+Enter adds a newline. ipywidgets' `Textarea`
+has no key events, so this is a tiny anywidget (an ES module shipped as a string: no JavaScript
+build step). The browser sends the text with the submit message itself, so a send never races
+the `value` sync. JupyterLab's own shortcuts are suppressed while typing. Python code (tests,
+`ChatUI.send`) submits with `submit()`, exactly like pressing Enter.
 
-The work runs on the chat's worker; failures go to the widget and to the cell's report.
-No SQL, HTTP or prompt text: the conversation connects (`Conversation.connect`).
+`ServerStartup`: a `ChatUI`'s link to its model server: connecting (starting the embedded server
+when asked), checking that the server serves the configured model, and offering a "Start local
+model" button when the embedded server is not running. The work runs on the chat's worker;
+failures go to the widget and to the cell's report.
+
+No SQL, HTTP or prompt text: what a click does is the `ChatUI`'s (the callbacks it passes in),
+and the conversation connects (`Conversation.connect`).
 """
 
 from __future__ import annotations

@@ -1,17 +1,4 @@
-"""Untrusted text made safe HTML (markdown, code, cards, notices), with the cards' icons painted in
-CSS.
-
-The cards' icons: empty spans that the chat's stylesheet paints as shapes.
-
-Emoji glyphs need a colour emoji font, which many machines lack (Debian's chromium showed the
-compaction card's emoji as a blank box), so the cards carry `<span class="nbchat-icon ...">`
-instead, and `ICON_STYLE` (part of `render.STYLE`) paints each one in the text colour through a
-CSS mask holding a small SVG shape. The markup itself stays plain HTML with no SVG, style
-attribute or URL in it (what the sanitiser tests require of every card); where the stylesheet
-is absent (the static transcript in a notebook viewer) the span is empty and the card's text
-says the same.
-
-Model output → safe HTML: markdown, code, tool cards, summaries, notices.
+"""Model output → safe HTML: markdown, code, tool cards, summaries, notices, and the cards' icons.
 
 Everything the model (or a tool) wrote is untrusted. Markdown is rendered by markdown-it-py with
 raw HTML disabled, so any tag in the text arrives escaped; link targets must be http(s), mailto
@@ -25,6 +12,14 @@ the live tail. Colours come from JupyterLab's theme variables, so dark themes wo
 fallback that reads on light and dark backgrounds alike (translucent greys, `inherit`), for front
 ends without them. STYLE only relies on ipywidgets 8 and those variables, and hides the static
 transcript (`nbchat.ui.transcript`) in an output area where the live widget shows.
+
+The cards' icons are empty spans that the stylesheet paints as shapes. Emoji glyphs need a
+colour emoji font, which many machines lack (Debian's chromium showed the compaction card's
+emoji as a blank box), so the cards carry `<span class="nbchat-icon ...">` instead, and
+`ICON_STYLE` (part of `STYLE`) paints each one in the text colour through a CSS mask holding a
+small SVG shape. The markup itself stays plain HTML with no SVG, style attribute or URL in it
+(what the sanitiser tests require of every card); where the stylesheet is absent (the static
+transcript in a notebook viewer) the span is empty and the card's text says the same.
 
 Pure: no widgets, no I/O.
 """

@@ -1,22 +1,28 @@
-"""The static HTML transcript shown where no kernel runs, and its copy written into the notebook a
-front end saves.
+"""The chat as static HTML, for a saved notebook opened where no kernel runs, and its copy kept
+current in the notebook a front end saves.
 
-`SavedCopy`: keeps the transcript that a notebook saves current in JupyterLab and Notebook 7,
-sending after each turn only what the turn changed.
+Displaying a `ChatUI` gives two outputs: the live widget, and beside it a `text/html` transcript
+of the session under a display id, replaced through that id after each turn and each switch
+(`TranscriptDisplay`). Where the widget renders live, its stylesheet (`render.STYLE`) hides the
+transcript in the same output area; where it cannot (the notebook opened later without a kernel,
+`jupyter nbconvert --to html`, a notebook viewer) the transcript is what shows.
 
-The transcript beside the widget (`transcript.TranscriptDisplay`) can be replaced through its
-display id. nbclient writes such an update into the notebook, and so do JupyterLab and
-Notebook 7 in the page where the chat's cell ran; but they route an update only to outputs
-displayed in that page since it loaded: in a notebook reopened while the kernel runs (a reload,
-another tab or browser), the transcript output loaded from the file never changes, and the
-notebook saved from there would hold the transcript as of the earlier save.
+Why a second output and not a `text/html` beside the widget view in one mime bundle: JupyterLab
+and Notebook 7 prefer the widget view in a trusted notebook (and show "model not found" without
+a kernel), and nbconvert prefers it whenever the widget state was saved (nbclient saves it), so
+the fallback would not show in either.
 
-So the transcript also travels through this small model-only anywidget (never displayed): its
-front-end code runs once per front end (`initialize`), and where the widget manager has a
-notebook document (`widget_manager.context.model`, as in JupyterLab and Notebook 7, which share
-ipywidgets' JupyterLab manager) it finds the outputs whose metadata carries this transcript's
-key and replaces their `text/html` in the notebook's model, so the next save writes it. Only
-outputs that carry the key are touched, and only when their text differs.
+Where an update lands depends on the front end: nbclient (nbconvert --execute, papermill) and
+other clients that route display updates by id write it into the notebook; JupyterLab and
+Notebook 7 apply an update only to an output displayed in that page since it loaded, so in a
+notebook reopened while the kernel runs (a reload, another tab or browser) the transcript would
+stay as it was saved. So the transcript also travels through a small model-only anywidget that
+is never displayed (`SavedCopy`): its front-end code runs once per front end (`initialize`), and
+where the widget manager has a notebook document (`widget_manager.context.model`, as in
+JupyterLab and Notebook 7, which share ipywidgets' JupyterLab manager) it finds the outputs whose
+metadata carries this transcript's key and replaces their `text/html` in the notebook's model,
+so the next save writes it. Only outputs that carry the key are touched, and only when their
+text differs.
 
 What travels, so that a turn costs what it added and not the whole session (a display update
 and a synced trait each re-sent every message, about twice the transcript per turn):
@@ -34,28 +40,6 @@ Display updates carry the whole transcript, so `TranscriptDisplay` sends them on
 are needed (`needs_display_updates`): until a front end with a notebook document has said
 hello (nbclient and other clients run no widget code, and say nothing), and for good once a
 front end without one has (VS Code, Voila, a console, whose output only display updates reach).
-
-The chat as static HTML, for a saved notebook opened where no kernel runs.
-
-Displaying a `ChatUI` gives two outputs: the live widget, and beside it a `text/html` transcript
-of the session under a display id, replaced through that id after each turn and each switch
-(`TranscriptDisplay`). Where the widget renders live, its stylesheet (`render.STYLE`) hides the
-transcript in the same output area; where it cannot (the notebook opened later without a kernel,
-`jupyter nbconvert --to html`, a notebook viewer) the transcript is what shows.
-
-Why a second output and not a `text/html` beside the widget view in one mime bundle: JupyterLab
-and Notebook 7 prefer the widget view in a trusted notebook (and show "model not found" without
-a kernel), and nbconvert prefers it whenever the widget state was saved (nbclient saves it), so
-the fallback would not show in either.
-
-Where an update lands depends on the front end: nbclient (nbconvert --execute, papermill) and
-other clients that route display updates by id write it into the notebook; JupyterLab and
-Notebook 7 apply an update only to an output displayed in that page since it loaded, so in a
-notebook reopened while the kernel runs (a reload, another tab) the transcript would stay as it
-was saved. So the transcript also goes to a model-only widget (`savedcopy.SavedCopy`) whose
-front-end code writes it into the notebook's own copy of the output, found by the key in the
-output's metadata. That widget sends each turn's change only; once a front end that keeps the
-notebook is there, the whole-transcript display updates stop (`SavedCopy.needs_display_updates`).
 Each message is rendered once and reused while it is shown.
 
 Model text is untrusted: every message goes through `render` (the live view's sanitiser), then

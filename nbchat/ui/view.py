@@ -1,12 +1,10 @@
 """`EventView`: the conversation's events turned into widget updates, including a tool call waiting
 on the user (the approval card, the turn paused until decided).
 
-`EventView`: turns the conversation's events into widget updates.
-
-It runs on the worker thread. Streaming deltas go to a `StreamingText` (throttled); a saved row
-freezes what streamed or adds the row's widget; tool cards, the compacted card, notices and
-errors are added as they happen; the status line and the context meter follow along. Nothing
-here talks to the store or the server.
+`EventView` runs on the worker thread. Streaming deltas go to a `StreamingText` (throttled); a saved
+row freezes what streamed or adds the row's widget; tool cards, the compacted card, notices and
+errors are added as they happen; the status line and the context meter follow along. Nothing here
+talks to the store or the server.
 
 `ApprovalDesk`: a tool call waiting on the user. The approver a `ChatUI` gives its
 conversation: it shows an `ApprovalCard`, pauses the turn (on the worker) until Approve, Deny

@@ -1,11 +1,19 @@
-r"""Text shown exactly, found in one linear pass: invisible and bidi characters as escapes, and
-where the math is (set aside for MathJax).
+r"""Text shown exactly, each found in one linear pass: invisible and bidi characters as escapes,
+and where the math is (set aside for MathJax).
 
-Where the math is in markdown text: `$$…$$`, `\[…\]`, `\(…\)` and inline `$…$`, in one pass.
+Text shown exactly: every character that is invisible, or that changes how its neighbours are
+displayed, becomes a visible escape. What a user approves must be what runs. Bidi controls
+(U+202E reverses what follows), zero-width characters, other format and control characters,
+unusual spaces and combining marks laid over ASCII can make a command look like another one;
+here each is written as a JSON escape (`\u202e`), so the text shown is valid JSON that decodes
+back to exactly the arguments that run. The renderer also displays it left to right whatever
+the script (`nbchat-exact` in its style), so right-to-left letters cannot reorder what
+surrounds them.
 
-The renderer sets these spans aside before markdown so MathJax sees them verbatim. The rules are
-those of the regular expression the renderer used before (DOTALL, leftmost match, alternatives
-in this order),
+Where the math is in markdown text: `$$…$$`, `\[…\]`, `\(…\)` and inline `$…$`. The renderer
+sets these spans aside before markdown so MathJax sees them verbatim. The rules are those of the
+regular expression the renderer used before (DOTALL, leftmost match, alternatives in this
+order),
 
     \$\$.+?\$\$ | \\\[.+?\\\] | \\\(.+?\\\) | (?<![\\$\w])\$(?=\S)[^$\n]+?(?<=\S)\$(?![\w$])
 
@@ -13,18 +21,6 @@ but found in time linear in the text. The expression retried every unclosed open
 whole rest of the text (20,000 unclosed `\(` took 18 s); here a closer found missing after one
 position is known to be missing after every later one, and an inline `$` only ever looks as far
 as the next `$`.
-
-Pure: no I/O.
-
-Text shown exactly: every character that is invisible, or that changes how its neighbours are
-displayed, becomes a visible escape.
-
-What a user approves must be what runs. Bidi controls (U+202E reverses what follows), zero-width
-characters, other format and control characters, unusual spaces and combining marks laid over
-ASCII can make a command look like another one; here each is written as a JSON escape
-(`\u202e`), so the text shown is valid JSON that decodes back to exactly the arguments that
-run. The renderer also displays it left to right whatever the script (`nbchat-exact` in its
-style), so right-to-left letters cannot reorder what surrounds them.
 
 Pure: no widgets, no I/O.
 """

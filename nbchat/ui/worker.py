@@ -1,33 +1,28 @@
-"""The chat's one worker thread, which every turn runs on, the failed turns it collects, and the
-idle-time work it runs after a turn (preparing a compaction), cancelled by any user action.
+"""The chat's one worker thread, the failed turns it collects, and the idle-time work it runs
+after a turn.
 
-`Worker`: the one background thread of a `ChatUI`, running jobs one at a time.
+`Worker`: the one background thread of a `ChatUI`, running jobs one at a time. The kernel
+thread only enqueues jobs and flips a stop signal, so clicks are handled at once while a reply
+streams. `wait()` returns when every submitted job has finished; `close()` ends the thread and
+joins it, so no thread outlives its widget.
 
-The kernel thread only enqueues jobs and flips a stop signal, so clicks are handled at once
-while a reply streams. `wait()` returns when every submitted job has finished; `close()` ends
-the thread and joins it, so no thread outlives its widget.
+`CellReport`: what a `ChatUI` tells the cell that drives it, failures that happened since the
+last `wait()`. A widget's HTML is invisible to a script, to nbconvert and to anyone reading a
+saved notebook's text, so every failure (a failed turn, no model server, a session database
+that cannot be opened) is also kept here and printed by `wait()` on stderr, which lands in the
+calling cell's output, and makes `wait()` return False.
 
-What a `ChatUI` tells the cell that drives it: failures that happened since the last `wait()`.
+`IdleWork`: what a `ChatUI` does on its worker while the user reads. When a turn has ended the
+widget queues one idle job: `Conversation.use_idle_moment`, which prepares the next
+compaction's summary, applies it when the next turn would need it (shown like any compaction)
+and warms the new prefix. The user always comes first: sending, Stop, New, switching session and
+closing call `cancel()`, whose signal closes the summary's (or the warm-up's) HTTP stream at
+once, so the server is free again and the turn queued behind starts; the work resumes at the
+next idle moment. Idle jobs do not count as busy: Send and Stop stay as they were, and
+`ChatUI.wait()` does not wait for them (`Worker.wait()` does).
 
-A widget's HTML is invisible to a script, to nbconvert and to anyone reading a saved notebook's
-text, so every failure (a failed turn, no model server, a session database that cannot be opened)
-is also kept here and printed by `wait()` on stderr, which lands in the calling cell's output,
-and makes `wait()` return False.
-
-Must not: touch widgets or the store; it only collects and prints text.
-
-`IdleWork`: what a `ChatUI` does on its worker while the user reads.
-
-When a turn has ended the widget queues one idle job: `Conversation.use_idle_moment`, which
-prepares the next compaction's summary, applies it when the next turn would need it (shown like
-any compaction) and warms the new prefix. The user always comes first: sending, Stop, New,
-switching session and closing call `cancel()`, whose signal closes the summary's (or the
-warm-up's) HTTP stream at once, so the server is free again and the turn queued behind starts;
-the work resumes at the next idle moment. Idle jobs do not
-count as busy: Send and Stop stay as they were, and `ChatUI.wait()` does not wait for them
-(`wait()` here does).
-
-Must not: write to the store or talk to the server itself (the conversation does).
+Must not: touch widgets, write to the store or talk to the server itself (the conversation
+does); failures are only collected and printed as text.
 """
 
 from __future__ import annotations
