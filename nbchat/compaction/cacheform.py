@@ -1,8 +1,6 @@
 """Where a compaction cuts a history, and the cache form of the summary request that cut makes.
 
-Where a compaction cuts a history: the rows to summarise and the tail kept verbatim.
-
-Two rules, tried in order:
+The cut: the rows to summarise and the tail kept verbatim, by two rules tried in order:
 
 1. The baseline's user-row rule: the tail starts `tail_messages` rows from the end and moves
    back to the nearest `user` row, so a tool result is never separated from its call. Under
@@ -21,11 +19,8 @@ Fewer than two rows to summarise (a leading `compacted` row does not count) is n
 Both rules are fixed points: cutting `[compacted, *tail]` again finds nothing to summarise, so
 compacting twice in a row changes nothing the second time.
 
-Pure: indexes in, indexes out.
-
-The cache form: a summary asked as a continuation of the chat's own last request.
-
-The transcript form (`nbchat.compaction.prompts`) re-serialises the rows into a new prompt, so a
+The cache form: a summary asked as a continuation of the chat's own last request. The transcript
+form (`nbchat.compaction.prompts`) re-serialises the rows into a new prompt, so a
 server with a prompt cache reads them all again: on the embedded model that was ~90% of a
 compaction's cost. The cache form sends instead exactly what the chat sent for the rows being
 replaced, byte for byte: the same system message (`build_messages` with the same system prompt,

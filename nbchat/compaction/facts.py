@@ -1,29 +1,23 @@
 """What code keeps through a compaction, beside the summary: the facts, and the user's latest
 message carried whole through a cut inside its turn.
 
-The user's latest message, carried whole through a compaction that cuts inside its turn.
-
-A long turn (one instruction, many tool rounds) can only shrink by a cut inside the turn, which
-would summarise the instruction the model is still working on. `latest_instruction` finds it
-when a cut would take it; the engine then appends it, whole, to the `compacted` row under its
-own heading (`render_latest`), and a later compaction carries it on (`parse_latest`) until a
+The latest message: a long turn (one instruction, many tool rounds) can only shrink by a cut inside
+the turn, which would summarise the instruction the model is still working on. `latest_instruction`
+finds it when a cut would take it; the engine then appends it, whole, to the `compacted` row under
+its own heading (`render_latest`), and a later compaction carries it on (`parse_latest`) until a
 newer user message takes its place.
 
 Each line is quoted (`> `), so the block ends unambiguously however the message reads, and
 `without_latest` gives back the summary and facts before it.
 
-Pure: text in, text out.
-
-Facts that code, not the summariser, keeps across a compaction.
-
-A small model can drop a file path or an error line from its summary; these cannot be dropped,
-because they are read from the rows by code and appended to the summary under their own
+The facts: a small model can drop a file path or an error line from its summary; these cannot be
+dropped, because they are read from the rows by code and appended to the summary under their own
 headings: files read and files modified (from the tool calls' arguments), tool failures (every
-distinct error headline, `nbchat.compaction.findings`: newest first, the oldest kept whatever
-came after them, many per-test lines of one file folded into one), the user's own words
-verbatim (the head of the first message always, then the newest) and the notebook's variables
-and cells the conversation referred to (`nbchat.compaction.findings`). Each list has a
-token budget, applied when rendered, so the block stays small however long the session was.
+distinct error headline: newest first, the oldest kept whatever came after them, many per-test lines
+of one file folded into one), the user's own words verbatim (the head of the first message always,
+then the newest) and the notebook's variables and cells the conversation referred to (both found by
+`nbchat.compaction.findings`). Each list has a token budget, applied when rendered, so the block
+stays small however long the session was.
 
 Facts carry forward: `parse_facts` reads them back from a previous summary's `# Recorded facts`
 block, and `merge_facts` folds the new rows' facts into them.

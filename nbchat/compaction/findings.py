@@ -1,15 +1,13 @@
 """What code finds in the rows for the recorded facts, in linear time: a tool output's error
 headlines, and the notebook variables and cells a conversation referred to.
 
-Error headlines: the one line of a tool's output that says what went wrong, found by code.
-
-A headline is a Traceback's last line; a line naming an exception (`KeyError: 'x'`, `Error: …`),
-also behind a prefix (pytest's `E       X: …`, pytest-xdist's `INTERNALERROR> X: …`); a test
-runner's summary line (`FAILED …`, `ERROR …`, unittest's `FAIL: …`); a command-line tool's
-`prog: error: …` (argparse) or `error: …` (git, pip); and a shell's own errors (`command not
-found`, `No such file or directory`, `syntax error near unexpected token`, `fatal: …`,
-`Segmentation fault`). Each is kept as the whole stripped line (at most HEADLINE_CHARS), so the
-words the run printed are the words kept.
+Error headlines: the one line of a tool's output that says what went wrong. A headline is a
+Traceback's last line; a line naming an exception (`KeyError: 'x'`, `Error: …`), also behind a
+prefix (pytest's `E       X: …`, pytest-xdist's `INTERNALERROR> X: …`); a test runner's summary line
+(`FAILED …`, `ERROR …`, unittest's `FAIL: …`); a command-line tool's `prog: error: …` (argparse) or
+`error: …` (git, pip); and a shell's own errors (`command not found`, `No such file or directory`,
+`syntax error near unexpected token`, `fatal: …`, `Segmentation fault`). Each is kept as the whole
+stripped line (at most HEADLINE_CHARS), so the words the run printed are the words kept.
 
 `fold_headlines` turns many per-test lines of one file with one message (sixty
 `ERROR tests/test_x.py::test_…` lines from one missing module, say) into one counted line
@@ -17,13 +15,11 @@ words the run printed are the words kept.
 errors out of the facts' budget.
 
 Plain string operations, line by line: linear in the output's length (outputs can be
-megabytes), no regular expression. Pure: no I/O.
+megabytes), no regular expression.
 
-Notebook facts: the variables and cells a conversation referred to, read from its rows by code.
-
-The chat lives in a kernel; after a compaction the model should still know which of the user's
-variables and cells it was working with, even when a small summariser forgot them. They come
-from:
+Notebook facts: the variables and cells a conversation referred to. The chat lives in a kernel;
+after a compaction the model should still know which of the user's variables and cells it was
+working with, even when a small summariser forgot them. They come from:
 - the notebook tools' calls and results (`nbchat.tools.notebook`): `describe_variable(name)`
   and the first line of its answer (`name: DataFrame, shape 3×2, …`); `read_cell(number)` and
   the first line of the source it returned; `last_error`'s traceback, for the cells it names

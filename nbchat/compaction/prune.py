@@ -1,47 +1,40 @@
 """What compaction does by code, with no model: old tool outputs become placeholders, the brief
 transcript a small summariser reads, and the key lines kept word for word beside its summary.
 
-Key lines: what a small summariser most often loses, picked from the summarised rows by code.
+Placeholders, the cheap layer: before any model is asked to summarise, tool outputs outside a
+protected recent window are replaced, in place, by a placeholder that names the tool, says how
+big the output was, and how to read it back: the model has a `read_archived_output(tool_id=...)`
+tool that returns the archived original by its call id (the store keeps every original). The
+placeholder keeps the row's `tool_id` and `tool_name`, so the call/result pairing is untouched,
+and it lists the output's newest error headlines, so the code-computed facts of a later summary
+still see them. The store archives the originals (`Store.replace_rows`).
 
-The facts (`nbchat.compaction.facts`) keep names: files, error headlines, the user's words. A
-model continuing the work also needs where the work stood, which a 0.5B or 1.5B summariser tends
-to drop or blur: the assistant's latest statements of substance (what it found, decided and
-meant to do next: short ones such as "Run it." are skipped), the last changes it made (a diff a
-tool showed, else the editing call), the last test run's result line with its command, and the
-names it wrote in backticks (functions, classes, options, settings), most mentioned first: the
-symbols a summary of a long history drops first, and a later question names.
-
-They are rendered after the facts under their own heading (`KEY_LINES_HEADING`), each line
-quoted or listed so the block reads back unambiguously (`parse_key_lines`), and a later
-compaction carries them on, newer ones first (`merge_key_lines`). Each part has a budget. Not
-on a small trigger (the small checkpoint, `nbchat.compaction.steps`): there the compacted row is
-read again before every reply, and the model's own short checkpoint says where the work stands.
-
-Plain string operations, linear in the rows' length. Pure: no I/O.
-
-The cheap layer of compaction: old tool outputs become short placeholders.
-
-Before any model is asked to summarise, tool outputs outside a protected recent window are
-replaced, in place, by a placeholder that names the tool, says how big the output was, and how
-to read it back: the model has a `read_archived_output(tool_id=...)` tool that returns the
-archived original by its call id (the store keeps every original). The placeholder keeps the
-row's `tool_id` and `tool_name`, so the call/result pairing is untouched, and it lists the
-output's newest error headlines, so the code-computed facts of a later summary still see them.
-
-Pure: decides and builds rows; the store archives the originals (`Store.replace_rows`).
-
-The brief transcript a small, slow summariser reads: each message as one short line, capped.
-
-On the embedded model a summary costs about a second for every 17-35 prompt tokens read (two
+The brief transcript a small, slow summariser reads: each message as one short line, capped. On
+the embedded model a summary costs about a second for every 17-35 prompt tokens read (two
 cores), so a 34k-token history read whole, in five chunks, took 24.6 minutes, and the 0.5B's
-checkpoint named no file and no error anyway. The names are kept by code (the facts and the key
-lines, `nbchat.compaction.facts`, `nbchat.compaction.prune`), so the model reads the story
-instead: the user's messages, the assistant's statements and calls, and each tool result as its
-error headlines or its first words, one line each. The lines are cut shorter, all of them alike,
-until the whole fits `cap` tokens; when even the shortest do not fit, the first user message
-(the task) and the newest lines that fit are kept, with a line that says how many were left out.
+checkpoint named no file and no error anyway. The names are kept by code (the facts,
+`nbchat.compaction.facts`, and the key lines below), so the model reads the story instead: the
+user's messages, the assistant's statements and calls, and each tool result as its error
+headlines or its first words, one line each. The lines are cut shorter, all of them alike, until
+the whole fits `cap` tokens; when even the shortest do not fit, the first user message (the
+task) and the newest lines that fit are kept, with a line that says how many were left out.
 
-Pure: no I/O. Linear in the rows' length (each text is cut before it is split).
+Key lines: what a small summariser most often loses, picked from the summarised rows. The facts
+keep names: files, error headlines, the user's words. A model continuing the work also needs
+where the work stood, which a 0.5B or 1.5B summariser tends to drop or blur: the assistant's
+latest statements of substance (what it found, decided and meant to do next: short ones such as
+"Run it." are skipped), the last changes it made (a diff a tool showed, else the editing call),
+the last test run's result line with its command, and the names it wrote in backticks
+(functions, classes, options, settings), most mentioned first: the symbols a summary of a long
+history drops first, and a later question names. They are rendered after the facts under their
+own heading (`KEY_LINES_HEADING`), each line quoted or listed so the block reads back
+unambiguously (`parse_key_lines`), and a later compaction carries them on, newer ones first
+(`merge_key_lines`). Each part has a budget. Not on a small trigger (the small checkpoint,
+`nbchat.compaction.steps`): there the compacted row is read again before every reply, and the
+model's own short checkpoint says where the work stands.
+
+Pure: decides and builds rows and text, no I/O. Plain string operations, linear in the rows'
+length (each text is cut before it is split).
 """
 
 from __future__ import annotations

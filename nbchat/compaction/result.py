@@ -1,23 +1,20 @@
 """The values at compaction's edges: what a summariser is asked and gives back (the `Summariser`
 seam) and what a compaction did (`CompactionResult`).
 
-The summariser seam: what compaction asks a model for, and what it gets back.
-
-`Summariser` is the one-method protocol the engine talks to; `OpenAISummariser`
+The summariser seam: `Summariser` is the one-method protocol the engine talks to; `OpenAISummariser`
 (`nbchat.compaction.modelsummariser`) is the real one, tests and scripts pass their own. Only the
 engine's own `OpenAISummariser` is asked the extras a server can do (its window, the cache form
 with the chat's tool schemas; `nbchat.compaction.writer`): a summariser handed in is asked
-transcripts, in chunks that fit `summariser_context`. Pure values and a protocol: no I/O.
+transcripts, in chunks that fit `summariser_context`; `SummaryReply` is what it gives back.
 
-`CompactionResult`: what one compaction did, as a value, and how the steps build one.
-
-A result is the new active rows, the sizes before and after, which layer did the work and why,
-and two small values: the `Edit` the store applies (placeholders at their positions, then one
-summary row over the rows it replaces) and the `SummaryUsage` of the summariser (model, tokens,
-requests, the prompt cache, how it was asked). The store write itself belongs to the caller
+`CompactionResult`: what one compaction did, as a value, and how the steps build one. A result is
+the new active rows, the sizes before and after, which layer did the work and why, and two small
+values: the `Edit` the store applies (placeholders at their positions, then one summary row over the
+rows it replaces) and the `SummaryUsage` of the summariser (model, tokens, requests, the prompt
+cache, how it was asked). The store write itself belongs to the caller
 (`nbchat.conversation.session.apply_compaction`).
 
-Pure: values and the functions that build them.
+Pure: values, a protocol and the functions that build the values; no I/O.
 """
 
 from __future__ import annotations
