@@ -1,18 +1,19 @@
 """One streamed reply of a turn, and the tool that reads back a pruned tool output (offered only
 while one is archived).
 
-The tool that reads back a tool output that compaction pruned, by the call id named in its
-placeholder, and when to offer it: only while a placeholder among the rows names an archived
-output (a summary names no call id, so it gives the tool nothing to read). Offered always, a
-0.5B model called it when asked for the current directory (issue 12). It reads the store
-it is handed; it never writes.
-
 One reply of the chat model: the request planned (the tools, sent or described in the system
 prompt, the system prompt, the messages), on a small model its first step asked (answer, or
 which tool), the reply streamed, recorded as sent, and saved with its usage; after a context
 overflow, one forced compaction and one more try (`request_reply`).
 
 A stream that fails keeps what arrived as complete rows and then raises.
+
+The archive tool reads back a tool output that compaction pruned, by the call id named in its
+placeholder, and is offered only while a placeholder among the rows names an archived output (a
+summary names no call id, so it gives the tool nothing to read). Offered always, a 0.5B model
+called it when asked for the current directory (issue 12). It reads the store it is handed; it
+never writes.
+
 Must not import the loop, widgets, or SQL.
 """
 

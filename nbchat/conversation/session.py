@@ -24,21 +24,19 @@ placeholders put at the same positions (`Store.replace_rows`, kind "prune"), the
 summarised rows are archived behind one `compacted` row (`Store.replace_with_compacted`, kind
 "summary" or "chunked"). Nothing is deleted.
 
-Must not: talk to the model, run tools or know about widgets.
-
-Rewinding a conversation to one of the user's earlier messages, the notebook with it.
-
-`rewind(session, document, row_id)` takes the session back to just before the user's message
-stored as `row_id`: the cells the assistant inserted since are removed and the cells it edited
-get their earlier source back (newest change first, each only if the cell still holds what the
-assistant left there: a cell the user edited by hand is left alone, and the outcome says so);
-then, in one transaction, the message and every row after it are archived (kind "rewind": the
-rows stay in the transcript and the export) and the changes are stamped with what became of
-them. The message's text comes back, for the input.
+Rewinding: `rewind(session, document, row_id)` takes the session back to just before the user's
+message stored as `row_id`: the cells the assistant inserted since are removed and the cells it
+edited get their earlier source back (newest change first, each only if the cell still holds what
+the assistant left there: a cell the user edited by hand is left alone, and the outcome says so);
+then, in one transaction, the message and every row after it are archived (kind "rewind": the rows
+stay in the transcript and the export) and the changes are stamped with what became of them. The
+message's text comes back, for the input.
 
 Only messages in the active history can be rewound to (a summary stands for the ones before
-it: undo that compaction first). Must not: know about widgets; it reaches the notebook only
-through the `Document` it is given.
+it: undo that compaction first). The notebook is reached only through the `Document` it is
+given.
+
+Must not: talk to the model, run tools or know about widgets.
 """
 
 from __future__ import annotations

@@ -1,19 +1,15 @@
 """A session as a whole: created, listed with its row counts, deleted with everything it owns, read
-back row by row, and exported as Markdown or JSON with the requests it sent.
+back row by row (skipping or naming corrupt rows), and exported as Markdown or JSON with the
+requests it sent (`nbchat export ID --requests`).
 
-A session's full transcript as Markdown or JSON, and the requests it sent
-(`nbchat export ID --requests`).
+The sessions table's SQL runs on the caller's `Database`, inside the caller's transaction for
+writes (`Store.transaction`), so a delete is all done or not at all.
 
-Pure: takes the session's metadata and its rows as dicts, returns text. Archived rows are kept
-and marked, so an export always holds every original row even after compaction. Each request
-is given as `InspectedRequest.to_dict()` (`nbchat.conversation.requestview`): its parts with their
-token counts and marks, and the body exactly as sent.
-
-The sessions table: create a session, read sessions with their row counts, delete one with
-everything it owns, and read a session's rows back (skipping or naming corrupt ones).
-
-Every function runs on the caller's `Database`, inside the caller's transaction for writes
-(`Store.transaction`), so a delete is all done or not at all.
+The export is pure: it takes the session's metadata and its rows as dicts and returns text.
+Archived rows are kept and marked, so an export always holds every original row even after
+compaction. Each request is given as `InspectedRequest.to_dict()`
+(`nbchat.conversation.requestview`): its parts with their token counts and marks, and the body
+exactly as sent.
 
 Must not: open connections or transactions of its own, or check leases (the store does).
 """

@@ -1,40 +1,30 @@
 """The writer lease, whole: one process writes a session and the others open it read-only; the
 leases one `Store` took (`Claims`), renewed by a `Heartbeat` thread and confirmed by every write.
 
-`Heartbeat`: calls a function every few seconds on a daemon thread, until stopped.
-
-A `Store` runs one while it holds writer leases, to renew them before they expire even when
-the kernel sends nothing for a while (see `nbchat.lease`). It holds only a weak reference to
-the function's object, so a store nobody uses any more is not kept alive by its heartbeat (its
-leases then expire, and another kernel may take the sessions over).
-
-Must not: know what the beat does; it only logs a beat that failed and goes on.
-
-The writer lease: one process writes a session, the others open it read-only.
-
 The lease lives in the session's row: the owner (one `Store` object), the holder's host, PID and
 process identity (its start time, so a reused PID is not mistaken for the holder), and an
 expiry. The holder renews the expiry on every write and from a heartbeat thread while the
-session is open (`nbchat.store.lease`), so a live writer never loses it by age alone.
+session is open, so a live writer never loses it by age alone. A lease is stale, and may be
+taken over, when its expiry has passed (the holder stopped renewing: it hangs, or sits on
+another host that went away) or when its holder on this host is no longer running (no such PID,
+a zombie, or another process under the same PID). Every write confirms, inside its own
+transaction, that the writer still holds the lease, so a writer that lost it can never
+interleave its rows with the new holder's. The lease functions run inside the caller's
+transaction.
 
-A lease is stale, and may be taken over, when its expiry has passed (the holder stopped
-renewing: it hangs, or sits on another host that went away) or when its holder on this host is
-no longer running (no such PID, a zombie, or another process under the same PID). Every write
-confirms, inside its own transaction, that the writer still holds the lease, so a writer that
-lost it can never interleave its rows with the new holder's. These functions run inside the
-caller's transaction.
+`Claims`: the store's side, the writer leases one `Store` took: which sessions it took (and as
+which owner), the heartbeat that renews them, and the check a write makes inside its own
+transaction, so a session another kernel took over is never written. It uses the store's
+`Connections`.
 
-Must not: open connections or transactions of its own.
+`Heartbeat`: calls a function every few seconds on a daemon thread, until stopped. A `Store`
+runs one while it holds writer leases, to renew them before they expire even when the kernel
+sends nothing for a while. It holds only a weak reference to the function's object, so a store
+nobody uses any more is not kept alive by its heartbeat (its leases then expire, and another
+kernel may take the sessions over). It does not know what the beat does; it only logs a beat
+that failed and goes on.
 
-`Claims`: the writer leases one `Store` took, kept alive by a heartbeat and confirmed by
-every write to their sessions.
-
-The lease rows and their SQL live in `nbchat.store.lease`; this module keeps the store's side:
-which sessions it took (and as which owner), the heartbeat that renews them, and the check a
-write makes inside its own transaction, so a session another kernel took over is never
-written.
-
-Must not: open connections of its own (it uses the store's `Connections`), or know rows.
+Must not: open connections or transactions of its own, or know rows.
 """
 
 from __future__ import annotations

@@ -1,23 +1,19 @@
-"""The store's row-level SQL, in the caller's transaction: the history rows (inserting, archiving,
-compacting) and the assistant's changes to notebook cells (table `notebook_changes`).
+"""The store's row-level SQL: the history rows (inserted at positions, archived, the active ones
+found, a compaction recorded and written: a summary, pruned rows, archived last rows) and the
+assistant's changes to notebook cells (table `notebook_changes`).
 
-The store's row-level SQL: insert rows at positions, archive them, find the active ones,
-record a compaction and write it (a summary, pruned rows, archived last rows). Every function
-runs inside the caller's transaction (`Store.transaction`), so a compaction, a prune or a retry
-is all written or not at all.
+Every function runs inside the caller's transaction (`Store.transaction`), so a compaction, a
+prune or a retry is all written or not at all. Nothing here deletes a row: replaced rows are
+archived and linked to their compaction record.
 
-Nothing here deletes a row: replaced rows are archived and linked to their compaction record.
-Must not: open connections or transactions of its own.
+Notebook changes: each insert or edit the assistant made is one record, tied to its session and
+to the tool call that made it: the cell's id and kind, its source before ("" for an inserted
+cell) and after. A rewind settles the records it took back, in the same transaction that
+archives the chat's rows: `reverted_at` and an `outcome` ("reverted", "removed", or why the cell
+was left alone). Nothing is deleted, so the export still shows every change and what became of
+it.
 
-The assistant's changes to notebook cells, as the store keeps them (table `notebook_changes`).
-
-Each insert or edit the assistant made is one record, tied to its session and to the tool call
-that made it: the cell's id and kind, its source before ("" for an inserted cell) and after.
-A rewind settles the records it took back, in the same transaction that archives the chat's
-rows: `reverted_at` and an `outcome` ("reverted", "removed", or why the cell was left alone).
-Nothing is deleted, so the export still shows every change and what became of it.
-
-Runs inside the caller's transaction. Must not: open connections, or know about documents.
+Must not: open connections or transactions of its own, or know about documents.
 """
 
 from __future__ import annotations

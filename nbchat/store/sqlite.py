@@ -1,32 +1,29 @@
 """The store's SQLite file: `Connections` (one per thread, migrated on first use, errors classified)
 and the schema as named, ordered migrations.
 
-The store's schema, as an ordered list of named migrations (sqlite-utils `Migrations`).
-
-Storage model: a `sessions` row per chat; a `rows` row per history row, ordered by
-`(position, id)`. Nothing is ever deleted by compaction: replaced rows get `archived = 1` and the
-`compaction_id` of the `compactions` record that replaced them; the row standing in for them (the
-`compacted` summary, or a pruned placeholder) is inserted with the position of the last row it
-replaced, so the full transcript reads in order and the active view (`archived = 0`) is what the
-model sees. `requests` keeps per-request usage for the context meter and the plots, and (from
-m007) what each chat request sent: its rows by id, its settings, and references to its system
-prompt and tool schemas, which live once each in `request_parts` (see `nbchat.store.requests`).
-`notebook_changes` (m008) holds the cells the assistant inserted or edited, by the tool call
-that did it, for the rewind (`nbchat.store.rowsql`).
+The schema, as an ordered list of named migrations (sqlite-utils `Migrations`). Storage model: a
+`sessions` row per chat; a `rows` row per history row, ordered by `(position, id)`. Nothing is ever
+deleted by compaction: replaced rows get `archived = 1` and the `compaction_id` of the `compactions`
+record that replaced them; the row standing in for them (the `compacted` summary, or a pruned
+placeholder) is inserted with the position of the last row it replaced, so the full transcript reads
+in order and the active view (`archived = 0`) is what the model sees. `requests` keeps per-request
+usage for the context meter and the plots, and (from m007) what each chat request sent: its rows by
+id, its settings, and references to its system prompt and tool schemas, which live once each in
+`request_parts` (see `nbchat.store.requests`). `notebook_changes` (m008) holds the cells the
+assistant inserted or edited, by the tool call that did it, for the rewind (`nbchat.store.rowsql`).
 
 Migrations are never edited once released; a change is a new function at the end, with a
 comment saying why. `KNOWN` lists every name (kept here, as sqlite-utils has no public list of
 a set's names) so a DB written by a newer nbchat is recognised before anything is applied to it.
 
-`Connections`: the store's SQLite file, one connection per thread, migrated on first use.
-
-SQLite connections must not cross threads, so each thread gets its own (closed when the thread
-has ended, or by `close()`). Every connection runs WAL with `synchronous=NORMAL` and a busy
-timeout; a migration runs once, under a file lock so two kernels opening a new file don't race,
-and only after checking that the file was not written by a newer nbchat. `transaction()` is
-one `BEGIN IMMEDIATE`: concurrent writers queue instead of failing, and a failure half-way leaves
-nothing behind. sqlite3 errors stop here and become `StoreError`s that say what to do, chosen by
-SQLite's result code (never by the wording of its message).
+`Connections`: one connection per thread, migrated on first use. SQLite connections must not cross
+threads, so each thread gets its own (closed when the thread has ended, or by `close()`). Every
+connection runs WAL with `synchronous=NORMAL` and a busy timeout; a migration runs once, under a
+file lock so two kernels opening a new file don't race, and only after checking that the file was
+not written by a newer nbchat. `transaction()` is one `BEGIN IMMEDIATE`: concurrent writers queue
+instead of failing, and a failure half-way leaves nothing behind. sqlite3 errors stop here and
+become `StoreError`s that say what to do, chosen by SQLite's result code (never by the wording of
+its message).
 
 A file this process may not write (a read-only file or folder, a read-only mount) opens
 read-only: `mode=ro`, or `immutable=1` when SQLite cannot create the WAL's `-shm` file beside
@@ -34,7 +31,7 @@ it, and `query_only` on top. Sessions can then be listed, shown and exported; ev
 fails with one message saying why. Opening never changes a file it refuses (not a database, a
 newer schema, locked): the error says so, and what to do.
 
-Must not: know the tables' meaning (that is `Store`'s).
+Must not: know what the tables mean beyond their schema (that is `Store`'s).
 """
 
 from __future__ import annotations
