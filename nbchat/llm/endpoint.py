@@ -1,28 +1,23 @@
 """Which model server a conversation talks to, how big its window is, and whether the configured
 model name is one it serves.
 
-Is the configured model name one the server serves? The names a server lists, and the verdict.
+The model check: `served_models(client)` reads `GET /v1/models` (None when the server has no such
+list); `check_model(settings, served, base_url=...)` compares the `model` setting with it. llama.cpp
+(and so the embedded server) answers with its one loaded model whatever name a request gives, so a
+wrong name there still works but would be recorded in every session: the verdict then names the
+model really served, which the chat records instead (silently when the name was nbchat's default,
+which only guesses what the embedded server runs). Any other server refuses a name it does not list,
+so that is a problem to fix. Messages say what to change where the value was set.
 
-`served_models(client)` reads `GET /v1/models` (None when the server has no such list);
-`check_model(settings, served, base_url=...)` compares the `model` setting with it. llama.cpp
-(and so the embedded server) answers with its one loaded model whatever name a request gives, so
-a wrong name there still works but would be recorded in every session: the verdict then names
-the model really served, which the chat records instead (silently when the name was nbchat's
-default, which only guesses what the embedded server runs). Any other server refuses a name it does
-not list, so that is a problem to fix. Messages say what to change where the value was set.
+The connection: `connect(settings)` turns settings into a `Connection`: the configured `base_url`,
+or, when none is set, the embedded llama.cpp server (`nbchat.embedded.server`) already running for
+this user — started only when asked (`start=True`, or `NBCHAT_AUTOSTART=1`). The window size
+(`n_ctx`) is asked from the server only when the threshold is not set, because only then does it
+decide the budget. The models the server lists are read once (the model check above), so a UI can
+say when the configured name is not one of them.
 
-Must not: change settings, or fail a connection because the list could not be read.
-
-Which model server a conversation talks to, and how big its window is.
-
-`connect(settings)` turns settings into a `Connection`: the configured `base_url`, or, when none
-is set, the embedded llama.cpp server (`nbchat.embedded.server`) already running for this user —
-started only when asked (`start=True`, or `NBCHAT_AUTOSTART=1`). The window size (`n_ctx`) is asked
-from the server only when the threshold is not set, because only then does it decide the budget.
-The models the server lists are read once (`nbchat.llm.endpoint`), so a UI can say when the
-configured name is not one of them.
-
-Must not: keep state, start a server unasked, or know about rows.
+Must not: keep state, start a server unasked, change settings, fail a connection because the
+list of models could not be read, or know about rows.
 """
 
 from __future__ import annotations

@@ -1,58 +1,49 @@
 """A streamed chat reply: what it is made of (the events), and reading it as its chunks arrive, with
 the tool call a small model wrote as plain JSON text and that call's corrections.
 
-What one streamed chat reply is made of: reasoning and text deltas as they arrive; the
-assembled tool calls, the usage and the finish reason at the end.
+The events: reasoning and text deltas as they arrive; the assembled tool calls, the usage and
+the finish reason at the end.
 
-Pure values: no I/O.
+The fallback, a tool call that a small model wrote as plain text instead of `tool_calls`: the
+reply (stripped; optionally after a ```json fence or a `<tool_call>` tag) opens with one complete
+JSON object `{"name": <an offered tool>, "arguments": {...}}` (or `"parameters"`), and the
+arguments pass the check the caller hands in (the tool registry's validation). Anything else is
+ordinary text. What follows the object does not count: the client closes the stream as soon as
+the object is complete (`call_shape`), so the model cannot append more. A call-shaped object
+that does not validate (a tool that does not exist, arguments its schema refuses) is what
+`call_problem` explains to the model for its second chance. `looks_like_call_start` tells the
+reader when streamed text may become a call (it is shown as it streams all the same, and
+replaced by the call only once it validates); `forced_call_format` is the `response_format` that
+makes a model write such a call: llama.cpp's server ignores a `tool_choice` that names a
+function (it accepts only strings), and with "required" it lets small models pad a call with
+whitespace up to `max_tokens`, but it does apply a JSON schema to the content, so a forced call
+is asked for that way and read back by this fallback. `text_only_grammar` is the grammar of a
+reply meant as an answer (`tool_choice="none"`), which cannot open like a call or hold a JSON
+object.
 
-Recognising a tool call that a small model wrote as plain text instead of `tool_calls`.
+`ReplyReader`: the state of one streamed reply while its chunks arrive. It turns each chunk into
+events (reasoning and text deltas, valid Unicode even when a server splits a character across
+chunks), assembles tool-call fragments by index, keeps the usage and the finish reason, counts
+the characters against the reply's bound (what passes it is dropped and `cut` is set), and —
+with the JSON fallback on — keeps a copy of text that opens like a tool call written as JSON.
+That text is never held back: it streams as `TextDelta`s like any other, so every reply shows
+its first token as soon as it arrives. When the whole reply turns out to be a valid call,
+`finish` hands it over as `ToolCallsReady(from_content=True)`, which tells the consumer to drop
+the text it showed and show the call instead; otherwise it stays plain text. The usage carries
+how many prompt tokens the server served from its prompt cache, when it says.
 
-Owns the rule: the reply (stripped; optionally after a ```json fence or a `<tool_call>` tag)
-opens with one complete JSON object `{"name": <an offered tool>, "arguments": {...}}` (or
-`"parameters"`), and the arguments pass the check the caller hands in (the tool registry's
-validation). Anything else is ordinary text. What follows the object does not count: the client
-closes the stream as soon as the object is complete (`call_shape`), so the model cannot append
-more. A call-shaped object that does not validate (a tool that does not exist, arguments its
-schema refuses) is what `call_problem` explains to the model for its second chance. Also owns
-`looks_like_call_start`, which tells the reader when streamed text may become a call (it is shown
-as it streams all the same, and replaced by the call only once it validates), and
-`forced_call_format`, the `response_format` that makes a model write such a call: llama.cpp's
-server ignores a `tool_choice` that names a function (it accepts only strings), and with
-"required" it lets small models pad a call with whitespace up to `max_tokens`, but it does apply a
-JSON schema to the content, so a forced call is asked for that way and read back by this fallback.
-Also owns `text_only_grammar`, the grammar of a reply meant as an answer (`tool_choice="none"`),
-which cannot open like a call or hold a JSON object.
+The corrections: `ChatRequest` (one chat request's parameters besides the messages),
+`has_whole_call` (the streamed text has become one complete call-shaped JSON object, so the
+client closes the stream: the model cannot append junk, and the reply is the call) and
+`second_chance` (a call-shaped reply that does not validate is asked again once, with that reply
+and a note saying what was wrong: arguments a tool refuses, or a missing tool whose arguments
+fit one that exists, get the call forced to that tool, so the model cannot name a missing tool
+twice; a missing tool that fits none, `multiply` for "17 × 23", gets the answer asked in words,
+so a plain question never ends as call JSON). A 0.5B model otherwise answers "delete old.log"
+with `{"name": "delete_file", ...}`, which would be shown as a JSON blob (issue 12).
 
-Must not: assemble streams or call tools; it only reads text.
-
-`ReplyReader`: the state of one streamed reply while its chunks arrive.
-
-It turns each chunk into events (reasoning and text deltas, valid Unicode even when a server
-splits a character across chunks), assembles tool-call fragments by index, keeps the usage and
-the finish reason, counts the characters against the reply's bound (what passes it is dropped
-and `cut` is set), and — with the JSON fallback on — keeps a copy of text that opens like a tool
-call written as JSON. That text is never held back: it streams as `TextDelta`s like any other,
-so every reply shows its first token as soon as it arrives. When the whole reply turns out to be
-a valid call, `finish` hands it over as `ToolCallsReady(from_content=True)`, which tells the
-consumer to drop the text it showed and show the call instead; otherwise it stays plain text.
-The usage carries how many prompt tokens the server served from its prompt cache, when it says.
-
-Pure: no I/O; the HTTP stream is read by `nbchat.llm.client`.
-
-The corrections of a model's call written as text.
-
-Owns `ChatRequest` (one chat request's parameters besides the messages), `has_whole_call` (the
-streamed text has become one complete call-shaped JSON object, so the client closes the stream:
-the model cannot append junk, and the reply is the call) and `second_chance` (a call-shaped reply
-that does not validate is asked again once, with that reply and a note saying what was wrong:
-arguments a tool refuses, or a missing tool whose arguments fit one that exists, get the call
-forced to that tool, so the model cannot name a missing tool twice; a missing tool that fits
-none, `multiply` for "17 × 23", gets the answer asked in words, so a plain question never ends
-as call JSON). A 0.5B model otherwise answers "delete old.log" with
-`{"name": "delete_file", ...}`, which would be shown as a JSON blob (issue 12).
-
-Pure: no I/O; `nbchat.llm.client` sends the requests.
+Pure: no I/O; `nbchat.llm.client` reads the HTTP stream and sends the requests. Must not call
+tools.
 """
 
 from __future__ import annotations

@@ -2,38 +2,26 @@
 whatever phase it is in, and a streamed body is held to its limits (no data for too long, one
 event past its byte bound).
 
-The HTTP transport of nbchat's clients: a request's sockets can be shut from another thread,
-whatever phase the request is in.
+Sockets shut from another thread: Stop (and a background job's cancel, and `close()`) must free the
+server at once. Once a streamed response exists its socket is at hand, but before that (connecting,
+sending the body, waiting for the response headers, which llama.cpp sends only once it has read the
+whole prompt) httpx2 offers no handle on it, and a close from another thread does not wake a blocked
+`recv()`. So `http_client` builds an `httpx2.Client` whose connection pool opens its sockets through
+`WatchedBackend`: each connection is handed, when a request writes to it, to the `Release` the
+request runs under (`releasing(release)`; httpx2's sync client does the whole request in the calling
+thread, so a context variable carries it to the pool). `release()` shuts those sockets down: a
+blocked read or write returns at once, the server sees the connection closed, and the request raises
+`RequestCancelledError`, which the openai SDK lets through without retrying. A connection another
+request reuses is handed to that request, so a release never touches a socket it no longer owns.
 
-Stop (and a background job's cancel, and `close()`) must free the server at once. Once a
-streamed response exists its socket is at hand, but before that (connecting, sending the body,
-waiting for the response headers, which llama.cpp sends only once it has read the whole
-prompt) httpx2 offers no handle on it, and a close from another thread does not wake a blocked
-`recv()`. So `http_client` builds an `httpx2.Client` whose connection pool opens its sockets
-through `WatchedBackend`: each connection is handed, when a request writes to it, to the
-`Release` the request runs under (`releasing(release)`; httpx2's sync client does the whole
-request in the calling thread, so a context variable carries it to the pool). `release()`
-shuts those sockets down: a blocked read or write returns at once, the server sees the
-connection closed, and the request raises `RequestCancelledError`, which the openai SDK lets
-through without retrying. A connection another request reuses is handed to that request, so a
-release never touches a socket it no longer owns.
+The limits a streamed reply is held to, outside the SSE decoder. `IdleWatch` ends a streamed reply
+that sends no data for too long: httpx's read timeout is per socket read, so a server that sends
+only SSE keep-alive comments (`: ping`) resets it forever while the reply never moves. The reader
+calls `touch()` at every data chunk; a watcher thread calls `on_idle` (which shuts the stream's
+socket, so the blocked read ends) once `timeout` seconds pass without one, and `fired` tells the
+reader why it ended.
 
-Must not: know about chat requests, rows or who fires the release.
-
-The limits a streamed reply is held to, outside the SSE decoder: a stream that sends only keep-
-alives is given up (`IdleWatch`), and one event past its byte bound is refused (`bound_events`).
-
-`IdleWatch`: ends a streamed reply that sends no data for too long.
-
-httpx's read timeout is per socket read, so a server that sends only SSE keep-alive comments
-(`: ping`) resets it forever while the reply never moves. The reader calls `touch()` at every
-data chunk; a watcher thread calls `on_idle` (which shuts the stream's socket, so the blocked
-read ends) once `timeout` seconds pass without one, and `fired` tells the reader why it ended.
-
-Must not: read the stream or classify errors; `nbchat.client` does both.
-
-The bound on one server-sent event's size, enforced on the HTTP body before the SSE decoder.
-
+The bound on one server-sent event's size is enforced on the HTTP body before the SSE decoder.
 openai's SSE decoder keeps a line, and an event's data lines, in memory until they end, with no
 limit of its own. A server that sends one line without an end for hundreds of megabytes (broken,
 or hostile) would make the kernel hold all of it. `bound_events` swaps a streamed response's byte
@@ -48,7 +36,8 @@ characters, each at most `MAX_BYTES_PER_CHAR` bytes once JSON-escaped, plus its 
 Chat requests ask for an uncompressed body (`IDENTITY`): the bound counts the bytes that reach the
 decoder, which is only true when nothing inflates them on the way.
 
-Must not: parse events, or know about replies beyond their character bound.
+Must not: know about chat requests or rows, who fires the release, or replies beyond their
+character bound; parse events, read the stream or classify errors (`nbchat.llm.client` does).
 """
 
 from __future__ import annotations
