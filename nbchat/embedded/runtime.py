@@ -1,28 +1,24 @@
 """The embedded server's lifetime across kernels: its run directory and process record, and when it
 has gone unused long enough to stop itself.
 
-The embedded server's run directory and the process it records (helpers for
-`nbchat.embedded.server`).
-
+The run directory and the process it records (helpers for `nbchat.embedded.server`):
 `<home>/run/` holds `model-server.stopped` (why the last server stopped itself, when it did),
 `model-server.json` (the record other kernels read: url, pid, model, n_ctx, idle_timeout,
 started, log), `model-server.lock` (flock: one process at a time starts, replaces or forgets the
 server) and `model-server.log` (the child's stderr). This module reads and writes those files and
 answers "is that process still our server, and is it healthy", and ends it.
 
+The self-stop: when the server has gone unused for `local_idle_timeout`. The server outlives the
+kernels and JupyterLab that started it (by design: kernels share it), so without a bound it
+would hold ~800 MB until someone runs `nbchat stop-model`. `wait_for_stop` is the server
+process's main wait: a stop signal ends it at once, and with an idle timeout it also wakes every
+few seconds to read llama.cpp's `/metrics` counters (tokens read and generated, requests in
+flight). Counters unchanged and nothing in flight for the whole timeout means no client used it:
+the wait returns "idle" and the caller stops the server (the wait stops nothing itself, and
+never counts a failed `/metrics` read as idleness).
+
 Must not: decide when to start or reuse a server (`nbchat.embedded.server` does), or send a signal
 to a pid it cannot tie to nbchat (a recycled pid belongs to someone else).
-
-When the embedded server has gone unused long enough to stop itself (`local_idle_timeout`).
-
-The server outlives the kernels and JupyterLab that started it (by design: kernels share it), so
-without a bound it would hold ~800 MB until someone runs `nbchat stop-model`. `wait_for_stop`
-is the server process's main wait: a stop signal ends it at once, and with an idle timeout it
-also wakes every few seconds to read llama.cpp's `/metrics` counters (tokens read and generated,
-requests in flight). Counters unchanged and nothing in flight for the whole timeout means no
-client used it: the wait returns "idle" and the caller stops the server.
-
-Must not: stop anything itself, or count a failed `/metrics` read as idleness.
 """
 
 from __future__ import annotations

@@ -1,21 +1,15 @@
 """Demo material for the notebooks, whose cells must hold calls, not logic: the scripted demo
 session and the acting demo's helpers.
 
-The demo session's script: the demo project's files, every user and model turn of the
-session (text, reasoning, tool calls and their results), the hand-written pytest output and the
-checkpoint text its compaction is given. `nbchat.notebook.demo` says what of it is scripted and
-what is real, and writes it into a store.
-
-Pure data and row building: no I/O, no store, no model.
-
-Demo material for the notebooks: one realistic tool-using session, built the same way every time.
-
+The demo session: one realistic tool-using session, built the same way every time.
 `add_demo_session(store)` writes a 40-row session into a store as the chat loop would have: a user
 has a date parser fixed and extended, the model lists, reads, edits and tests files, every model
 request has a usage record, and after the first task the user pressed Compact.
 
-The session is scripted, not recorded from a model run (the script, its turns, files and texts,
-is `nbchat.notebook.demo`). What is scripted and what is real:
+The session is scripted, not recorded from a model run: the script holds the demo project's
+files, every user and model turn (text, reasoning, tool calls and their results), the
+hand-written pytest output and the checkpoint text its compaction is given (pure data and row
+building). What is scripted and what is real:
 
 - scripted: every user and model turn (the text, the reasoning and the tool calls are written
   in the script); the `run_shell` results (pytest's output, written by hand; the replay test in
@@ -33,18 +27,14 @@ is `nbchat.notebook.demo`). What is scripted and what is real:
 Everything is deterministic apart from ids and timestamps, so notebooks can compare outputs
 strictly. Notebooks that show this session must say it is scripted.
 
-Also here for the notebooks' cells, which must hold calls, not logic: a scratch workspace holding
-the demo project, a tool that counts its files, an approver that answers from a script, and short
-outlines of rows that leave out model text.
+Also here for the notebooks' cells: a scratch workspace holding the demo project, a tool that
+counts its files, an approver that answers from a script, and short outlines of rows that leave
+out model text; and for the acting demo (`notebooks/05-acting.ipynb`), an approval card's
+question as plain text, a tool's newest result, and the notebook lines a compaction keeps by
+code (`nbchat.compaction.findings`).
 
 Must not: be needed by the chat itself or call a model. It writes only where it is told (the store
 it is given) or into fresh temporary directories (`demo_store`, `scratch_workspace`).
-
-Helpers for the acting demo (`notebooks/05-acting.ipynb`), whose cells must hold calls, not
-logic: an approval card's question as plain text, a tool's newest result, and the notebook
-lines a compaction keeps by code (`nbchat.compaction.findings`).
-
-Must not: be needed by the chat itself, or call a model.
 """
 
 from __future__ import annotations
