@@ -29,7 +29,7 @@ from harness import Figure, median_seconds, temporary_directory
 from nbchat.compaction.prune import to_placeholder
 from nbchat.conversation.requestview import inspect_request
 from nbchat.history import Row, build_messages
-from nbchat.store.records import CompactionRecord
+from nbchat.store.rowsql import CompactionRecord
 from nbchat.store.store import Store
 from nbchat.tools import default_registry
 from nbchat.ui.cards import render_request

@@ -396,7 +396,7 @@ def test_read_archived_output_brings_back_a_pruned_tool_output(
             original,
         ],
     )
-    from nbchat.store.records import CompactionRecord
+    from nbchat.store.rowsql import CompactionRecord
 
     store.replace_rows(
         session_id,

@@ -28,7 +28,7 @@ from nbchat.cli.command import main
 from nbchat.embedded.modelfiles import Machine
 from nbchat.embedded.runtime import is_running
 from nbchat.embedded.server import find_running
-from nbchat.store.records import CompactionRecord
+from nbchat.store.rowsql import CompactionRecord
 from nbchat.store.store import Store
 from nbchat.ui import ChatUI
 

@@ -31,8 +31,8 @@ from nbchat.conversation.requestview import (
     last_request,
 )
 from nbchat.history import Row
-from nbchat.store.records import CompactionRecord
 from nbchat.store.requests import from_runs, list_sent, load_sent, to_runs
+from nbchat.store.rowsql import CompactionRecord
 from nbchat.store.sqlite import MIGRATIONS
 from nbchat.store.store import Store
 from nbchat.ui import ChatUI

@@ -15,7 +15,7 @@ from nbchat.compaction.engine import CompactionEngine
 from nbchat.config import Settings
 from nbchat.conversation import session
 from nbchat.embedded import server
-from nbchat.store.records import CompactionRecord
+from nbchat.store.rowsql import CompactionRecord
 
 PACKAGE = Path(__file__).resolve().parent.parent / "nbchat"
 ESTIMATE = re.compile(r"//\s*3\b|\b3\s*\*|\*\s*3\b")

@@ -20,7 +20,7 @@ import nbchat
 from nbchat.errors import StoreError
 from nbchat.history import Row, build_messages
 from nbchat.store import rowsql
-from nbchat.store.records import CompactionRecord
+from nbchat.store.rowsql import CompactionRecord
 from nbchat.store.sqlite import KNOWN, MIGRATIONS
 from nbchat.store.store import Store
 

@@ -26,7 +26,7 @@ from nbchat.conversation.loop import Conversation
 from nbchat.history import Row
 from nbchat.llm.firststep import FIRST_STEP_OPENING
 from nbchat.stopping import StopSignal
-from nbchat.store.records import CompactionRecord
+from nbchat.store.rowsql import CompactionRecord
 from nbchat.store.store import Store
 
 CALL = '{"name": "read_file", "arguments": {"path": "notes.txt"}}'

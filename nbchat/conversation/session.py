@@ -53,8 +53,7 @@ from nbchat.config import Settings
 from nbchat.errors import LeaseLostError, SessionLockedError, StoreError
 from nbchat.history import History, Row, ToolCall, stored_calls, to_row
 from nbchat.store import lease
-from nbchat.store.records import CompactionRecord, StoredRow
-from nbchat.store.rowsql import NotebookChange
+from nbchat.store.rowsql import CompactionRecord, NotebookChange, StoredRow
 from nbchat.store.store import Store
 from nbchat.tools.cells import Document, take_back
 

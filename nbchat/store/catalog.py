@@ -26,7 +26,7 @@ from sqlite_utils import Database
 
 from nbchat.errors import StoreError
 from nbchat.store import requests, rowsql
-from nbchat.store.records import SessionInfo, StoredRow, now, to_stored_row
+from nbchat.store.rowsql import SessionInfo, StoredRow, now, to_stored_row
 
 __all__ = [
     "DEFAULT_TITLE",

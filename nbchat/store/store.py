@@ -35,7 +35,7 @@ from nbchat.history import Row, to_row
 from nbchat.store import catalog, lease, requests, rowsql, undo
 from nbchat.store.catalog import to_json, to_markdown
 from nbchat.store.lease import Claims
-from nbchat.store.records import (
+from nbchat.store.rowsql import (
     CompactionRecord,
     SessionInfo,
     StoredRow,

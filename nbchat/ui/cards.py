@@ -47,7 +47,7 @@ from nbchat.conversation.requestview import InspectedRequest, RequestPart, inspe
 from nbchat.errors import NbchatError
 from nbchat.history import Row
 from nbchat.stopping import StopSignal
-from nbchat.store.records import StoredRow
+from nbchat.store.rowsql import StoredRow
 from nbchat.store.store import Store
 from nbchat.tools.acting import ACTING_TOOLS
 from nbchat.tools.registry import Review

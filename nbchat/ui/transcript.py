@@ -61,7 +61,7 @@ from IPython.display import display, update_display
 
 from nbchat.errors import StoreError
 from nbchat.history import Row
-from nbchat.store.records import StoredRow
+from nbchat.store.rowsql import StoredRow
 from nbchat.store.store import Store
 from nbchat.ui.render import (
     COPY_BUTTON,
