@@ -17,8 +17,10 @@ from nbchat.history import Row
 from nbchat.tools import default_registry
 from nbchat.tools.offer import (
     ANSWER_SHARE,
+    ANSWER_SHARE_HOW_TO,
     Leaning,
     allowed_tools,
+    asks_how_to,
     describe_tools,
     forbids_changes,
     named_in,
@@ -130,6 +132,52 @@ def test_the_rule_takes_linear_time_on_hostile_text() -> None:
         return time.process_time() - started
 
     seconds(100_000)  # warm the pattern
+    small, large = seconds(1_000_000), seconds(10_000_000)
+    assert large / max(small, 1e-4) < 30
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "How do I parse dates with dateutil?",
+        "in zsh, how can you make an alias stick",
+        "how to undo the last commit",
+        "ok so how to flatten a list of lists",
+        "what's the best way to read a big json file in chunks",
+        "Is there a way to pin a package to a minor version?",
+        "how would one profile a slow loop",
+    ],
+)
+def test_a_question_asking_how_to_do_something_asks_for_instructions(text: str) -> None:
+    assert asks_how_to(text)
+    assert allowed_tools(NAMES, DANGEROUS, text) == [n for n in NAMES if n not in DANGEROUS]
+    assert Leaning(how_to=True).answer_share == ANSWER_SHARE_HOW_TO
+    assert Leaning(how_to=True, named=True).answer_share > ANSWER_SHARE_HOW_TO  # names one here
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "how does the retry decorator work",
+        "how many rows are in df",
+        "I don't know how to run the tests, can you run them?",
+        "run the linter and tell me how to fix what it finds",
+        "what is the way forward here",
+        "a very long message about many things " * 3 + "how do I do that",
+    ],
+)
+def test_questions_about_something_or_requests_to_act_are_not_how_to(text: str) -> None:
+    assert not asks_how_to(text)
+
+
+def test_the_how_to_rule_takes_linear_time_on_hostile_text() -> None:
+    def seconds(size: int) -> float:
+        text = ("how " + "a-" * 40 + " ") * (size // 85)
+        started = time.process_time()
+        asks_how_to(text)
+        return time.process_time() - started
+
+    seconds(100_000)
     small, large = seconds(1_000_000), seconds(10_000_000)
     assert large / max(small, 1e-4) < 30
 

@@ -1,6 +1,6 @@
 """`docs/results.md`, the generated results file (`bench/results.py`): sections written with the
-date, machine and load, every other byte kept; and every figure the docs quote from it read
-exactly as the file has it.
+date, machine and load, every other byte kept; and every figure the docs quote from it (the
+README and every guide under docs/) read exactly as the file has it.
 
 The writer only ever runs on a file under `tmp_path` here; a fixture checks that the real
 `docs/results.md` is as it was after each test that writes.
@@ -9,6 +9,7 @@ The writer only ever runs on a file under `tmp_path` here; a fixture checks that
 from __future__ import annotations
 
 import importlib
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
@@ -164,16 +165,40 @@ def test_a_quoted_figure_that_drifted_is_found(results: ModuleType) -> None:
     assert results.quote_problems("No quotes at all.", "") == []
 
 
+def quoting_documents() -> list[Path]:
+    """The README and every hand-written Markdown file under docs/, at any depth."""
+    guides = sorted(path for path in (REPO / "docs").rglob("*.md") if path != REAL_RESULTS)
+    return [REPO / "README.md", *guides]
+
+
+def markdown_files(root: Path) -> Iterator[Path]:
+    """Every Markdown file of the checkout (hidden folders and test output aside)."""
+    for folder, folders, files in os.walk(root):
+        folders[:] = [name for name in folders if not name.startswith(".")]
+        folders[:] = [name for name in folders if name not in ("test-artifacts", "node_modules")]
+        yield from (Path(folder) / name for name in files if name.endswith(".md"))
+
+
 def test_every_figure_the_docs_quote_equals_the_results_file(results: ModuleType) -> None:
     results_text = REAL_RESULTS.read_text() if REAL_RESULTS.exists() else ""
-    documents = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
     problems = [
-        f"{document.name}: {problem}"
-        for document in documents
-        if document != REAL_RESULTS
+        f"{document.relative_to(REPO)}: {problem}"
+        for document in quoting_documents()
         for problem in results.quote_problems(document.read_text(), results_text)
     ]
     assert problems == []
+
+
+def test_every_markdown_file_that_quotes_a_figure_is_checked(results: ModuleType) -> None:
+    # bench/README.md shows the marker with a made-up figure, as an example of the syntax.
+    example = BENCH / "README.md"
+    quoting = [
+        path
+        for path in markdown_files(REPO)
+        if results.FIG in path.read_text(encoding="utf-8") and path not in (REAL_RESULTS, example)
+    ]
+    assert REPO / "README.md" in quoting  # the walk sees the quotes the README holds
+    assert sorted(set(quoting) - set(quoting_documents())) == []
 
 
 def test_run_all_writes_each_benchmark_in_its_section(

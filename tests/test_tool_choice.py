@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import openai
+import pytest
 from factories import tool_call, tool_result, user
 from fakeserver import FakeServer, Reply
 from fixtures_server import client_for
@@ -28,6 +29,7 @@ from nbchat.llm.firststep import FIRST_STEP_OPENING
 from nbchat.stopping import StopSignal
 from nbchat.store.rowsql import CompactionRecord
 from nbchat.store.store import Store
+from nbchat.tools.offer import Here, aimed_call
 
 CALL = '{"name": "read_file", "arguments": {"path": "notes.txt"}}'
 LOOK = Reply(first_step={"read_file": 0.97, "none": 0.01, "list_files": 0.02})
@@ -96,6 +98,51 @@ def test_a_first_step_that_leans_to_a_tool_writes_its_call_on_its_own_prompt(
     assert saved[-1] == Row("assistant", "It is on Thursday.")
 
 
+def test_a_file_listed_as_if_it_were_a_folder_is_read(make_settings: Any, store: Store) -> None:
+    settings = small(make_settings, max_tool_turns=2, workspace_overview=True)
+    (settings.workspace / "plan.md").write_text("- ship it\n")
+    lists = Reply(first_step={"list_files": 0.95, "none": 0.05})
+    listed = Reply(text='{"tool": "list_files", "arguments": {"path": "./plan.md"}}')
+    with FakeServer(default_reply=Reply(text="Done.")) as server:
+        server.enqueue(lists, listed, Reply(text="Ship it."))
+        events = run(conversation_on(server, store, settings), "anything in plan.md")
+    (made,) = [e.row for e in events if isinstance(e, RowSaved) and e.row.role == "assistant_full"]
+    assert json.loads(made.tool_args)[0]["function"] == {
+        "name": "read_file",
+        "arguments": '{"path": "plan.md"}',
+    }
+
+
+HERE = Here(
+    files=frozenset({"plan.md", "src/shapes.py"}),
+    variables=frozenset({"df", "area"}),
+    symbols={"perimeter": "src/shapes.py", "area": "src/shapes.py"},
+)
+READING = ["read_file", "list_files", "describe_variable"]
+
+
+@pytest.mark.parametrize(
+    ("call", "allowed", "made"),
+    [
+        # A function of the user's code, described as a notebook variable: its file is read.
+        (("describe_variable", {"name": "perimeter"}), READING, ("read_file", "src/shapes.py")),
+        # The notebook holds a variable of that name too: it is described.
+        (("describe_variable", {"name": "area"}), READING, ("describe_variable", None)),
+        (("describe_variable", {"name": "df"}), READING, ("describe_variable", None)),
+        (("list_files", {"path": "./plan.md"}), READING, ("read_file", "plan.md")),
+        (("list_files", {"path": "src"}), READING, ("list_files", None)),
+        # Never to a tool the turn does not allow.
+        (("list_files", {"path": "plan.md"}), ["list_files"], ("list_files", None)),
+    ],
+)
+def test_a_call_aimed_at_the_wrong_kind_of_thing_turns_to_the_tool_that_reads_it(
+    call: tuple[str, dict[str, Any]], allowed: list[str], made: tuple[str, str | None]
+) -> None:
+    name, arguments = aimed_call(*call, HERE, allowed)
+    assert name == made[0]
+    assert arguments == ({"path": made[1]} if made[1] is not None else call[1])
+
+
 def test_arguments_the_tool_refuses_leave_the_call_to_the_chat_forced_to_that_tool(
     make_settings: Any, store: Store
 ) -> None:
@@ -137,6 +184,23 @@ def test_dont_run_takes_the_shell_and_the_writers_out_of_the_first_step(
     assert "read_file" in allowed(step)
     for body in requests:
         assert "run_shell" not in str(body.get("response_format", ""))
+
+
+def test_a_how_to_question_is_answered_unless_the_model_is_nearly_sure_it_must_look(
+    make_settings: Any, store: Store
+) -> None:
+    # A small model's first token went mostly to running code for a question about how to do
+    # something: the acting tools are out of its first step, and a tenth for answering answers.
+    eager = Reply(first_step={"read_file": 0.9, "none": 0.1})
+    text = "how do I drop the rows with a missing value in pandas?"
+    with FakeServer(default_reply=Reply(text="Use df.dropna().")) as server:
+        server.enqueue(eager)
+        run(conversation_on(server, store, small(make_settings)), text)
+        (step,) = server.first_steps()
+        (answer,) = server.chat_requests()
+    assert not {"run_shell", "write_file", "edit_file"} & set(allowed(step))
+    assert "read_file" in allowed(step)
+    assert "response_format" not in answer and "grammar" in answer  # words
 
 
 def test_after_a_repeated_call_the_model_answers_without_asking(

@@ -48,8 +48,11 @@ from nbchat.store.store import Store
 from nbchat.tools.arithmetic import work_out
 from nbchat.tools.offer import (
     NO_TOOL,
+    Here,
     Leaning,
+    aimed_call,
     allowed_tools,
+    asks_how_to,
     named_in,
     router_messages,
     step_choice,
@@ -297,7 +300,8 @@ def choose_first_step(
     offered = [schema for schema in plan.schemas if schema["function"]["name"] in allowed]
     messages = first_step_messages(parts, offered, parts.history.rows)
     named = bool(_named(parts, parts.history.rows, parts.tools.sights(allowed)))
-    leaning = Leaning(after_result=_after_tool(parts), named=named)
+    how_to = asks_how_to(last_user)
+    leaning = Leaning(after_result=_after_tool(parts), named=named, how_to=how_to)
     client, model = parts.budget.connect().client, parts.settings.model
     try:
         step = ask_first_step(client, messages, model=model, names=allowed, stop=stop)
@@ -315,8 +319,18 @@ def choose_first_step(
         return None
     if arguments is None or not parts.tools.accepts(choice, arguments):
         return FirstStep(choice)
+    choice, arguments = aimed_call(choice, arguments, _here(parts, allowed), allowed)
     call = ToolCall(new_call_id(), choice, json.dumps(arguments, ensure_ascii=False))
     return FirstStep(choice, call)
+
+
+def _here(parts: TurnParts, allowed: Sequence[str]) -> Here:
+    """What a first step's call may aim at: the listed files, the notebook's variables, the
+    names the code defines."""
+    overview = parts.overview
+    files = frozenset(path for path in overview.paths() if not path.endswith("/"))
+    variables = frozenset(name for sight in parts.tools.sights(allowed) for name in sight.names)
+    return Here(files, variables, overview.symbols())
 
 
 def first_step_messages(

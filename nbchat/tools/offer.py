@@ -42,10 +42,20 @@ in the prompt (the offer above), and how its first step is weighed:
 - a tool that runs or changes something (a "dangerous" one: the shell, writing, editing) is
   not allowed in a turn whose message tells the assistant not to run, delete or change things
   (`forbids_changes`), whatever the model would choose: "Please do NOT run `rm -rf build/`"
-  never leads to `run_shell`. Reading stays allowed.
+  never leads to `run_shell`. Reading stays allowed;
+- a message asking how to do something ("how do I …", "how to …", "what's the best way to …",
+  `asks_how_to`) asks for instructions, not for the assistant to act: the dangerous tools are
+  not allowed either, and it answers in words at `ANSWER_SHARE_HOW_TO` unless it names
+  something that is here (a small model ran `run_code` for "how do I group by in pandas").
+
+A first step's call aimed at the wrong kind of thing is turned to the tool that looks at it
+(`aimed_call`): `list_files` on a path that is a file reads the file; `describe_variable` of a
+name the notebook does not hold but the workspace's code defines reads the file defining it (a
+1.5B model asked about a function of the user's code described a notebook variable).
 
 `forbids_changes` reads the user's text with one bounded pattern: a negation followed, within
-three words, by an action verb; linear time, whatever the text.
+three words, by an action verb; `asks_how_to` one more over the message's start. Linear time,
+whatever the text.
 
 Pure: no I/O.
 """
@@ -55,7 +65,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from nbchat.history import Row, stored_calls
@@ -63,13 +73,17 @@ from nbchat.history import Row, stored_calls
 __all__ = [
     "ANSWER_SHARE",
     "ANSWER_SHARE_AFTER_RESULT",
+    "ANSWER_SHARE_HOW_TO",
     "ANSWER_SHARE_NAMED",
     "EXAMPLES",
     "FOLLOW_UPS",
+    "Here",
     "Leaning",
     "NO_TOOL",
     "ROUTER_PROMPT",
+    "aimed_call",
     "allowed_tools",
+    "asks_how_to",
     "describe_tools",
     "forbids_changes",
     "named_in",
@@ -275,6 +289,9 @@ ANSWER_SHARE_AFTER_RESULT = 0.02
 # A message that names a file, folder or variable that is here leans to looking: it answers
 # only when the model leans to answering itself.
 ANSWER_SHARE_NAMED = 0.5
+# A question about how to do something, naming nothing that is here, is general knowledge
+# unless the model is nearly sure it must look.
+ANSWER_SHARE_HOW_TO = 0.05
 
 
 @dataclass(frozen=True)
@@ -284,12 +301,15 @@ class Leaning:
 
     after_result: bool = False
     named: bool = False
+    how_to: bool = False  # the message asks how to do something (`asks_how_to`)
 
     @property
     def answer_share(self) -> float:
         if self.after_result:
             return ANSWER_SHARE_AFTER_RESULT
-        return ANSWER_SHARE_NAMED if self.named else ANSWER_SHARE
+        if self.named:
+            return ANSWER_SHARE_NAMED
+        return ANSWER_SHARE_HOW_TO if self.how_to else ANSWER_SHARE
 
 
 # "don't run", "do NOT delete anything", "never touch", "without changing", "no need to run".
@@ -312,9 +332,29 @@ def forbids_changes(text: str) -> bool:
     return FORBIDS.search(text) is not None
 
 
+# "how do I …", "in bash, how can you …", "how to …" (within two words of the start), "what's
+# the best way to …", "is there a way to …": asked near the start of the message (its first
+# `HOW_TO_REACH` characters). "How does this function work" and "how many rows" ask about
+# something, not how to do it.
+HOW_TO = re.compile(
+    r"\bhow\s+(?:do|can|could|would|should|might)\s+(?:i|you|one)\b"
+    r"|^\W*(?:[\w'’-]+\W+){0,2}?how\s+to\b"  # not "I don't know how to run it"
+    r"|\b(?:what['’]?s|what\s+is|is\s+there)\s+(?:the\s+|an?\s+)?"
+    r"(?:best\s+|easiest\s+|simplest\s+|quickest\s+|right\s+|proper\s+|good\s+)?way\s+to\b",
+    re.IGNORECASE,
+)
+HOW_TO_REACH = 80
+
+
+def asks_how_to(text: str) -> bool:
+    """True when `text` asks how to do something: for instructions, not for an action."""
+    return HOW_TO.search(text[:HOW_TO_REACH]) is not None
+
+
 def allowed_tools(names: Sequence[str], dangerous: Collection[str], text: str) -> list[str]:
-    """`names` without the dangerous ones when the user's `text` forbids changes."""
-    if not forbids_changes(text):
+    """`names` without the dangerous ones when the user's `text` forbids changes or asks how
+    to do something."""
+    if not (forbids_changes(text) or asks_how_to(text)):
         return list(names)
     return [name for name in names if name not in dangerous]
 
@@ -355,3 +395,30 @@ def only_repeats(rows: Sequence[Row]) -> bool:
 
 def _key(name: str, arguments: object) -> str:
     return f"{name}:{json.dumps(arguments, sort_keys=True)}"
+
+
+@dataclass(frozen=True)
+class Here:
+    """What is here for a call to aim at: the workspace's files (paths as the overview lists
+    them), the notebook's variables, the names the workspace's code defines with their file."""
+
+    files: frozenset[str] = frozenset()
+    variables: frozenset[str] = frozenset()
+    symbols: Mapping[str, str] = field(default_factory=dict)
+
+
+def aimed_call(
+    name: str, arguments: Mapping[str, Any], here: Here, allowed: Collection[str]
+) -> tuple[str, dict[str, Any]]:
+    """The call to make for a first step's `name(arguments)`: itself, or `read_file` of what
+    it aimed at when that is a file (see the module docstring); only to an `allowed` tool."""
+    if "read_file" in allowed:
+        if name == "list_files":
+            path = str(arguments.get("path", "")).removeprefix("./")
+            if path in here.files:
+                return "read_file", {"path": path}
+        if name == "describe_variable":
+            variable = str(arguments.get("name", ""))
+            if variable not in here.variables and variable in here.symbols:
+                return "read_file", {"path": here.symbols[variable]}
+    return name, dict(arguments)
