@@ -47,10 +47,9 @@ from probe_questions import PROBES, Probe
 
 from nbchat.compaction.engine import CompactionEngine
 from nbchat.compaction.facts import strip_facts
-from nbchat.compaction.result import CompactionResult
-from nbchat.compaction.summariser import Summariser
+from nbchat.compaction.result import CompactionResult, Summariser
 from nbchat.config import DEFAULT_N_CTX, Settings
-from nbchat.embedded.machine import choose_model, read_machine
+from nbchat.embedded.modelfiles import choose_model, read_machine
 from nbchat.embedded.server import ensure_server
 from nbchat.history import History, Row, to_row
 

@@ -46,7 +46,7 @@ import results
 from harness import Figure, temporary_directory
 
 from nbchat.config import DEFAULT_PREPARE_MARK, Settings
-from nbchat.embedded.machine import choose_model, read_machine
+from nbchat.embedded.modelfiles import choose_model, read_machine
 from nbchat.embedded.server import ensure_server
 from nbchat.tools import ToolRegistry
 from nbchat.ui import ChatUI

@@ -63,10 +63,8 @@ from nbchat.embedded.server import LocalServer, ensure_server
 from nbchat.store.store import Store
 from nbchat.tools import ToolContext, ToolRegistry, default_registry
 from nbchat.tools.acting import acting_tools
-from nbchat.tools.cells import NoDocument
-from nbchat.tools.kernelqueue import KernelQueue
-from nbchat.tools.kernelrun import KernelRunner
-from nbchat.tools.kernelstate import kernel_state
+from nbchat.tools.cells import NoDocument, kernel_state
+from nbchat.tools.kernelrun import KernelQueue, KernelRunner
 from nbchat.tools.notebook import Shell, notebook_tools
 
 MODEL = "qwen"

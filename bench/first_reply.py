@@ -47,7 +47,7 @@ from nbchat.conversation.loop import Conversation
 from nbchat.embedded.modelfiles import model_key
 from nbchat.embedded.server import LocalServer, ensure_server
 from nbchat.embedded.slots import slot_dir
-from nbchat.llm.stream import ReasoningDelta, TextDelta
+from nbchat.llm.reader import ReasoningDelta, TextDelta
 from nbchat.store.store import Store
 
 SECTION = "first-reply"

@@ -27,12 +27,12 @@ from compaction_overhead import sample_rows
 from harness import Figure, median_seconds, temporary_directory
 
 from nbchat.compaction.prune import to_placeholder
-from nbchat.conversation.inspect import inspect_request
+from nbchat.conversation.requestview import inspect_request
 from nbchat.history import Row, build_messages
-from nbchat.store.records import CompactionRecord
+from nbchat.store.rowsql import CompactionRecord
 from nbchat.store.store import Store
 from nbchat.tools import default_registry
-from nbchat.ui.inspector import render_request
+from nbchat.ui.cards import render_request
 
 ROWS = 10_000
 REPEATS = 5

@@ -28,8 +28,7 @@ from compaction_overhead import sample_rows
 from harness import Figure, temporary_directory
 
 from nbchat.history import Row
-from nbchat.store.records import CompactionRecord, now
-from nbchat.store.rowsql import ROW_COLUMNS
+from nbchat.store.rowsql import ROW_COLUMNS, CompactionRecord, now
 from nbchat.store.store import Store
 
 SIZES = (10_000, 100_000)

@@ -13,7 +13,7 @@ asked for.
     Row, History, build_messages   the data model (nbchat.history)
     tool, ToolRegistry             tools the model may call (nbchat.tools)
     Event and its kinds            what `Conversation.send` yields, as it happens: TextDelta,
-                                   ReasoningDelta and TextWithdrawn (nbchat.llm.stream: the text
+                                   ReasoningDelta and TextWithdrawn (nbchat.llm.reader: the text
                                    so far was a call asked again), RowSaved, RequestStarted,
                                    UsageReported, ToolStarted, ToolFinished, CompactionStarted,
                                    CompactionFinished, Notice, then one Failed or Done
@@ -46,9 +46,9 @@ _EXPORTS = {
     "tool": "nbchat.tools",
     "ToolRegistry": "nbchat.tools",
     "Event": _EVENTS,
-    "TextDelta": "nbchat.llm.stream",
-    "ReasoningDelta": "nbchat.llm.stream",
-    "TextWithdrawn": "nbchat.llm.stream",
+    "TextDelta": "nbchat.llm.reader",
+    "ReasoningDelta": "nbchat.llm.reader",
+    "TextWithdrawn": "nbchat.llm.reader",
     "RowSaved": _EVENTS,
     "RequestStarted": _EVENTS,
     "UsageReported": _EVENTS,
@@ -146,7 +146,7 @@ if TYPE_CHECKING:
         ToolError,
     )
     from nbchat.history import History, Row, build_messages
-    from nbchat.llm.stream import ReasoningDelta, TextDelta, TextWithdrawn
+    from nbchat.llm.reader import ReasoningDelta, TextDelta, TextWithdrawn
     from nbchat.store.store import Store
     from nbchat.tools import ToolRegistry, tool
     from nbchat.ui import ChatUI

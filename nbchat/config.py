@@ -56,7 +56,7 @@ ENV_PREFIX = "NBCHAT_"
 CONFIG_FILE_NAME = "config.toml"
 # The name the embedded server answers under for the model `auto` picks where the machine can run
 # it (`nbchat.embedded.modelfiles`); where another model answers, the chat records that one's name
-# (`nbchat.llm.modelcheck`).
+# (`nbchat.llm.endpoint`).
 DEFAULT_MODEL = "qwen2.5-coder-1.5b-instruct"
 DEFAULT_THRESHOLD = 10_000
 # The defaults below are written here only; the compaction engine and the summary writer

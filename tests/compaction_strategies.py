@@ -9,7 +9,7 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from nbchat.compaction.summariser import SummaryReply
+from nbchat.compaction.result import SummaryReply
 from nbchat.history import Message, Row
 
 SUMMARY = (

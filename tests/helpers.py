@@ -21,7 +21,7 @@ from nbchat.compaction.prompts import SUMMARY_SYSTEM_PROMPT
 from nbchat.conversation.events import Event, RowSaved
 from nbchat.conversation.loop import Conversation
 from nbchat.history import Row
-from nbchat.store.records import check_row
+from nbchat.store.rowsql import check_row
 
 
 def is_summary_request(body: dict[str, Any]) -> bool:

@@ -9,7 +9,7 @@ takes every IOPub message as it comes, so the page can answer the kernel while t
 `FakePage` is the page: a list of cells (id, kind, source, execution count, the metadata of
 each output), which says `hello` to the kernel's `NotebookDocument` widget when it opens, sends
 its cells, and carries out the widget's requests (insert, set_source, delete, set_outputs) as
-`nbchat.ui.document`'s front-end code does, refusing a write to a cell whose source is not
+`nbchat.ui.acting`'s front-end code does, refusing a write to a cell whose source is not
 what the kernel expected. It also clicks buttons (`click`), as a person clicking in the page.
 """
 
@@ -243,7 +243,7 @@ class FakePage:
 
 
 def apply_request(cells: list[PageCell], request: dict[str, Any]) -> dict[str, Any]:
-    """A request carried out on `cells` as the page's code (`nbchat.ui.document.ESM`) does."""
+    """A request carried out on `cells` as the page's code (`nbchat.ui.acting.ESM`) does."""
     if request["op"] == "insert":
         made = request["cell"]
         cell = PageCell(made["id"], made["cell_type"], made["source"])

@@ -6,7 +6,7 @@ import json
 
 from hypothesis import strategies as st
 
-from nbchat.compaction.split import TailBudget
+from nbchat.compaction.cacheform import TailBudget
 from nbchat.history import ROLES, Row
 
 # Short ids so that collisions (duplicated tool ids, results for other calls) are common.

@@ -30,16 +30,15 @@ from helpers import from_front_end, recording_comms, shown_text
 from kernelpage import PageCell, apply_request
 
 from nbchat.compaction.facts import collect_facts, parse_facts, render_facts
-from nbchat.compaction.notebookfacts import ACTING_TOOLS as FACT_TOOLS
+from nbchat.compaction.findings import ACTING_TOOLS as FACT_TOOLS
 from nbchat.config import Settings
 from nbchat.history import Row
 from nbchat.store.store import Store
 from nbchat.tools.acting import ACTING_TOOLS
-from nbchat.tools.cells import Cell, cell_states, stale_variables
+from nbchat.tools.cells import Cell, Execution, Origin, cell_states, stale_variables
 from nbchat.tools.execution import Capture, describe, name_display, run_source
-from nbchat.tools.kernelstate import Execution, Origin
+from nbchat.ui.acting import NotebookDocument
 from nbchat.ui.chatui import ChatUI
-from nbchat.ui.document import NotebookDocument
 
 
 @pytest.fixture

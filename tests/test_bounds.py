@@ -28,8 +28,8 @@ from nbchat.conversation.loop import Conversation
 from nbchat.errors import ServerError
 from nbchat.history import Row
 from nbchat.llm.client import reply_char_limit, stream_chat
-from nbchat.llm.eventlimit import BoundedEvents, event_byte_limit
-from nbchat.llm.stream import TextDelta
+from nbchat.llm.reader import TextDelta
+from nbchat.llm.transport import BoundedEvents, event_byte_limit
 from nbchat.stopping import StopSignal
 from nbchat.store.store import Store
 

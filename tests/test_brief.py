@@ -1,4 +1,4 @@
-"""The brief transcript a small, slow summariser reads (`nbchat.compaction.brief`), and the
+"""The brief transcript a small, slow summariser reads (`nbchat.compaction.prune`), and the
 engine asking for it in one request on the embedded model."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ from pathlib import Path
 from compaction_strategies import FakeSummariser
 from factories import assistant, tool_call, tool_result, user
 
-from nbchat.compaction.brief import BRIEF_CAP, LEVELS, brief_blocks
 from nbchat.compaction.engine import CompactionEngine
 from nbchat.compaction.prompts import BRIEF_PROMPT, BRIEF_RESPONSE_FORMAT, RESPONSE_FORMAT
+from nbchat.compaction.prune import BRIEF_CAP, LEVELS, brief_blocks
 from nbchat.config import Settings
 from nbchat.history import Row, estimate_tokens
 

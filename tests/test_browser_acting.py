@@ -6,7 +6,7 @@ The chat inserts a cell (it shows below the chat's own cell in the page at once)
 the first cell: the approval card shows the diff, nothing changes until Accept is clicked, and
 after it the cell's editor holds the new source. The notebook is then saved from the browser
 (File > Save) and read from disk: the saved `.ipynb` holds the inserted cell and the accepted
-edit, written through the notebook model the page holds (`nbchat.ui.document`). Then "rewind to
+edit, written through the notebook model the page holds (`nbchat.ui.acting`). Then "rewind to
 here" on the first message takes both back (the inserted cell removed, the edit undone, the
 message back in the input), and the notebook saved again holds its first two cells as they
 were. Screenshots of the edit's card and of the notebook after it go to `browser.SCREENSHOTS`

@@ -11,7 +11,7 @@ The notebook is saved and reopened (a page reload) before the chat, while its ke
 as when a notebook is opened again or in another tab: the chat's cell ran in an earlier page.
 After the chat the notebook is saved from the browser (File > Save) and read from disk: its
 static transcript holds the conversation as it stands after the chat, not as of the earlier
-save (`nbchat.ui.savedcopy`; without it, the saved transcript still said "No messages yet.").
+save (`nbchat.ui.transcript`; without it, the saved transcript still said "No messages yet.").
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ from helpers import run
 from nbchat.conversation.events import Done
 from nbchat.conversation.loop import Conversation
 from nbchat.history import request_overhead_tokens
-from nbchat.llm.modelcheck import ModelCheck
+from nbchat.llm.endpoint import ModelCheck
 from nbchat.store.store import Store
 
 LLAMA = {"id": "qwen", "object": "model", "owned_by": "llamacpp"}

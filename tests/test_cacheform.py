@@ -31,13 +31,12 @@ from nbchat.compaction.cacheform import (
 from nbchat.compaction.engine import CompactionEngine
 from nbchat.compaction.modelsummariser import OpenAISummariser
 from nbchat.compaction.prompts import ITEM_CHARS, RESPONSE_FORMAT, SECTION_ITEMS, parse_reply
-from nbchat.compaction.summariser import SummaryReply
+from nbchat.compaction.result import SummaryReply
 from nbchat.config import Settings
 from nbchat.conversation.events import CompactionFinished, Event
 from nbchat.conversation.loop import Conversation
 from nbchat.history import History, Row, build_messages
-from nbchat.llm.reader import ReplyReader
-from nbchat.llm.stream import Usage
+from nbchat.llm.reader import ReplyReader, Usage
 from nbchat.store.store import Store
 from nbchat.tools import ToolRegistry
 

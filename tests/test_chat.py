@@ -19,10 +19,10 @@ from nbchat.conversation.loop import Conversation
 from nbchat.conversation.session import TITLE_CHARS
 from nbchat.errors import ContextOverflowError, NbchatError, ServerUnavailableError
 from nbchat.history import History, Row, build_messages
-from nbchat.llm.stream import TextDelta
+from nbchat.llm.reader import TextDelta
 from nbchat.stopping import StopSignal
 from nbchat.store.store import Store
-from nbchat.ui.attach import Attachment, with_attachments
+from nbchat.ui.actions import Attachment, with_attachments
 
 SUMMARY = json.dumps(
     {
@@ -396,7 +396,7 @@ def test_read_archived_output_brings_back_a_pruned_tool_output(
             original,
         ],
     )
-    from nbchat.store.records import CompactionRecord
+    from nbchat.store.rowsql import CompactionRecord
 
     store.replace_rows(
         session_id,

@@ -25,10 +25,10 @@ from fixtures_server import Canned, ScriptedServer, pretend_embedded_server
 
 from nbchat.cli import doctor as doctor_module
 from nbchat.cli.command import main
-from nbchat.embedded.machine import Machine
+from nbchat.embedded.modelfiles import Machine
 from nbchat.embedded.runtime import is_running
 from nbchat.embedded.server import find_running
-from nbchat.store.records import CompactionRecord
+from nbchat.store.rowsql import CompactionRecord
 from nbchat.store.store import Store
 from nbchat.ui import ChatUI
 

@@ -20,8 +20,7 @@ from fixtures_server import CHAT, Canned, ScriptedServer, chunk, client_for, set
 from nbchat.errors import ContextOverflowError, NbchatError, ServerError, ServerUnavailableError
 from nbchat.history import ToolCall
 from nbchat.llm.client import build_client, server_context_size, stream_chat
-from nbchat.llm.servererrors import translate_error
-from nbchat.llm.stream import (
+from nbchat.llm.reader import (
     Finish,
     ReasoningDelta,
     StreamEvent,
@@ -30,6 +29,7 @@ from nbchat.llm.stream import (
     ToolCallsReady,
     Usage,
 )
+from nbchat.llm.servererrors import translate_error
 from nbchat.stopping import StopSignal
 from nbchat.tools import Tool, ToolRegistry
 

@@ -19,15 +19,15 @@ from hypothesis import given
 from hypothesis import strategies as st
 from strategies import histories, tail_budgets, well_formed_histories
 
-from nbchat.compaction.engine import CompactionEngine
-from nbchat.compaction.result import unchanged
-from nbchat.compaction.split import (
+from nbchat.compaction.cacheform import (
     Split,
     TailBudget,
     choose_split,
     compactable_before,
     find_user_tail,
 )
+from nbchat.compaction.engine import CompactionEngine
+from nbchat.compaction.result import unchanged
 from nbchat.config import Settings
 from nbchat.conversation.session import apply_compaction
 from nbchat.errors import CompactionError, NbchatError

@@ -23,13 +23,13 @@ from fakeserver import FakeServer, Reply
 from helpers import Script, run, saved
 
 from nbchat.compaction.engine import CompactionEngine
-from nbchat.compaction.latest import (
+from nbchat.compaction.facts import (
     LATEST_HEADING,
     latest_instruction,
     parse_latest,
     render_latest,
 )
-from nbchat.compaction.summariser import SummaryReply
+from nbchat.compaction.result import SummaryReply
 from nbchat.config import Settings
 from nbchat.conversation.events import Done, Event, Failed, Notice, RequestStarted
 from nbchat.conversation.loop import Conversation

@@ -26,7 +26,7 @@ from nbchat.config import Settings
 from nbchat.conversation.events import Event
 from nbchat.conversation.session import READ_ONLY_MESSAGE
 from nbchat.history import Row
-from nbchat.llm.stream import TextDelta
+from nbchat.llm.reader import TextDelta
 from nbchat.store.store import Store
 from nbchat.ui import ChatUI
 

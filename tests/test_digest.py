@@ -15,7 +15,7 @@ from fixtures_server import Canned, ScriptedServer, client_for, settings_for
 
 from nbchat.compaction import modelsummariser as summariser_module
 from nbchat.compaction.modelsummariser import OpenAISummariser, to_compaction_error
-from nbchat.compaction.summariser import SummaryReply
+from nbchat.compaction.result import SummaryReply
 from nbchat.compaction.writer import SummaryWriter, write_digest
 from nbchat.config import Settings
 from nbchat.embedded.server import start_server
@@ -27,7 +27,7 @@ from nbchat.errors import (
     ServerUnavailableError,
 )
 from nbchat.history import Message
-from nbchat.llm.stream import Finish, StreamEvent, TextDelta, Usage
+from nbchat.llm.reader import Finish, StreamEvent, TextDelta, Usage
 
 BLOCKS = [f"[User]: message {n} " + "x" * 1500 for n in range(12)]  # ~500 tokens each
 

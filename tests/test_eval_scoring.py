@@ -17,8 +17,7 @@ from typing import Any
 import pytest
 
 from nbchat.conversation.events import RowSaved
-from nbchat.history.calls import ToolCall
-from nbchat.history.rows import Row
+from nbchat.history import Row, ToolCall
 from nbchat.tools import default_registry
 from nbchat.tools.notebook import notebook_tools
 

@@ -31,7 +31,7 @@ from nbchat.conversation.loop import Conversation
 from nbchat.errors import CompactionError, ContextOverflowError, StoreError
 from nbchat.history import Row
 from nbchat.llm.client import build_client
-from nbchat.llm.stream import TextDelta
+from nbchat.llm.reader import TextDelta
 from nbchat.stopping import StopSignal
 from nbchat.store.store import Store
 from nbchat.tools import default_registry

@@ -29,6 +29,7 @@ from hypothesis import strategies as st
 from strategies import tail_budgets
 from test_render import executable_parts
 
+from nbchat.compaction.cacheform import TailBudget, choose_split, is_cut_point
 from nbchat.compaction.engine import CompactionEngine
 from nbchat.compaction.prune import (
     apply_replacements,
@@ -36,14 +37,13 @@ from nbchat.compaction.prune import (
     is_placeholder,
     protected_start,
 )
-from nbchat.compaction.split import TailBudget, choose_split, is_cut_point
 from nbchat.config import Settings
 from nbchat.conversation.events import Done
 from nbchat.conversation.loop import Conversation
 from nbchat.errors import CompactionError
 from nbchat.history import UNSENT_ROLES, History, Message, Row, ToolCall, build_messages, to_row
 from nbchat.llm.client import stream_chat
-from nbchat.llm.stream import ReasoningDelta, TextDelta
+from nbchat.llm.reader import ReasoningDelta, TextDelta
 from nbchat.store.store import Store
 from nbchat.tools import ToolExecutor, default_registry
 from nbchat.ui.cards import row_widget

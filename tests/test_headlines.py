@@ -1,4 +1,4 @@
-"""Error headlines found by code (`nbchat.compaction.headlines`): each form a run prints, the
+"""Error headlines found by code (`nbchat.compaction.findings`): each form a run prints, the
 folding of many per-test lines, and the task's first errors kept in the facts whatever came
 after them."""
 
@@ -8,7 +8,7 @@ import pytest
 from factories import tool_call, tool_result, user
 
 from nbchat.compaction.facts import FAILURES_TOKENS, collect_facts, parse_facts, render_facts
-from nbchat.compaction.headlines import FOLD_AT, error_headlines, fold_headlines
+from nbchat.compaction.findings import FOLD_AT, error_headlines, fold_headlines
 
 
 @pytest.mark.parametrize(

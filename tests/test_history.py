@@ -154,7 +154,7 @@ def test_a_turn_whose_tools_still_run_is_repaired_without_a_warning(
         tool_call(("a", "run_code", {}), ("b", "read_file", {})),
         tool_result("a", "A"),
     ]
-    with caplog.at_level(logging.WARNING, logger="nbchat.history.wire"):
+    with caplog.at_level(logging.WARNING, logger="nbchat.history"):
         repair = repair_rows(running)
         assert repair.dropped == ["row 1: tool call 'b' has no result"]
         assert caplog.records == []

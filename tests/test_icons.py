@@ -13,7 +13,7 @@ import pytest
 from test_render import executable_parts
 
 from nbchat.history import Row
-from nbchat.ui import icons
+from nbchat.ui import render as icons
 from nbchat.ui.render import STYLE, render_compacted, render_tool_call
 from nbchat.ui.transcript import render_transcript
 

@@ -16,7 +16,7 @@ from helpers import buttons, shown_text
 
 from nbchat.config import Settings
 from nbchat.embedded import runtime
-from nbchat.embedded.idle import COUNTERS, parse_metrics
+from nbchat.embedded.runtime import COUNTERS, parse_metrics
 from nbchat.embedded.server import find_running, start_server
 from nbchat.errors import ConfigError, ServerUnavailableError
 from nbchat.llm.endpoint import connect

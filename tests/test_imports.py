@@ -83,7 +83,7 @@ def test_import_contracts_hold() -> None:
         "nbchat.store.store",
         "nbchat.config",
         "nbchat.errors",
-        "nbchat.store.export",
+        "nbchat.store.catalog",
     ],
 )
 def test_core_and_edge_modules_do_not_load_widgets(module: str) -> None:

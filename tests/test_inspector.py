@@ -21,7 +21,8 @@ from sqlite_utils import Database
 from nbchat.cli.command import main
 from nbchat.config import Settings
 from nbchat.conversation.events import Failed
-from nbchat.conversation.inspect import (
+from nbchat.conversation.loop import Conversation
+from nbchat.conversation.requestview import (
     ATTACHMENT,
     PLACEHOLDER,
     SUMMARY,
@@ -29,15 +30,14 @@ from nbchat.conversation.inspect import (
     inspect_request,
     last_request,
 )
-from nbchat.conversation.loop import Conversation
 from nbchat.history import Row
-from nbchat.store.migrations import MIGRATIONS
-from nbchat.store.records import CompactionRecord
 from nbchat.store.requests import from_runs, list_sent, load_sent, to_runs
+from nbchat.store.rowsql import CompactionRecord
+from nbchat.store.sqlite import MIGRATIONS
 from nbchat.store.store import Store
 from nbchat.ui import ChatUI
-from nbchat.ui.attach import Attachment, with_attachments
-from nbchat.ui.inspector import RequestLink
+from nbchat.ui.actions import Attachment, with_attachments
+from nbchat.ui.cards import RequestLink
 
 API_KEY = "sk-inspector-secret-4f1c9a"
 USAGE = {"prompt_tokens": 120, "completion_tokens": 7, "duration": 0.5}

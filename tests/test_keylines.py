@@ -1,4 +1,4 @@
-"""Key lines picked by code (`nbchat.compaction.keylines`): the assistant's latest statements,
+"""Key lines picked by code (`nbchat.compaction.prune`): the assistant's latest statements,
 the last changes and the last test result, kept beside the facts and carried forward."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from compaction_strategies import FakeSummariser
 from factories import assistant, tool_call, tool_result, user
 
 from nbchat.compaction.engine import CompactionEngine
-from nbchat.compaction.keylines import (
+from nbchat.compaction.prune import (
     STATEMENTS,
     KeyLines,
     key_lines,

@@ -25,12 +25,18 @@ import httpx
 import openai
 import pytest
 
-from nbchat.embedded.machine import Machine, choose_model, read_machine
-from nbchat.embedded.modelfiles import MODELS, model_key, model_path
+from nbchat.embedded.modelfiles import (
+    MODELS,
+    Machine,
+    choose_model,
+    model_key,
+    model_path,
+    read_machine,
+)
 from nbchat.embedded.server import LocalServer, ensure_server, find_running, start_server
 from nbchat.errors import ConfigError, ServerUnavailableError
 from nbchat.llm.client import stream_chat
-from nbchat.llm.stream import ToolCallsReady
+from nbchat.llm.reader import ToolCallsReady
 from nbchat.tools import default_registry
 
 if sys.version_info >= (3, 11):

@@ -1,4 +1,4 @@
-"""nbchat.tools.masking: what looks like a secret is masked, with the reason, in linear time."""
+"""nbchat.tools.preview: what looks like a secret is masked, with the reason, in linear time."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 import pytest
 
-from nbchat.tools.masking import is_secret_name, mask_secrets
+from nbchat.tools.preview import is_secret_name, mask_secrets
 
 # Made up, in the shapes real ones have (built from parts so no scanner flags this file).
 OPENAI = "sk-" + "proj-Zr8Qx2Lm5Np7Ks3Vb6Tc9Wd1Yf4Hg0Jk2"

@@ -1,6 +1,6 @@
 """The pure rules of a small model's turn (issue 19): the tools described in its system prompt
 (`nbchat.tools.offer`), which tool choice each round sends, how the model's first step is
-weighed, and the user's "don't run it" that no first step can override (`nbchat.tools.choice`);
+weighed, and the user's "don't run it" that no first step can override (`nbchat.tools.offer`);
 `read_archived_output` offered only once something was pruned."""
 
 from __future__ import annotations
@@ -12,20 +12,23 @@ import pytest
 from factories import assistant, tool_call, tool_result, user
 
 from nbchat.compaction.prune import to_placeholder
-from nbchat.conversation.archivetool import ARCHIVE_TOOL, offerable
+from nbchat.conversation.reply import ARCHIVE_TOOL, offerable
 from nbchat.history import Row
 from nbchat.tools import default_registry
-from nbchat.tools.choice import (
+from nbchat.tools.offer import (
     ANSWER_SHARE,
     ANSWER_SHARE_HOW_TO,
     Leaning,
     allowed_tools,
     asks_how_to,
+    describe_tools,
     forbids_changes,
+    named_in,
+    recent_exchange,
     round_choice,
+    router_messages,
     step_choice,
 )
-from nbchat.tools.offer import describe_tools, named_in, recent_exchange, router_messages
 
 SCHEMAS = default_registry().schemas()
 ARCHIVE_SCHEMA = {

@@ -10,12 +10,12 @@ import tokenize
 from pathlib import Path
 
 from nbchat import config, history
-from nbchat.compaction import result, split, steps, writer
+from nbchat.compaction import cacheform, result, steps, writer
 from nbchat.compaction.engine import CompactionEngine
 from nbchat.config import Settings
 from nbchat.conversation import session
 from nbchat.embedded import server
-from nbchat.store.records import CompactionRecord
+from nbchat.store.rowsql import CompactionRecord
 
 PACKAGE = Path(__file__).resolve().parent.parent / "nbchat"
 ESTIMATE = re.compile(r"//\s*3\b|\b3\s*\*|\*\s*3\b")
@@ -25,7 +25,7 @@ UNRELATED = {
     ("embedded/modelfiles.py", "CHUNK_BYTES"),  # 8 MiB download chunks
     ("tools/builtins.py", "BINARY_SNIFF"),  # bytes read to tell a binary file
     ("compaction/prompts.py", "limit * 2 // 3"),  # a trimmed text keeps 2/3 head, 1/3 tail
-    ("tools/masking.py", "quote = text [ opening ]"),  # a triple-quoted string's quote
+    ("tools/preview.py", "quote = text [ opening ]"),  # a triple-quoted string's quote
     ("tools/listing.py", "CHECK_EVERY = 1024"),  # entries read between two deadline checks
     ("tools/mcpcall.py", "len ( data ) * 3 // 4"),  # the bytes a base64 text decodes to
 }
@@ -84,7 +84,7 @@ def test_the_modules_use_the_one_definition() -> None:
     assert bare.trigger_factor == settings.trigger_factor == config.DEFAULT_TRIGGER_FACTOR
     assert bare.summary_max_tokens == settings.summary_max_tokens
     assert writer.DEFAULT_SUMMARISER_CONTEXT == settings.local_n_ctx == server.DEFAULT_N_CTX
-    assert split.UNSENT_ROLES is history.UNSENT_ROLES
+    assert cacheform.UNSENT_ROLES is history.UNSENT_ROLES
     assert steps.context_tokens is history.context_tokens
     assert history.estimate_tokens("x" * 30) == 10
     assert history.estimate_tokens(("user", "x" * 30, "", "", "y" * 9)) == 13

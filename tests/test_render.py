@@ -10,7 +10,6 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from nbchat.ui.mathspans import math_spans
 from nbchat.ui.render import (
     COPY_HANDLER,
     STYLE,
@@ -23,6 +22,7 @@ from nbchat.ui.render import (
     render_tool_result,
     split_stable_blocks,
 )
+from nbchat.ui.visible import math_spans
 
 XSS_PAYLOADS = [
     "<script>alert(1)</script>",

@@ -23,8 +23,16 @@ from nbchat.history import Row
 from nbchat.store.store import Store
 from nbchat.ui import ChatUI
 from nbchat.ui import transcript as transcript_module
-from nbchat.ui.savedcopy import ESM, METADATA_KEY, SavedCopy, Transcript, delta
-from nbchat.ui.transcript import build_transcript, render_message, render_transcript
+from nbchat.ui.transcript import (
+    ESM,
+    METADATA_KEY,
+    SavedCopy,
+    Transcript,
+    build_transcript,
+    delta,
+    render_message,
+    render_transcript,
+)
 
 
 def test_the_saved_copy_follows_the_transcript_output_by_the_key_in_its_metadata(

@@ -1,4 +1,4 @@
-"""The names the workspace's source files define (`nbchat.tools.symbols`), for a small model's
+"""The names the workspace's source files define (`nbchat.tools.overview`), for a small model's
 first step to know "where is greet defined?" is about the user's code: which files are read,
 how much, and what is never followed or kept."""
 
@@ -8,7 +8,7 @@ import os
 from pathlib import Path
 
 from nbchat.tools.offer import named_in
-from nbchat.tools.symbols import MAX_BYTES, SymbolIndex
+from nbchat.tools.overview import MAX_BYTES, SymbolIndex
 
 
 def test_definitions_in_listed_source_files_are_named_with_their_file(tmp_path: Path) -> None:

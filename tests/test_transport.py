@@ -20,7 +20,7 @@ from fakeserver import FakeServer, Reply
 from fixtures_server import settings_for
 
 from nbchat.llm.client import build_client, stream_chat
-from nbchat.llm.stream import Finish, StreamEvent
+from nbchat.llm.reader import Finish, StreamEvent
 from nbchat.llm.transport import Release, RequestCancelledError, http_client, releasing
 from nbchat.stopping import StopSignal
 

@@ -21,7 +21,7 @@ from nbchat.history import Row
 from nbchat.llm.endpoint import destination_of
 from nbchat.store.store import Store
 from nbchat.ui import ChatUI
-from nbchat.ui.commands import COMMANDS
+from nbchat.ui.actions import COMMANDS
 
 
 @pytest.fixture(autouse=True)

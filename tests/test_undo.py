@@ -31,10 +31,10 @@ from nbchat.conversation.loop import Conversation
 from nbchat.conversation.session import apply_compaction
 from nbchat.errors import NbchatError, SessionLockedError, StoreError
 from nbchat.history import Row
-from nbchat.store.records import CompactionRecord
+from nbchat.store.rowsql import CompactionRecord
 from nbchat.store.store import Store
 from nbchat.ui import ChatUI
-from nbchat.ui.compactcard import PreviewCard
+from nbchat.ui.compactflow import PreviewCard
 
 SUMMARY = json.dumps(
     {

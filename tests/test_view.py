@@ -16,7 +16,7 @@ from helpers import recording_comms, shown_text
 from nbchat.config import Settings
 from nbchat.store.store import Store
 from nbchat.ui import ChatUI
-from nbchat.ui.input import CSS as INPUT_CSS
+from nbchat.ui.controls import CSS as INPUT_CSS
 from nbchat.ui.render import STYLE
 
 STATS = re.compile(r"\d+ tokens · [\d.]+ tok/s · [\d.]+ s")

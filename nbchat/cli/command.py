@@ -37,14 +37,14 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from nbchat.cli.doctor import clip, run_doctor
 from nbchat.config import Settings, UnknownVariableWarning
-from nbchat.conversation.inspect import export_requests
+from nbchat.conversation.requestview import export_requests
 from nbchat.conversation.steer import undo_outcome
 from nbchat.embedded.modelfiles import model_key
 from nbchat.embedded.runtime import LOG_FILE, is_running
 from nbchat.embedded.server import LocalServer, Wanted, ensure_server, find_running
 from nbchat.errors import ConfigError, NbchatError, ServerUnavailableError
 from nbchat.history import request_overhead_tokens
-from nbchat.store.export import requests_to_markdown
+from nbchat.store.catalog import requests_to_markdown
 from nbchat.store.store import Store
 
 if TYPE_CHECKING:  # openai takes ~0.4 s to import and only the doctor needs it

@@ -19,8 +19,15 @@ from contextlib import closing
 from typing import TYPE_CHECKING
 
 from nbchat.config import API_KEY_VARIABLES, Settings, UnknownVariableWarning, unknown_variables
-from nbchat.embedded.machine import choose_model, read_machine
-from nbchat.embedded.modelfiles import AUTO, MODELS, missing_requirements, model_key, model_path
+from nbchat.embedded.modelfiles import (
+    AUTO,
+    MODELS,
+    choose_model,
+    missing_requirements,
+    model_key,
+    model_path,
+    read_machine,
+)
 from nbchat.embedded.server import find_running
 from nbchat.embedded.slots import MAX_BYTES, MAX_FILES, kept_sizes, slot_dir
 from nbchat.errors import ConfigError, NbchatError, ServerUnavailableError
@@ -29,7 +36,7 @@ from nbchat.store.store import Store
 if TYPE_CHECKING:  # openai takes ~0.4 s to import and only the server check needs it
     import openai
 
-    from nbchat.llm.modelcheck import Served
+    from nbchat.llm.endpoint import Served
 
 __all__ = ["clip", "run_doctor"]
 
@@ -125,7 +132,7 @@ def _check_database(doctor: Doctor, settings: Settings) -> None:
 def _check_server(doctor: Doctor, settings: Settings) -> openai.OpenAI | None:
     """Does a model server answer `/v1/models`, and does it serve the model? Its client, or None."""
     from nbchat.llm.client import build_client
-    from nbchat.llm.modelcheck import check_model
+    from nbchat.llm.endpoint import check_model
 
     url, which = settings.base_url, ""
     if url is None:
@@ -155,8 +162,7 @@ def _list_models(
 ) -> Served | None:
     import openai
 
-    from nbchat.llm.endpoint import unreachable
-    from nbchat.llm.modelcheck import served_from
+    from nbchat.llm.endpoint import served_from, unreachable
     from nbchat.llm.servererrors import translate_error
 
     try:

@@ -29,10 +29,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from nbchat.compaction.brief import BRIEF_CAP
 from nbchat.compaction.cacheform import RequestShape
 from nbchat.compaction.prompts import SummaryFormat
-from nbchat.compaction.result import CompactionResult
+from nbchat.compaction.prune import BRIEF_CAP
+from nbchat.compaction.result import CompactionResult, Summariser
 from nbchat.compaction.steps import (
     PRUNE_ALONE,
     CompactionSettings,
@@ -46,7 +46,6 @@ from nbchat.compaction.steps import (
     reuse,
     trigger_tokens,
 )
-from nbchat.compaction.summariser import Summariser
 from nbchat.compaction.writer import SummaryWriter
 from nbchat.config import DEFAULT_SUMMARY_MAX_TOKENS, DEFAULT_TRIGGER_FACTOR
 from nbchat.history import History, Row, context_tokens, estimate_tokens, request_overhead_tokens
@@ -109,7 +108,7 @@ class CompactionEngine:
         )
         self.summary_format = summary_format
         self.prune_alone = prune_alone
-        # The embedded model summarises the brief transcript (`nbchat.compaction.brief`): read
+        # The embedded model summarises the brief transcript (`nbchat.compaction.prune`): read
         # whole, in chunks, a long history took it tens of minutes.
         embedded = settings is not None and settings.is_embedded
         self.brief_cap = brief_cap if brief_cap is not None else BRIEF_CAP if embedded else None

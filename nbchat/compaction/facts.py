@@ -1,13 +1,23 @@
-"""Facts that code, not the summariser, keeps across a compaction.
+"""What code keeps through a compaction, beside the summary: the facts, and the user's latest
+message carried whole through a cut inside its turn.
 
-A small model can drop a file path or an error line from its summary; these cannot be dropped,
-because they are read from the rows by code and appended to the summary under their own
+The latest message: a long turn (one instruction, many tool rounds) can only shrink by a cut inside
+the turn, which would summarise the instruction the model is still working on. `latest_instruction`
+finds it when a cut would take it; the engine then appends it, whole, to the `compacted` row under
+its own heading (`render_latest`), and a later compaction carries it on (`parse_latest`) until a
+newer user message takes its place.
+
+Each line is quoted (`> `), so the block ends unambiguously however the message reads, and
+`without_latest` gives back the summary and facts before it.
+
+The facts: a small model can drop a file path or an error line from its summary; these cannot be
+dropped, because they are read from the rows by code and appended to the summary under their own
 headings: files read and files modified (from the tool calls' arguments), tool failures (every
-distinct error headline, `nbchat.compaction.headlines`: newest first, the oldest kept whatever
-came after them, many per-test lines of one file folded into one), the user's own words
-verbatim (the head of the first message always, then the newest) and the notebook's variables
-and cells the conversation referred to (`nbchat.compaction.notebookfacts`). Each list has a
-token budget, applied when rendered, so the block stays small however long the session was.
+distinct error headline: newest first, the oldest kept whatever came after them, many per-test lines
+of one file folded into one), the user's own words verbatim (the head of the first message always,
+then the newest) and the notebook's variables and cells the conversation referred to (both found by
+`nbchat.compaction.findings`). Each list has a token budget, applied when rendered, so the block
+stays small however long the session was.
 
 Facts carry forward: `parse_facts` reads them back from a previous summary's `# Recorded facts`
 block, and `merge_facts` folds the new rows' facts into them.
@@ -22,11 +32,11 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from nbchat.compaction.headlines import error_headlines, fold_headlines
-from nbchat.compaction.latest import without_latest
-from nbchat.compaction.notebookfacts import (
+from nbchat.compaction.findings import (
     CELLS_HEADING,
     VARIABLES_HEADING,
+    error_headlines,
+    fold_headlines,
     merge_notes,
     notebook_references,
     parse_cells,
@@ -39,17 +49,76 @@ from nbchat.history import CHARS_PER_TOKEN, Row, estimate_tokens, stored_calls
 __all__ = [
     "FACTS_HEADING",
     "Facts",
+    "LATEST_HEADING",
     "collect_facts",
     "facts_of",
     "file_operations",
     "is_modify_tool",
     "is_view_tool",
+    "latest_instruction",
     "merge_facts",
     "parse_facts",
+    "parse_latest",
     "previous_summary",
     "render_facts",
+    "render_latest",
     "strip_facts",
+    "without_latest",
 ]
+
+
+LATEST_HEADING = "# The user's latest message (verbatim; the current turn works on it)"
+_MARKER = "\n" + LATEST_HEADING + "\n"
+
+
+def latest_instruction(rows: Sequence[Row], start: int) -> str:
+    """The user's latest message when keeping only `rows[start:]` would lose it, else "".
+
+    That is the last `user` row when it lies before `start`, or, when no `user` row is left at
+    all, the message an earlier compaction carried in its `compacted` row.
+    """
+    for index in range(len(rows) - 1, -1, -1):
+        row = rows[index]
+        if row.role == "user":
+            return row.content if index < start else ""
+        if row.role == "compacted" and (carried := parse_latest(row.content)):
+            return carried if index < start else ""
+    return ""
+
+
+def render_latest(message: str) -> str:
+    """The block appended to a `compacted` row ("" for no message)."""
+    if not message:
+        return ""
+    quoted = "\n".join(f"> {line}" for line in message.split("\n"))
+    return f"{LATEST_HEADING}\n{quoted}"
+
+
+def parse_latest(summary: str) -> str:
+    """The message a `compacted` row carries verbatim ("" when it carries none)."""
+    index = _block_start(summary)
+    if index < 0:
+        return ""
+    lines = summary[index:].split("\n")[1:]
+    return "\n".join(line[2:] for line in lines)
+
+
+def without_latest(summary: str) -> str:
+    """A `compacted` row's text without the carried message (the summary and its facts)."""
+    index = _block_start(summary)
+    return summary if index < 0 else summary[:index].rstrip()
+
+
+def _block_start(summary: str) -> int:
+    if summary.startswith(LATEST_HEADING + "\n"):
+        return 0
+    index = summary.rfind(_MARKER)
+    if index < 0:
+        return -1
+    # Ours is the last block: every line after the heading is quoted.
+    tail = summary[index + len(_MARKER) :].split("\n")
+    return index + 1 if all(line.startswith("> ") for line in tail) else -1
+
 
 FACTS_HEADING = "# Recorded facts"
 FACTS_NOTE = "(Kept by code from the tool calls and messages, not by the summariser.)"

@@ -28,7 +28,7 @@ from typing import Any, NamedTuple
 
 import openai
 
-from nbchat.compaction.summariser import SummaryReply
+from nbchat.compaction.result import SummaryReply
 from nbchat.config import Settings
 from nbchat.errors import (
     CompactionError,
@@ -40,7 +40,7 @@ from nbchat.errors import (
 from nbchat.history import Message
 from nbchat.llm.client import build_client, server_context_size, stream_chat
 from nbchat.llm.endpoint import connect
-from nbchat.llm.stream import Finish, TextDelta, Usage
+from nbchat.llm.reader import Finish, TextDelta, Usage
 
 __all__ = ["OpenAISummariser", "to_compaction_error"]
 

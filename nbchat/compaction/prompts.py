@@ -85,7 +85,7 @@ JSON_FORMAT = (
     "{words} words. File paths, errors and the user's own words are recorded separately: do "
     "not copy them at length."
 )
-# The brief form (`nbchat.compaction.brief`): a small, slow summariser reads each message as one
+# The brief form (`nbchat.compaction.prune`): a small, slow summariser reads each message as one
 # short line and is told concretely what each list holds, in the conversation's own names.
 BRIEF_PROMPT = (
     "The text inside <conversation> is a conversation between a user and an assistant, one "

@@ -1,34 +1,73 @@
-"""`CompactionResult`: what one compaction did, as a value, and how the steps build one.
+"""The values at compaction's edges: what a summariser is asked and gives back (the `Summariser`
+seam) and what a compaction did (`CompactionResult`).
 
-A result is the new active rows, the sizes before and after, which layer did the work and why,
-and two small values: the `Edit` the store applies (placeholders at their positions, then one
-summary row over the rows it replaces) and the `SummaryUsage` of the summariser (model, tokens,
-requests, the prompt cache, how it was asked). The store write itself belongs to the caller
+The summariser seam: `Summariser` is the one-method protocol the engine talks to; `OpenAISummariser`
+(`nbchat.compaction.modelsummariser`) is the real one, tests and scripts pass their own. Only the
+engine's own `OpenAISummariser` is asked the extras a server can do (its window, the cache form
+with the chat's tool schemas; `nbchat.compaction.writer`): a summariser handed in is asked
+transcripts, in chunks that fit `summariser_context`; `SummaryReply` is what it gives back.
+
+`CompactionResult`: what one compaction did, as a value, and how the steps build one. A result is
+the new active rows, the sizes before and after, which layer did the work and why, and two small
+values: the `Edit` the store applies (placeholders at their positions, then one summary row over the
+rows it replaces) and the `SummaryUsage` of the summariser (model, tokens, requests, the prompt
+cache, how it was asked). The store write itself belongs to the caller
 (`nbchat.conversation.session.apply_compaction`).
 
-Pure: values and the functions that build them.
+Pure: values, a protocol and the functions that build the values; no I/O.
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
-from typing import Literal
+from typing import Any, Literal, Protocol
 
-from nbchat.history import Row, estimate_tokens
+from nbchat.history import Message, Row, estimate_tokens
 
 __all__ = [
-    "NO_EDIT",
     "CompactionResult",
     "Edit",
     "Layer",
+    "NO_EDIT",
+    "Summariser",
+    "SummaryReply",
     "SummaryUsage",
     "in_units_of",
     "summarised",
     "unchanged",
     "with_placeholders_kept",
 ]
+
+
+@dataclass(frozen=True)
+class SummaryReply:
+    """One summariser answer: its text, usage, and why it ended ("stop", "length", "stopped").
+
+    `cached_tokens`: of `prompt_tokens`, how many the server served from its prompt cache (None:
+    it did not say)."""
+
+    text: str
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    finish_reason: str = "stop"
+    cached_tokens: int | None = None
+
+
+class Summariser(Protocol):
+    """Anything that answers one summary request; raises `CompactionError` when it cannot."""
+
+    def summarise(
+        self,
+        messages: Sequence[Message],
+        *,
+        max_tokens: int,
+        response_format: Mapping[str, Any] | None,
+        stop: threading.Event | None,
+    ) -> SummaryReply: ...
+
 
 Layer = Literal["none", "prune", "summary", "chunked"]
 

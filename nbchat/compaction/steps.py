@@ -9,9 +9,9 @@
 
 A `Preparation` holds everything a compaction decided before the summary is asked: the rows,
 their estimates and the request's size; the rows after the prune layer (old tool outputs behind
-placeholders, `nbchat.compaction.prune`); where the cut falls (`nbchat.compaction.split`), with
+placeholders, `nbchat.compaction.prune`); where the cut falls (`nbchat.compaction.cacheform`), with
 the tail given the budget left beside the recorded facts (`nbchat.compaction.facts`) and the
-user's latest message when the cut takes it (`nbchat.compaction.latest`); or why nothing is
+user's latest message when the cut takes it (`nbchat.compaction.facts`); or why nothing is
 summarised. `compact` asks the summary in the cache form when it applies (the chat's own prefix
 plus one instruction, `nbchat.compaction.cacheform`), else as a transcript, chunked when the
 input exceeds the summariser's window (`nbchat.compaction.writer`), and builds the
@@ -27,13 +27,24 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 
-from nbchat.compaction.brief import brief_blocks
-from nbchat.compaction.cacheform import RequestShape
-from nbchat.compaction.facts import facts_of, previous_summary, render_facts, strip_facts
-from nbchat.compaction.keylines import key_lines_of, render_key_lines
-from nbchat.compaction.latest import latest_instruction, render_latest
+from nbchat.compaction.cacheform import RequestShape, Split, TailBudget, choose_split
+from nbchat.compaction.facts import (
+    facts_of,
+    latest_instruction,
+    previous_summary,
+    render_facts,
+    render_latest,
+    strip_facts,
+)
 from nbchat.compaction.prompts import SMALL_CHECKPOINT_TOKENS, SummaryFormat, to_blocks
-from nbchat.compaction.prune import apply_replacements, find_prunable, protected_start
+from nbchat.compaction.prune import (
+    apply_replacements,
+    brief_blocks,
+    find_prunable,
+    key_lines_of,
+    protected_start,
+    render_key_lines,
+)
 from nbchat.compaction.result import (
     CompactionResult,
     Edit,
@@ -43,7 +54,6 @@ from nbchat.compaction.result import (
     unchanged,
     with_placeholders_kept,
 )
-from nbchat.compaction.split import Split, TailBudget, choose_split
 from nbchat.compaction.writer import Digest, SummaryWriter, joined
 from nbchat.config import DEFAULT_SUMMARY_MAX_TOKENS, DEFAULT_TRIGGER_FACTOR
 from nbchat.history import History, Row, context_tokens, estimate_tokens, to_row
@@ -87,7 +97,7 @@ MIN_CHECKPOINT_TOKENS = 96
 # (up to ~850 tokens) is not ready within a reading pause, and beside a budget this small it
 # would leave the tail next to no room.
 SLOW_SMALL_TRIGGER = 4_000
-# The key lines (`nbchat.compaction.keylines`) go beside the facts only when the rows replaced
+# The key lines (`nbchat.compaction.prune`) go beside the facts only when the rows replaced
 # are at least this many times their size.
 KEY_LINES_SHARE = 10
 # Why nothing is summarised, when nothing is.
@@ -122,7 +132,7 @@ class CompactionSettings:
     summary_prompt: str | None = None
     prune_alone: bool = PRUNE_ALONE
     # A small, slow summariser (the embedded model): what it is sent as a transcript is the
-    # brief transcript within this many tokens (`nbchat.compaction.brief`); None: every row,
+    # brief transcript within this many tokens (`nbchat.compaction.prune`); None: every row,
     # in chunks that fit its window.
     brief_cap: int | None = None
 
@@ -153,7 +163,7 @@ class CompactionSettings:
         carried message off too). The aim: the request after a compaction stands at about half
         the trigger (so at most half the threshold), so that the next compaction is many turns
         away. The fit: the result is under the trigger, which is enough to keep the user-row
-        tail (`nbchat.compaction.split`)."""
+        tail (`nbchat.compaction.cacheform`)."""
         beside = self.overhead_tokens + min(self.checkpoint_tokens, CHECKPOINT_TOKENS)
         return TailBudget(
             aim=max(0, self.trigger // 2 - beside), fit=max(0, self.trigger - 1 - beside)
@@ -398,7 +408,7 @@ def _serving(preparation: Preparation, covered: int) -> Split | None:
     """The cut a summary of `rows[:covered]` can serve, or None. A cut before what it covers is
     served by it only when the user-row tail is kept and `covered` starts a turn: a deeper cut
     at a user row is what the split would make itself when that fits its aim
-    (`nbchat.compaction.split`)."""
+    (`nbchat.compaction.cacheform`)."""
     split, rows = preparation.split, preparation.rows
     if split is None or split.start >= covered:
         return split

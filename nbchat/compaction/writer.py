@@ -1,6 +1,6 @@
 """`SummaryWriter` and `write_digest`: a summary asked of the summariser, chunk by chunk.
 
-The writer talks to a `Summariser` (`nbchat.compaction.summariser`): one handed in, or its own
+The writer talks to a `Summariser` (`nbchat.compaction.result`): one handed in, or its own
 `nbchat.compaction.modelsummariser.OpenAISummariser`, built at first use. `write_digest` cuts the
 transcript into chunks that fit the summariser's window next to the prompts and the reply, then
 asks for each chunk in turn, every request after the first *updating* the summary so far (the first
@@ -33,8 +33,7 @@ from nbchat.compaction.prompts import (
     parse_reply,
     request_overhead,
 )
-from nbchat.compaction.result import SummaryUsage
-from nbchat.compaction.summariser import Summariser, SummaryReply
+from nbchat.compaction.result import Summariser, SummaryReply, SummaryUsage
 from nbchat.config import DEFAULT_N_CTX
 from nbchat.errors import CompactionError, ContextOverflowError, NbchatError
 from nbchat.history import Message, Row, estimate_tokens
@@ -245,7 +244,7 @@ def write_digest(
     brief: bool = False,
 ) -> Digest:
     """The summary of the transcript `blocks`, updating `previous` (may be empty); `brief`:
-    the blocks are a brief transcript (`nbchat.compaction.brief`), asked for the brief
+    the blocks are a brief transcript (`nbchat.compaction.prune`), asked for the brief
     checkpoint."""
     if not blocks:
         return Digest(text=previous or NOTHING_SAID)

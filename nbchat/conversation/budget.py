@@ -4,7 +4,7 @@ The connection (and with it the server's window, which sets the budget when no t
 configured) is made on first need, never at construction, so a widget can show its meter
 before any server answers. The engine is built once the budget is known and rebuilt after a
 model switch. On connecting, the configured model name is checked against the names the server
-lists (`nbchat.llm.modelcheck`); on llama.cpp, which answers under any name, `on_model` is told
+lists (`nbchat.llm.endpoint`); on llama.cpp, which answers under any name, `on_model` is told
 the name really served, so a script records it exactly as the widget does. It also says how
 much of that budget one tool result may take (`tool_output_limit`).
 
@@ -19,12 +19,11 @@ from typing import Any
 import openai
 
 from nbchat.compaction.engine import CompactionEngine
-from nbchat.compaction.summariser import Summariser
+from nbchat.compaction.result import Summariser
 from nbchat.config import Settings
 from nbchat.errors import ContextOverflowError, ServerUnavailableError
 from nbchat.history import CHARS_PER_TOKEN, estimate_tokens, request_overhead_tokens
-from nbchat.llm.endpoint import Connection, connect, unreachable
-from nbchat.llm.modelcheck import ModelCheck, sentence
+from nbchat.llm.endpoint import Connection, ModelCheck, connect, sentence, unreachable
 
 __all__ = ["TOOL_OUTPUT_SHARE", "Budget"]
 

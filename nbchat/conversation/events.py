@@ -15,7 +15,7 @@ from typing import TypeAlias
 
 from nbchat.compaction.result import CompactionResult
 from nbchat.history import Row, ToolCall
-from nbchat.llm.stream import ReasoningDelta, TextDelta, TextWithdrawn
+from nbchat.llm.reader import ReasoningDelta, TextDelta, TextWithdrawn
 from nbchat.tools.executor import ToolOutcome
 
 __all__ = [

@@ -12,8 +12,8 @@ A `ChatUI` runs this in its worker thread; a script can iterate `send` directly.
 ipywidgets, hold widget state, or contain SQL.
 
 This module strings a turn together; its parts live beside it: one streamed reply
-(`nbchat.conversation.reply`), the tool round (`toolround`), the compactions a turn makes on its
-own (`autocompact`), and the steps they share (`steps`).
+(`nbchat.conversation.reply`), and the rest of a turn (`nbchat.conversation.turn`): the tool
+round, the compactions a turn makes on its own, and the steps they share.
 """
 
 from __future__ import annotations
@@ -25,25 +25,26 @@ from collections.abc import Callable, Iterator, Sequence
 import openai
 
 from nbchat.compaction.engine import CompactionEngine
-from nbchat.compaction.result import CompactionResult
-from nbchat.compaction.summariser import Summariser
+from nbchat.compaction.result import CompactionResult, Summariser
 from nbchat.config import Settings
-from nbchat.conversation.archivetool import archived_output_tool
-from nbchat.conversation.autocompact import (
-    compact,
-    compact_if_needed,
-)
 from nbchat.conversation.budget import Budget
 from nbchat.conversation.events import Done, Event, Failed, Notice
-from nbchat.conversation.inspect import InspectedRequest, last_request
 from nbchat.conversation.prepare import CheckpointPreparer, Situation, situation_of
-from nbchat.conversation.reply import plan_request, request_reply
-from nbchat.conversation.rewind import Rewound, rewind
-from nbchat.conversation.session import Session
+from nbchat.conversation.reply import archived_output_tool, plan_request, request_reply
+from nbchat.conversation.requestview import InspectedRequest, last_request
+from nbchat.conversation.session import Rewound, Session, rewind
 from nbchat.conversation.steer import Steering, UndoOutcome
-from nbchat.conversation.steps import Steps, post_notice, save_rows
-from nbchat.conversation.toolround import run_tools, start_servers
-from nbchat.conversation.turn import FailureGuard, Round
+from nbchat.conversation.turn import (
+    FailureGuard,
+    Round,
+    Steps,
+    compact,
+    compact_if_needed,
+    post_notice,
+    run_tools,
+    save_rows,
+    start_servers,
+)
 from nbchat.conversation.warmup import PromptWarmer, opening_prompts
 from nbchat.errors import NbchatError, StoreError
 from nbchat.history import History, Row, context_tokens
@@ -51,9 +52,9 @@ from nbchat.llm.endpoint import LOCAL, Connection, destination_of
 from nbchat.store.store import Store
 from nbchat.tools import ToolRegistry, default_registry
 from nbchat.tools.cells import Document
-from nbchat.tools.choice import round_choice
 from nbchat.tools.executor import Approver
 from nbchat.tools.mcp import McpTools
+from nbchat.tools.offer import round_choice
 from nbchat.tools.overview import WorkspaceOverview
 
 __all__ = ["Conversation"]
@@ -291,7 +292,7 @@ class Conversation:
 
     def rewind(self, row_id: int, document: Document) -> Rewound:
         """Take the chat and the notebook back to before the user's message stored as
-        `row_id` (`nbchat.conversation.rewind`); refused while a reply runs."""
+        `row_id` (`nbchat.conversation.session`); refused while a reply runs."""
         if not self._lock.acquire(blocking=False):
             raise NbchatError("A reply is still running; press Stop first, then rewind.")
         try:
@@ -404,7 +405,8 @@ class Conversation:
         return last_request(self.store, self.session_id)
 
     def _round_choice(self, number: int, requested: str | None) -> str | None:
-        """`tools.choice`'s rule: the caller's choice first, words on the last round and after
-        repeated calls; None lets the model (or, on a small one, its first step) choose."""
+        """The rule of `nbchat.tools.offer`: the caller's choice first, words on the last round
+        and after repeated calls; None lets the model (or, on a small one, its first step)
+        choose."""
         rounds = self.settings.max_tool_turns
         return round_choice(self.history.rows, number=number, rounds=rounds, requested=requested)

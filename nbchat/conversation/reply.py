@@ -1,9 +1,19 @@
-"""One reply of the chat model: the request planned (the tools, sent or described in the system
+"""One streamed reply of a turn, and the tool that reads back a pruned tool output (offered only
+while one is archived).
+
+One reply of the chat model: the request planned (the tools, sent or described in the system
 prompt, the system prompt, the messages), on a small model its first step asked (answer, or
 which tool), the reply streamed, recorded as sent, and saved with its usage; after a context
 overflow, one forced compaction and one more try (`request_reply`).
 
 A stream that fails keeps what arrived as complete rows and then raises.
+
+The archive tool reads back a tool output that compaction pruned, by the call id named in its
+placeholder, and is offered only while a placeholder among the rows names an archived output (a
+summary names no call id, so it gives the tool nothing to read). Offered always, a 0.5B model
+called it when asked for the current directory (issue 12). It reads the store it is handed; it
+never writes.
+
 Must not import the loop, widgets, or SQL.
 """
 
@@ -12,50 +22,99 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Generator, Mapping, Sequence
+from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from nbchat.compaction.cacheform import RequestShape
-from nbchat.conversation.archivetool import offerable
-from nbchat.conversation.autocompact import compact_after_overflow, warn_over_budget
+from nbchat.compaction.prune import is_placeholder
 from nbchat.conversation.events import Event, Notice, RequestStarted, UsageReported
-from nbchat.conversation.steps import Steps, TurnParts, post_notice, save_rows
-from nbchat.conversation.turn import Round, StreamedReply
+from nbchat.conversation.turn import (
+    Round,
+    Steps,
+    StreamedReply,
+    TurnParts,
+    compact_after_overflow,
+    post_notice,
+    save_rows,
+    warn_over_budget,
+)
 from nbchat.errors import ContextOverflowError, NbchatError, ServerUnavailableError
 from nbchat.history import Row, ToolCall, build_messages, new_call_id
 from nbchat.llm.client import stream_chat
 from nbchat.llm.firststep import ask_arguments, ask_first_step
-from nbchat.llm.stream import ReasoningDelta, TextDelta, TextWithdrawn
+from nbchat.llm.reader import ReasoningDelta, TextDelta, TextWithdrawn
+from nbchat.store.store import Store
 from nbchat.tools.arithmetic import work_out
-from nbchat.tools.choice import (
+from nbchat.tools.offer import (
     NO_TOOL,
     Here,
     Leaning,
     aimed_call,
     allowed_tools,
     asks_how_to,
+    named_in,
+    router_messages,
     step_choice,
 )
-from nbchat.tools.offer import named_in, router_messages
 from nbchat.tools.registry import Sight
 
 __all__ = [
     "AFTER_RESULTS",
+    "ARCHIVE_TOOL",
     "EMPTY_REPLY_NOTICE",
-    "STOPPED_NOTICE",
-    "WORKED_OUT",
     "FirstStep",
     "RequestPlan",
+    "STOPPED_NOTICE",
+    "SessionSource",
+    "WORKED_OUT",
+    "archived_output_tool",
     "choose_first_step",
     "first_step_messages",
-    "uses_grammars",
+    "offerable",
     "plan_request",
     "request_reply",
     "save_reply",
     "stream_reply",
     "system_prompt_for",
+    "uses_grammars",
 ]
+
+
+ARCHIVE_TOOL = "read_archived_output"
+
+
+class SessionSource(Protocol):
+    store: Store
+    id: str | None
+
+
+def archived_output_tool(source: SessionSource) -> Callable[[str], str]:
+    """A tool that reads back a tool output that compaction pruned, by its call id."""
+
+    def read_archived_output(tool_id: str) -> str:
+        """Read the full text of an earlier tool output that was pruned to save context.
+
+        Args:
+            tool_id: the call id named in the placeholder that replaced the output.
+        """
+        if source.id is None:
+            return "No session is open, so there is nothing archived to read."
+        found = source.store.find_tool_result(source.id, tool_id)
+        if found is None:
+            return f"No tool output with id {tool_id!r} in this session."
+        return found.row.content
+
+    return read_archived_output
+
+
+def offerable(schemas: Sequence[dict[str, Any]], rows: Sequence[Row]) -> list[dict[str, Any]]:
+    """`schemas` without `read_archived_output` unless `rows` hold the placeholder of a pruned
+    output, which names the call id the tool reads back."""
+    if any(is_placeholder(row) for row in rows):
+        return list(schemas)
+    return [schema for schema in schemas if schema["function"]["name"] != ARCHIVE_TOOL]
+
 
 STOPPED_NOTICE = "Stopped by you; the reply so far was kept."
 # Sent after a small model's tool results (not stored): shown a file it was asked to show, a
@@ -229,7 +288,7 @@ def choose_first_step(
     parts: TurnParts, plan: RequestPlan, stop: threading.Event
 ) -> FirstStep | None:
     """The model's first step (`nbchat.llm.firststep`, weighed by
-    `nbchat.tools.choice.step_choice`) among the tools this turn allows, asked on its own
+    `nbchat.tools.offer.step_choice`) among the tools this turn allows, asked on its own
     prompt (`nbchat.tools.offer.router_messages`); for a tool, the call's arguments too. None
     after Stop. Arguments the tool refuses leave the call to the chat, forced to that tool."""
     last_user = next((r.content for r in reversed(parts.history.rows) if r.role == "user"), "")

@@ -23,8 +23,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from nbchat.compaction.facts import FACTS_HEADING
-from nbchat.compaction.latest import LATEST_HEADING
+from nbchat.compaction.facts import FACTS_HEADING, LATEST_HEADING
 from nbchat.compaction.result import CompactionResult
 from nbchat.config import Settings
 from nbchat.conversation.session import Session

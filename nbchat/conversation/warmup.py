@@ -41,13 +41,13 @@ from typing import Any
 import openai
 
 from nbchat.conversation.reply import first_step_messages, plan_request
-from nbchat.conversation.steps import TurnParts
+from nbchat.conversation.turn import TurnParts
 from nbchat.embedded.slots import SavedSlots
 from nbchat.errors import NbchatError
 from nbchat.history import Row, build_messages
 from nbchat.llm.client import stream_chat
 from nbchat.llm.endpoint import Connection
-from nbchat.llm.stream import Finish, Usage
+from nbchat.llm.reader import Finish, Usage
 from nbchat.stopping import StopSignal
 
 __all__ = ["WARM_GRACE", "Prompt", "PromptWarmer", "opening_prompts"]

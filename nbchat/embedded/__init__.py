@@ -2,11 +2,11 @@
 
     server      start, find, reuse and stop the server; warm its prompt cache
     child       the child process that runs it (`python -m nbchat.embedded.child serve`)
-    modelfiles  the table of models it can load, finding their files, assembling the Qwen GGUFs
-    machine     the machine's cores and memory, and the model `auto` picks from them
-    runtime     its run directory and the process record shared across kernels
+    modelfiles  the table of models it can load, finding their files, assembling the Qwen GGUFs;
+                the machine's cores and memory, and the model `auto` picks from them
+    runtime     its run directory and the process record shared across kernels; the server
+                stops itself after `local_idle_timeout` without a request
     slots       what it read of a prompt, saved to disk and restored after a restart
-    idle        the server stops itself after `local_idle_timeout` without a request
 
 Must not: import anything of nbchat above the ground floor.
 """

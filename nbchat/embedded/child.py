@@ -5,7 +5,7 @@ server outlives the kernel and a kernel interrupt never reaches it. Here xllamac
 its parameters filled (127.0.0.1 only, one slot, no web UI, CORS for localhost, no `/slots`
 listing; slots saved to and restored from `<home>/run/slots/`, see `nbchat.embedded.slots`), the
 model loaded, one ready line printed (url, pid, n_ctx, model), and the process kept until a stop
-signal or the idle timeout (`nbchat.embedded.idle`).
+signal or the idle timeout (`nbchat.embedded.runtime`).
 
 Must not: be imported by a kernel for anything but its constants; start or find servers (the
 parent's `nbchat.embedded.server` does).
@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from nbchat.config import DEFAULT_N_CTX
-from nbchat.embedded import idle, slots
 from nbchat.embedded import runtime as localrun
+from nbchat.embedded import slots
 from nbchat.embedded.modelfiles import AUTO, MODELS, model_key, model_path
 from nbchat.errors import ConfigError, NbchatError
 
@@ -52,7 +52,7 @@ def serve(
     idle_timeout: float = 0.0,
 ) -> None:
     """Run the server in this process until SIGTERM, SIGINT or SIGHUP (the child's side), or
-    until `idle_timeout` seconds pass without a request (when > 0; see `nbchat.embedded.idle`).
+    until `idle_timeout` seconds pass without a request (when > 0; see `nbchat.embedded.runtime`).
 
     Call it from the main thread: the stop signals are blocked in every thread and collected by
     `sigwait`. Raises ConfigError (no xllamacpp, unknown model) or RuntimeError (load failed).
@@ -81,7 +81,7 @@ def serve(
     ready = {"url": url, "pid": os.getpid(), "n_ctx": n_served, "model": key}
     print(json.dumps(ready), flush=True)
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
-    if idle.wait_for_stop(url, idle_timeout=idle_timeout, signals=STOP_SIGNALS) == "idle":
+    if localrun.wait_for_stop(url, idle_timeout=idle_timeout, signals=STOP_SIGNALS) == "idle":
         _forget_idle(home, idle_timeout)
     del server  # xllamacpp stops the HTTP server and frees the model when the object goes
 
@@ -98,7 +98,7 @@ def _slot_save_path(home: Path) -> str:
 
 def _forget_idle(home: Path, idle_timeout: float) -> None:
     """Unlist this server before it goes, and leave a note saying why for the next kernel."""
-    note = idle.idle_message(idle_timeout)
+    note = localrun.idle_message(idle_timeout)
     with localrun.lock(home):
         localrun.forget_record(home, pid=os.getpid())
         localrun.write_stop_note(home, note)

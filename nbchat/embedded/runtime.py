@@ -1,11 +1,21 @@
-"""The embedded server's run directory and the process it records (helpers for
-`nbchat.embedded.server`).
+"""The embedded server's lifetime across kernels: its run directory and process record, and when it
+has gone unused long enough to stop itself.
 
+The run directory and the process it records (helpers for `nbchat.embedded.server`):
 `<home>/run/` holds `model-server.stopped` (why the last server stopped itself, when it did),
 `model-server.json` (the record other kernels read: url, pid, model, n_ctx, idle_timeout,
 started, log), `model-server.lock` (flock: one process at a time starts, replaces or forgets the
 server) and `model-server.log` (the child's stderr). This module reads and writes those files and
 answers "is that process still our server, and is it healthy", and ends it.
+
+The self-stop: when the server has gone unused for `local_idle_timeout`. The server outlives the
+kernels and JupyterLab that started it (by design: kernels share it), so without a bound it
+would hold ~800 MB until someone runs `nbchat stop-model`. `wait_for_stop` is the server
+process's main wait: a stop signal ends it at once, and with an idle timeout it also wakes every
+few seconds to read llama.cpp's `/metrics` counters (tokens read and generated, requests in
+flight). Counters unchanged and nothing in flight for the whole timeout means no client used it:
+the wait returns "idle" and the caller stops the server (the wait stops nothing itself, and
+never counts a failed `/metrics` read as idleness).
 
 Must not: decide when to start or reuse a server (`nbchat.embedded.server` does), or send a signal
 to a pid it cannot tie to nbchat (a recycled pid belongs to someone else).
@@ -20,7 +30,7 @@ import signal
 import subprocess
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
@@ -30,14 +40,17 @@ from nbchat.errors import ConfigError
 
 __all__ = [
     "LOG_FILE",
+    "activity",
     "fetch_json",
     "fetch_text",
     "forget_record",
     "has_record",
+    "idle_message",
     "is_healthy",
     "is_running",
     "lock",
     "log_tail",
+    "parse_metrics",
     "post_json",
     "read_record",
     "read_stop_note",
@@ -45,9 +58,11 @@ __all__ = [
     "run_dir",
     "terminate",
     "wait_exit",
+    "wait_for_stop",
     "write_record",
     "write_stop_note",
 ]
+
 
 RECORD_FILE = "model-server.json"
 LOCK_FILE = "model-server.lock"
@@ -242,3 +257,72 @@ def _wait_exit(pid: int, *, timeout: float) -> bool:
             return False
         time.sleep(0.05)
     return True
+
+
+# Counters that move whenever a client asks for anything, and the gauge of requests running.
+COUNTERS = (
+    "llamacpp:prompt_tokens_total",
+    "llamacpp:tokens_predicted_total",
+    "llamacpp:n_decode_total",
+    "llamacpp:requests_processing",
+    "llamacpp:requests_deferred",
+)
+LONGEST_NAP = 30.0
+METRICS_TIMEOUT = 5.0
+
+
+def parse_metrics(text: str) -> tuple[float, ...]:
+    """The `COUNTERS` from a Prometheus text answer (0 for any that is missing)."""
+    values = dict.fromkeys(COUNTERS, 0.0)
+    for line in text.splitlines():
+        name, _, value = line.partition(" ")
+        if name in values:
+            try:
+                values[name] = float(value.split()[0])
+            except (ValueError, IndexError):
+                continue
+    return tuple(values.values())
+
+
+def activity(url: str) -> tuple[float, ...] | None:
+    """The server's activity counters now, or None when `/metrics` cannot be read."""
+    try:
+        return parse_metrics(fetch_text(url + "/metrics", timeout=METRICS_TIMEOUT))
+    except OSError:
+        return None
+
+
+def wait_for_stop(url: str, *, idle_timeout: float, signals: Iterable[signal.Signals]) -> str:
+    """Block until one of `signals` arrives ("signal") or, when `idle_timeout` > 0, until the
+    server at `url` has had no request for that many seconds ("idle").
+
+    The signals must already be blocked in every thread (they are collected here)."""
+    wanted = set(signals)
+    if idle_timeout <= 0:
+        signal.sigwait(wanted)
+        return "signal"
+    nap = min(LONGEST_NAP, max(0.1, idle_timeout / 5))
+    last, quiet_since = activity(url), time.monotonic()
+    while signal.sigtimedwait(wanted, nap) is None:
+        now = activity(url)
+        busy = now is None or now != last or now[3] > 0
+        if busy:
+            last, quiet_since = now, time.monotonic()
+        elif time.monotonic() - quiet_since >= idle_timeout:
+            return "idle"
+    return "signal"
+
+
+def idle_message(idle_timeout: float) -> str:
+    """The note an idle stop leaves for the next kernel (see `write_stop_note`)."""
+    stamp = time.strftime("%H:%M", time.localtime())
+    return (
+        f"The embedded model server stopped itself at {stamp} after {_duration(idle_timeout)} "
+        "without a request (local_idle_timeout; 0 keeps it running)."
+    )
+
+
+def _duration(seconds: float) -> str:
+    if seconds >= 120:
+        return f"{seconds / 60:g} minutes"
+    return f"{seconds:g} seconds"

@@ -45,7 +45,7 @@ from importlib import metadata
 from pathlib import Path
 
 from nbchat.embedded import runtime
-from nbchat.embedded.idle import activity
+from nbchat.embedded.runtime import activity
 
 __all__ = [
     "MAX_BYTES",

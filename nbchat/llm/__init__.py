@@ -1,17 +1,18 @@
 """The HTTP edge to a model server: one streamed chat request turned into typed events.
 
     client        build the `openai` client, stream one chat request, ask the server's window
-    reader        `ReplyReader`: one streamed reply's state while its chunks arrive
-    idle          `IdleWatch`: a stream that sends no data (keep-alives only) is given up
-    eventlimit    one server-sent event (or line) without an end is refused at its byte bound
-    stream        the events a streamed reply is made of (deltas, tool calls, usage, finish)
+    reader        the events a streamed reply is made of (deltas, tool calls, usage, finish);
+                  `ReplyReader`: one streamed reply's state while its chunks arrive; a tool call
+                  a small model wrote as plain JSON text (the fallback), forced calls, the
+                  stream closed at a whole call and a second chance for one that does not validate
     servererrors  openai/httpx failures translated into `NbchatError`s that say what to do
-    fallback      a tool call a small model wrote as plain JSON text, and forced calls
-    correction    the fallback's stream closed at a whole call, and a second chance for a
-                  call that does not validate
+    transport     the HTTP transport: a request's sockets shut from another thread (Stop); a
+                  stream that sends no data (keep-alives only) is given up (`IdleWatch`); one
+                  server-sent event (or line) without an end is refused at its byte bound
+    firststep     a small model's first step, weighed on its first token (answer or which tool)
     endpoint      which server a conversation talks to (the embedded one found or started),
-                  and where its requests go (`destination_of`: local or the host)
-    modelcheck    the model names the server serves (`/v1/models`)
+                  where its requests go (`destination_of`: local or the host), and the model
+                  names it serves (`/v1/models`)
 
 Must not: import tools, the store, compaction or widgets (import-linter checks it).
 """

@@ -5,10 +5,10 @@ as a sequence of `StreamEvent`s (reasoning and text deltas as they arrive; assem
 usage and the finish reason at the end), Stop (checked at every chunk; a `StopSignal` also
 releases a read blocked on a stalled server), the reply's bounds (a server that ignores
 `max_tokens` is cut at `reply_char_limit`; one that sends only keep-alive comments is given up
-after the read timeout, see `nbchat.llm.idle`; one event without an end is refused at its byte
-bound, see `nbchat.llm.eventlimit`), the plain-JSON tool-call fallback for small local
+after the read timeout; one event without an end is refused at its byte bound: see
+`nbchat.llm.transport`), the plain-JSON tool-call fallback for small local
 models (the stream closed once a call is whole, one second chance for a call that does not
-validate: `nbchat.llm.correction`), asking a llama.cpp server for its context size, and
+validate: `nbchat.llm.reader`), asking a llama.cpp server for its context size, and
 translating every openai/httpx error into an `NbchatError` whose message says what to do. The
 API key never appears in a message.
 
@@ -30,22 +30,33 @@ from openai.types.chat import ChatCompletionChunk
 from nbchat.config import Settings, public_url
 from nbchat.errors import ServerError, ServerUnavailableError
 from nbchat.history import ToolCall
-from nbchat.llm.correction import ChatRequest, has_whole_call, second_chance
-from nbchat.llm.eventlimit import IDENTITY, bound_events, event_byte_limit
-from nbchat.llm.fallback import ArgumentCheck, forced_call_format, text_only_grammar
-from nbchat.llm.idle import IdleWatch
-from nbchat.llm.reader import ReplyReader
-from nbchat.llm.servererrors import midstream_error, partial_note, translate_error
-from nbchat.llm.stream import (
+from nbchat.llm.reader import (
+    ArgumentCheck,
+    ChatRequest,
     Finish,
     ReasoningDelta,
+    ReplyReader,
     StreamEvent,
     TextDelta,
     TextWithdrawn,
     ToolCallsReady,
     Usage,
+    forced_call_format,
+    has_whole_call,
+    second_chance,
+    text_only_grammar,
 )
-from nbchat.llm.transport import Release, RequestCancelledError, http_client, releasing
+from nbchat.llm.servererrors import midstream_error, partial_note, translate_error
+from nbchat.llm.transport import (
+    IDENTITY,
+    IdleWatch,
+    Release,
+    RequestCancelledError,
+    bound_events,
+    event_byte_limit,
+    http_client,
+    releasing,
+)
 from nbchat.stopping import StopSignal
 
 __all__ = [  # the stream's events are re-exported: callers import them from here
@@ -139,7 +150,7 @@ def stream_chat(
     `NbchatError` (after the deltas that did arrive were yielded).
 
     `on_request` is given the request's JSON body (never the key: that is a header) just before
-    it is sent, for the request records (`nbchat.conversation.inspect`).
+    it is sent, for the request records (`nbchat.conversation.requestview`).
     """
     request = ChatRequest(
         model=model,
@@ -239,7 +250,7 @@ def _read_stream(
 ) -> Generator[StreamEvent, None, ReplyReader | None]:
     url = public_url(str(client.base_url))
     limit = reply_char_limit(request.max_tokens)
-    # A call written as text is read as the call on any server (`nbchat.llm.fallback`'s rule:
+    # A call written as text is read as the call on any server (`nbchat.llm.reader`'s rule:
     # the whole reply, a tool that exists, arguments it accepts).
     reader = ReplyReader(request.tools, request.check, char_limit=limit)
     bound_events(

@@ -33,9 +33,8 @@ import openai
 
 from nbchat.config import public_url
 from nbchat.errors import ServerError
-from nbchat.llm.eventlimit import IDENTITY
 from nbchat.llm.servererrors import translate_error
-from nbchat.llm.transport import Release, RequestCancelledError, releasing
+from nbchat.llm.transport import IDENTITY, Release, RequestCancelledError, releasing
 from nbchat.stopping import StopSignal
 
 __all__ = [

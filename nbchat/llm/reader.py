@@ -1,37 +1,309 @@
-"""`ReplyReader`: the state of one streamed reply while its chunks arrive.
+"""A streamed chat reply: what it is made of (the events), and reading it as its chunks arrive, with
+the tool call a small model wrote as plain JSON text and that call's corrections.
 
-It turns each chunk into events (reasoning and text deltas, valid Unicode even when a server
-splits a character across chunks), assembles tool-call fragments by index, keeps the usage and
-the finish reason, counts the characters against the reply's bound (what passes it is dropped
-and `cut` is set), and — with the JSON fallback on — keeps a copy of text that opens like a tool
-call written as JSON. That text is never held back: it streams as `TextDelta`s like any other,
-so every reply shows its first token as soon as it arrives. When the whole reply turns out to be
-a valid call, `finish` hands it over as `ToolCallsReady(from_content=True)`, which tells the
-consumer to drop the text it showed and show the call instead; otherwise it stays plain text.
-The usage carries how many prompt tokens the server served from its prompt cache, when it says.
+The events: reasoning and text deltas as they arrive; the assembled tool calls, the usage and
+the finish reason at the end.
 
-Pure: no I/O; the HTTP stream is read by `nbchat.llm.client`.
+The fallback, a tool call that a small model wrote as plain text instead of `tool_calls`: the
+reply (stripped; optionally after a ```json fence or a `<tool_call>` tag) opens with one complete
+JSON object `{"name": <an offered tool>, "arguments": {...}}` (or `"parameters"`), and the
+arguments pass the check the caller hands in (the tool registry's validation). Anything else is
+ordinary text. What follows the object does not count: the client closes the stream as soon as
+the object is complete (`call_shape`), so the model cannot append more. A call-shaped object
+that does not validate (a tool that does not exist, arguments its schema refuses) is what
+`call_problem` explains to the model for its second chance. `looks_like_call_start` tells the
+reader when streamed text may become a call (it is shown as it streams all the same, and
+replaced by the call only once it validates); `forced_call_format` is the `response_format` that
+makes a model write such a call: llama.cpp's server ignores a `tool_choice` that names a
+function (it accepts only strings), and with "required" it lets small models pad a call with
+whitespace up to `max_tokens`, but it does apply a JSON schema to the content, so a forced call
+is asked for that way and read back by this fallback. `text_only_grammar` is the grammar of a
+reply meant as an answer (`tool_choice="none"`), which cannot open like a call or hold a JSON
+object.
+
+`ReplyReader`: the state of one streamed reply while its chunks arrive. It turns each chunk into
+events (reasoning and text deltas, valid Unicode even when a server splits a character across
+chunks), assembles tool-call fragments by index, keeps the usage and the finish reason, counts
+the characters against the reply's bound (what passes it is dropped and `cut` is set), and —
+with the JSON fallback on — keeps a copy of text that opens like a tool call written as JSON.
+That text is never held back: it streams as `TextDelta`s like any other, so every reply shows
+its first token as soon as it arrives. When the whole reply turns out to be a valid call,
+`finish` hands it over as `ToolCallsReady(from_content=True)`, which tells the consumer to drop
+the text it showed and show the call instead; otherwise it stays plain text. The usage carries
+how many prompt tokens the server served from its prompt cache, when it says.
+
+The corrections: `ChatRequest` (one chat request's parameters besides the messages),
+`has_whole_call` (the streamed text has become one complete call-shaped JSON object, so the
+client closes the stream: the model cannot append junk, and the reply is the call) and
+`second_chance` (a call-shaped reply that does not validate is asked again once, with that reply
+and a note saying what was wrong: arguments a tool refuses, or a missing tool whose arguments
+fit one that exists, get the call forced to that tool, so the model cannot name a missing tool
+twice; a missing tool that fits none, `multiply` for "17 × 23", gets the answer asked in words,
+so a plain question never ends as call JSON). A 0.5B model otherwise answers "delete old.log"
+with `{"name": "delete_file", ...}`, which would be shown as a JSON blob (issue 12).
+
+Pure: no I/O; `nbchat.llm.client` reads the HTTP stream and sends the requests. Must not call
+tools.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
-from collections.abc import Iterator, Sequence
+import re
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeAlias
 
 from openai.types.chat import ChatCompletionChunk
 
 from nbchat.history import ToolCall, new_call_id, to_valid_text
-from nbchat.llm.fallback import (
-    ArgumentCheck,
-    call_from_text,
-    looks_like_call_start,
-    schemas_by_name,
-)
-from nbchat.llm.stream import Finish, ReasoningDelta, StreamEvent, TextDelta, ToolCallsReady, Usage
 
-__all__ = ["ReplyReader", "cached_tokens_of"]
+__all__ = [
+    "ArgumentCheck",
+    "CALL_OPENINGS",
+    "ChatRequest",
+    "Finish",
+    "ReasoningDelta",
+    "ReplyReader",
+    "StreamEvent",
+    "TextDelta",
+    "TextWithdrawn",
+    "ToolCallsReady",
+    "Usage",
+    "answer_instead",
+    "cached_tokens_of",
+    "call_from_text",
+    "call_problem",
+    "call_shape",
+    "fitting_tool",
+    "forced_call_format",
+    "has_whole_call",
+    "looks_like_call_start",
+    "schemas_by_name",
+    "second_chance",
+    "text_only_grammar",
+]
+
+
+@dataclass(frozen=True)
+class ReasoningDelta:
+    text: str
+
+
+@dataclass(frozen=True)
+class TextDelta:
+    text: str
+
+
+@dataclass(frozen=True)
+class TextWithdrawn:
+    """The text streamed so far was a call that did not validate, written as JSON; the reply is
+    asked again (`nbchat.llm.reader.second_chance`) and that text is no part of it."""
+
+
+@dataclass(frozen=True)
+class ToolCallsReady:
+    """Every tool call of the reply, in index order; `from_content`: found by the JSON fallback."""
+
+    calls: tuple[ToolCall, ...]
+    from_content: bool = False
+
+
+@dataclass(frozen=True)
+class Usage:
+    """The server's counts; `cached_tokens`: prompt tokens it served from its prompt cache
+    (llama.cpp's `timings.cache_n`, OpenAI's `prompt_tokens_details.cached_tokens`), None when
+    it did not say."""
+
+    prompt_tokens: int | None
+    completion_tokens: int | None
+    cached_tokens: int | None = None
+
+
+@dataclass(frozen=True)
+class Finish:
+    """Why the reply ended: "stop", "length", "tool_calls", "stopped" (our Stop); None: unsaid."""
+
+    reason: str | None
+
+
+StreamEvent: TypeAlias = (
+    ReasoningDelta | TextDelta | TextWithdrawn | ToolCallsReady | Usage | Finish
+)
+
+
+CALL_OPENINGS = ("{", "```", "<tool_call>")
+# What may come before the call's JSON object: a code fence or Qwen's <tool_call> tag.
+OPENING = re.compile(r"^(?:```(?:json)?|<tool_call>)\s*")
+DECODER = json.JSONDecoder()
+CALL_KEYS = ({"name", "arguments"}, {"name", "parameters"})
+
+# Whether `arguments` are valid for the tool `name`; the conversation passes the tool registry's
+# own check down, so this edge never imports the tools.
+ArgumentCheck: TypeAlias = Callable[[str, Mapping[str, Any]], bool]
+
+
+def schemas_by_name(tools: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Each offered function tool's parameter schema, by name (from the OpenAI `tools` list)."""
+    return {
+        tool["function"]["name"]: dict(tool["function"].get("parameters") or {})
+        for tool in tools
+        if tool.get("type", "function") == "function" and "function" in tool
+    }
+
+
+def forced_call_format(
+    tools: Sequence[Mapping[str, Any]], choice: str | None
+) -> dict[str, Any] | None:
+    """A JSON-schema `response_format` whose only valid content is a call of the tool named by
+    `choice` (or, for "required", of any offered tool); None when `choice` forces nothing."""
+    schemas = schemas_by_name(tools)
+    if choice == "required":
+        names = list(schemas)
+    elif choice in schemas:
+        names = [choice]
+    else:
+        return None  # None, "auto", "none", or a name nobody offered: nothing to force
+    calls = [
+        {
+            "type": "object",
+            "properties": {"name": {"const": name}, "arguments": schemas[name]},
+            "required": ["name", "arguments"],
+            "additionalProperties": False,
+        }
+        for name in names
+    ]
+    schema = calls[0] if len(calls) == 1 else {"anyOf": calls}
+    return {"type": "json_schema", "json_schema": {"name": "tool_call", "schema": schema}}
+
+
+# llama.cpp's GBNF for a reply meant as words: not empty, not opening with `{` or `<` (no
+# `<tool_call>`), and no `{` anywhere that opens an object whose first key is "name", "tool"
+# or "function", whatever whitespace or extra braces (`{{"name": ...}}`, Qwen's template) come
+# between (nor `"name "`, nor typographic quotes: `{“name”`): so it cannot be a call written
+# as text. After a tool result,
+# offered no tools, a 0.5B model wrote its call again as JSON text (issue 12). Any other JSON
+# stays possible (`{"port": 8042}`, `[{"id": 1}]`), as does code (`{ x }`, `{'a': 1}`). A
+# character read while ruling a key out is never `{`, so no brace is passed over unchecked.
+TEXT_ONLY_GRAMMAR = r"""
+root ::= [ \t\r\n]* first rest
+first ::= [^{< \t\r\n] | brace
+rest ::= ([^{] | brace)*
+brace ::= "{" [ \t\r\n]* ([^"“ \t\r\n{] | ["“] key | brace)
+key ::= [^nft"{] | "\"" | "n" n1 | "t" t1 | "f" f1
+n1 ::= [^a{] | "a" ([^m{] | "m" ([^e{] | "e" end))
+t1 ::= [^o{] | "o" ([^o{] | "o" ([^l{] | "l" end))
+f1 ::= [^u{] | "u" ([^n{] | "n" ([^c{] | "c" ([^t{] | "t" f2)))
+f2 ::= [^i{] | "i" ([^o{] | "o" ([^n{] | "n" end))
+end ::= [ \t\r\n]* [^"” \t\r\n{]
+""".strip()
+
+
+def text_only_grammar(choice: str | None) -> dict[str, Any] | None:
+    """For `tool_choice="none"` with the fallback on: the `extra_body` that keeps the reply
+    from opening like a call written as text (llama.cpp's `grammar`); None otherwise."""
+    return {"grammar": TEXT_ONLY_GRAMMAR} if choice == "none" else None
+
+
+def looks_like_call_start(head: str) -> bool | None:
+    """True when `head` (stripped text so far) opens like a call, False when it cannot be one,
+    None while it is too short to tell (`""`, `"`"`, `"<tool"`)."""
+    if any(head.startswith(opening) for opening in CALL_OPENINGS):
+        return True
+    if any(opening.startswith(head) for opening in CALL_OPENINGS):
+        return None
+    return False
+
+
+def call_shape(text: str) -> tuple[str, Any] | None:
+    """`(name, arguments)` when `text` opens with one complete call-shaped JSON object
+    (`{"name": ..., "arguments": ...}`, optionally after ```json or `<tool_call>`, or in the
+    doubled braces of Qwen's template, `{{"name": ...}}}}`), whatever follows it and whether or
+    not the tool exists; None while it is incomplete or not one."""
+    body = OPENING.sub("", text.lstrip(), count=1)
+    if not body.startswith("{"):
+        return None
+    if body.startswith("{{"):  # Qwen's template shows the call in doubled braces: so does it
+        body = body[1:].lstrip()
+    try:
+        value, _end = DECODER.raw_decode(body)
+    except ValueError:
+        return None
+    if not isinstance(value, dict) or set(value) not in CALL_KEYS:
+        return None
+    name = value["name"]
+    if not isinstance(name, str):
+        return None
+    return name, value.get("arguments", value.get("parameters"))
+
+
+def call_from_text(
+    text: str, schemas: Mapping[str, dict[str, Any]], check: ArgumentCheck | None = None
+) -> tuple[str, dict[str, Any]] | None:
+    """`(tool name, arguments)` when `text` is a call of an offered tool whose arguments pass
+    `check` (without one, any JSON object passes). What follows the call is ignored: the reader
+    stops the stream once a call is complete (`call_shape`), so it is at most a stray token."""
+    found = call_shape(text)
+    if found is None:
+        return None
+    name, arguments = found
+    if name not in schemas or not isinstance(arguments, dict):
+        return None
+    if check is not None and not check(name, arguments):
+        return None
+    return name, arguments
+
+
+def call_problem(name: str, arguments: Any, tools: Sequence[Mapping[str, Any]]) -> str:
+    """What to tell a model whose call-shaped reply did not validate, so it can try again: what
+    was wrong, and each offered tool with the first line of its description."""
+    schemas = schemas_by_name(tools)
+    if name not in schemas:
+        problem = f"There is no tool named {name!r}."
+        fitting = [other for other in schemas if _fits(arguments, schemas[other])]
+        if len(fitting) == 1:
+            problem += f" Its arguments fit {fitting[0]!r}."
+    else:
+        wanted = ", ".join(schemas[name].get("properties") or {}) or "none"
+        problem = f"The arguments of {name!r} did not fit its parameters ({wanted})."
+    lines = [f"{problem} Call one of these tools instead:"]
+    for tool in tools:
+        function = tool.get("function") or {}
+        summary = " ".join(str(function.get("description") or "").split())
+        lines.append(f"- {function.get('name')}: {summary}")
+    return "\n".join(lines)
+
+
+def fitting_tool(name: str, arguments: Any, tools: Sequence[Mapping[str, Any]]) -> str | None:
+    """The offered tool a call-shaped reply meant: `name` when offered, the one tool whose
+    parameters its arguments fit exactly, "required" (any tool) when several fit; None when
+    it meant none of them (a 1.5B model asked "17 × 23" wrote `{"name": "multiply", ...}`)."""
+    schemas = schemas_by_name(tools)
+    if name in schemas:
+        return name
+    fitting = [other for other in schemas if _fits(arguments, schemas[other])]
+    if not fitting:
+        return None
+    return fitting[0] if len(fitting) == 1 else "required"
+
+
+def answer_instead(name: str) -> str:
+    """What to tell a model whose call-shaped reply named a tool that exists nowhere and
+    meant none that does: answer in words."""
+    return (
+        f"There is no tool named {name!r}, and none is needed for that: answer the user "
+        "directly, in words."
+    )
+
+
+def _fits(arguments: Any, schema: Mapping[str, Any]) -> bool:
+    """Whether `arguments` name exactly a tool's required parameters and no others it lacks."""
+    if not isinstance(arguments, dict) or not arguments:
+        return False
+    given = set(arguments)
+    known = set(schema.get("properties") or {})
+    return set(schema.get("required") or ()) <= given <= known
 
 
 @dataclass
@@ -174,3 +446,56 @@ class ReplyReader:
         if self.usage is not None:
             yield self.usage
         yield Finish(self.finish_reason)
+
+
+@dataclass(frozen=True)
+class ChatRequest:
+    """One chat request's parameters besides the messages."""
+
+    model: str
+    tools: Sequence[dict[str, Any]]
+    max_tokens: int | None
+    temperature: float | None
+    extra_body: dict[str, Any] | None
+    response_format: dict[str, Any] | None
+    fallback: bool
+    check: ArgumentCheck | None
+    tool_choice: str | None
+    on_request: Callable[[dict[str, Any]], None] | None = None  # given each body before it goes
+    # The tools are described in the system prompt (`nbchat.tools.offer`), not sent: they are
+    # still what a forced call may name and what a call written as text is checked against.
+    tools_in_prompt: bool = False
+
+
+def has_whole_call(reader: ReplyReader) -> bool:
+    """With the JSON fallback on: the text so far is one complete call-shaped JSON object.
+    Parsed only when the latest piece could have closed it."""
+    if not reader.may_be_call or not reader.candidate or "}" not in reader.candidate[-1]:
+        return False
+    return call_shape("".join(reader.candidate)) is not None
+
+
+def second_chance(
+    messages: list[dict[str, Any]],
+    request: ChatRequest,
+    reader: ReplyReader,
+    ending: Sequence[StreamEvent],
+) -> tuple[list[dict[str, Any]], ChatRequest] | None:
+    """The retry for a reply that is a call-shaped JSON object but not a valid call of an
+    offered tool: the messages with that reply and what was wrong, and the call forced to one
+    of the offered tools. None when the reply was fine, not call-shaped, or already forced."""
+    if not reader.schemas or any(isinstance(event, ToolCallsReady) for event in ending):
+        return None
+    if request.tool_choice not in (None, "auto") or request.response_format is not None:
+        return None
+    text = "".join(reader.candidate)
+    shape = call_shape(text) if reader.may_be_call else None
+    if shape is None:
+        return None
+    meant = fitting_tool(shape[0], shape[1], request.tools)
+    if meant is None:  # "multiply" for 17 × 23: no tool was wanted, an answer was
+        note, choice = answer_instead(shape[0]), "none"
+    else:
+        note, choice = call_problem(shape[0], shape[1], request.tools), meant
+    retry = [*messages, {"role": "assistant", "content": text}, {"role": "user", "content": note}]
+    return retry, dataclasses.replace(request, tool_choice=choice)

@@ -1,11 +1,15 @@
-"""Demo material for the notebooks: one realistic tool-using session, built the same way every time.
+"""Demo material for the notebooks, whose cells must hold calls, not logic: the scripted demo
+session and the acting demo's helpers.
 
+The demo session: one realistic tool-using session, built the same way every time.
 `add_demo_session(store)` writes a 40-row session into a store as the chat loop would have: a user
 has a date parser fixed and extended, the model lists, reads, edits and tests files, every model
 request has a usage record, and after the first task the user pressed Compact.
 
-The session is scripted, not recorded from a model run (the script, its turns, files and texts,
-is `nbchat.notebook.scenario`). What is scripted and what is real:
+The session is scripted, not recorded from a model run: the script holds the demo project's
+files, every user and model turn (text, reasoning, tool calls and their results), the
+hand-written pytest output and the checkpoint text its compaction is given (pure data and row
+building). What is scripted and what is real:
 
 - scripted: every user and model turn (the text, the reasoning and the tool calls are written
   in the script); the `run_shell` results (pytest's output, written by hand; the replay test in
@@ -23,9 +27,11 @@ is `nbchat.notebook.scenario`). What is scripted and what is real:
 Everything is deterministic apart from ids and timestamps, so notebooks can compare outputs
 strictly. Notebooks that show this session must say it is scripted.
 
-Also here for the notebooks' cells, which must hold calls, not logic: a scratch workspace holding
-the demo project, a tool that counts its files, an approver that answers from a script, and short
-outlines of rows that leave out model text.
+Also here for the notebooks' cells: a scratch workspace holding the demo project, a tool that
+counts its files, an approver that answers from a script, and short outlines of rows that leave
+out model text; and for the acting demo (`notebooks/05-acting.ipynb`), an approval card's
+question as plain text, a tool's newest result, and the notebook lines a compaction keeps by
+code (`nbchat.compaction.findings`).
 
 Must not: be needed by the chat itself or call a model. It writes only where it is told (the store
 it is given) or into fresh temporary directories (`demo_store`, `scratch_workspace`).
@@ -34,6 +40,7 @@ it is given) or into fresh temporary directories (`demo_store`, `scratch_workspa
 from __future__ import annotations
 
 import atexit
+import html
 import json
 import shutil
 import tempfile
@@ -41,23 +48,16 @@ import threading
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
+from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
 from nbchat.compaction.engine import CompactionEngine
-from nbchat.compaction.summariser import SummaryReply
+from nbchat.compaction.facts import collect_facts
+from nbchat.compaction.findings import render_cells
+from nbchat.compaction.result import SummaryReply
 from nbchat.conversation.session import apply_compaction
-from nbchat.history import History, Message, Row, estimate_tokens
-from nbchat.notebook.scenario import (
-    PARSER,
-    PARSER_BUGGY,
-    PROJECT,
-    PYTEST_WEEK_53,
-    README_BEFORE,
-    SUMMARY,
-    TESTS,
-    demo_rows,
-)
+from nbchat.history import History, Message, Row, estimate_tokens, to_row
 from nbchat.store.store import Store
 from nbchat.tools import ApprovalRequest, ToolContext
 
@@ -70,17 +70,225 @@ __all__ = [
     "PYTEST_WEEK_53",
     "README_BEFORE",
     "SUMMARY",
-    "TESTS",
     "ScriptedApprover",
     "ScriptedSummariser",
+    "TESTS",
     "add_demo_session",
+    "card_text",
     "count_files",
     "demo_rows",
     "demo_store",
+    "kept_by_compaction",
+    "last_result",
     "outline",
     "scratch_workspace",
     "tool_results",
 ]
+
+
+PARSER_BUGGY = '''"""Parse ISO 8601 dates: calendar and week forms."""
+import datetime as dt
+import re
+
+WEEK = re.compile(r"^(\\d{4})-W(\\d{2})-(\\d)$")
+
+
+def parse_iso_week(year: int, week: int, day: int) -> dt.date:
+    if not 1 <= week <= 52:
+        raise ValueError(f"week {week} is out of range for {year}")
+    return dt.date.fromisocalendar(year, week, day)
+
+
+def parse_date(text: str) -> dt.date:
+    if match := WEEK.match(text):
+        return parse_iso_week(*map(int, match.groups()))
+    return dt.date.fromisoformat(text)
+'''
+WEEKS_IN_YEAR = '''def weeks_in_year(year: int) -> int:
+    """52 or 53: 28 December always falls in the last ISO week."""
+    return dt.date(year, 12, 28).isocalendar()[1]
+
+
+'''
+ORDINAL_BRANCH = """    if match := re.match(r"^(\\d{4})-(\\d{3})$", text):
+        year, day = map(int, match.groups())
+        return dt.date(year, 1, 1) + dt.timedelta(days=day - 1)
+"""
+RETURN_LINE = "    return dt.date.fromisoformat(text)\n"
+OLD_CHECK = "    if not 1 <= week <= 52:"
+NEW_CHECK = "    if not 1 <= week <= weeks_in_year(year):"
+# The edits the model makes in the demo, as (old, new) for edit_file.
+EDIT_CHECK = (OLD_CHECK, NEW_CHECK)
+EDIT_WEEKS = ("def parse_iso_week", WEEKS_IN_YEAR + "def parse_iso_week")
+EDIT_ORDINAL = (RETURN_LINE, ORDINAL_BRANCH + RETURN_LINE)
+PARSER_FIXED = PARSER_BUGGY.replace(*EDIT_CHECK).replace(*EDIT_WEEKS)
+PARSER = PARSER_FIXED.replace(*EDIT_ORDINAL)
+TESTS = """import datetime as dt
+
+import pytest
+
+from dates.parser import parse_date
+
+
+def test_calendar_date():
+    assert parse_date("2024-02-29") == dt.date(2024, 2, 29)
+
+
+@pytest.mark.parametrize("text, expected", [("2020-W53-4", dt.date(2020, 12, 31)),
+                                            ("2021-W01-1", dt.date(2021, 1, 4))])
+def test_iso_week(text, expected):
+    assert parse_date(text) == expected
+"""
+ORDINAL_TESTS = """import datetime as dt
+
+from dates.parser import parse_date
+
+
+def test_parses_ordinal():
+    assert parse_date("2024-060") == dt.date(2024, 2, 29)
+"""
+README_EXAMPLE = "```python\nparse_date('2020-W53-4')\n```\n"
+README_ORDINAL = "\nOrdinal dates work too: `parse_date('2024-060')` is 29 February.\n"
+README_BEFORE = "# dates\n\nParse ISO 8601 dates.\n\n" + README_EXAMPLE
+PROJECT = {
+    "README.md": README_BEFORE + README_ORDINAL,
+    "dates/__init__.py": '"""ISO 8601 date parsing."""\n__version__ = "0.3.0"\n',
+    "dates/parser.py": PARSER,
+    "tests/test_parser.py": TESTS,
+    "tests/test_ordinal.py": ORDINAL_TESTS,
+}
+PYTEST = "python -m pytest -q"
+# The run_shell results are written by hand: pytest's real output would carry this machine's
+# timings and paths, and the demo must be the same everywhere.
+PYTEST_WEEK_53 = """exit code: 1
+.....F......                                                             [100%]
+=================================== FAILURES ===================================
+______________________ test_iso_week[2020-W53-4-expected0] _____________________
+    def test_iso_week(text, expected):
+>       assert parse_date(text) == expected
+tests/test_parser.py:13:
+dates/parser.py:16: in parse_iso_week
+    raise ValueError(f"week {week} is out of range for {year}")
+E   ValueError: week 53 is out of range for 2020
+=========================== short test summary info ============================
+FAILED tests/test_parser.py::test_iso_week[2020-W53-4-expected0] - ValueError: week 53 is ou...
+1 failed, 11 passed in 0.09s"""
+PYTEST_ORDINAL = """exit code: 1
+............F..                                                          [100%]
+=================================== FAILURES ===================================
+_____________________________ test_parses_ordinal ______________________________
+    def test_parses_ordinal():
+>       assert parse_date("2024-060") == dt.date(2024, 2, 29)
+dates/parser.py:25: in parse_date
+    return dt.date.fromisoformat(text)
+E   ValueError: Invalid isoformat string: '2024-060'
+=========================== short test summary info ============================
+FAILED tests/test_ordinal.py::test_parses_ordinal - ValueError: Invalid isoformat string: '2024-060'
+1 failed, 14 passed in 0.10s"""
+# The checkpoint a model would have written for the first task (scripted: the demo calls no model).
+SUMMARY = {
+    "goal": "Find out why the tests of the dates project fail since a change to dates/parser.py.",
+    "constraints": [],
+    "done": [
+        "Ran `python -m pytest -q`: test_iso_week[2020-W53-4] failed with ValueError: week 53 is "
+        "out of range for 2020.",
+        "Read dates/parser.py and tests/test_parser.py.",
+        "Found the cause: parse_iso_week accepts weeks 1-52 only, but 2020 has 53 ISO weeks.",
+    ],
+    "in_progress": ["Waiting for the user to approve the fix."],
+    "blocked": [],
+    "decisions": ["Count the weeks of a year from the ISO week of 28 December."],
+    "next_steps": [
+        "Add weeks_in_year(year) and use it in the range check of parse_iso_week.",
+        "Run `python -m pytest -q` again.",
+    ],
+    "critical_context": ["Tests run with `python -m pytest -q` from the workspace root."],
+}
+
+
+def _call(call_id: str, name: str, **arguments: Any) -> Row:
+    function = {"name": name, "arguments": json.dumps(arguments)}
+    calls = [{"id": call_id, "type": "function", "function": function}]
+    return Row("assistant_full", "", tool_args=json.dumps(calls))
+
+
+def _tool(call_id: str, name: str, result: str, **arguments: Any) -> list[Row]:
+    """A call and its result: the two rows one tool round adds."""
+    return [_call(call_id, name, **arguments), Row("tool", result, call_id, name)]
+
+
+def _edit(call_id: str, path: str, edit: tuple[str, str]) -> list[Row]:
+    done = f"Replaced 1 occurrence in {path}."
+    return _tool(call_id, "edit_file", done, path=path, old=edit[0], new=edit[1])
+
+
+def _passed(count: int, seconds: str) -> str:
+    return f"exit code: 0\n{'.' * count}\n{count} passed in {seconds}s"
+
+
+def _turn_one() -> list[Row]:
+    """The week-53 bug, up to the reply that ends it (the rows before the compaction)."""
+    listing = "dates/__init__.py\ndates/parser.py\ntests/test_parser.py"
+    return [
+        Row("user", "The tests fail since yesterday's change to dates/parser.py. Find out why."),
+        *_tool("call_d01", "list_files", listing, path=".", pattern="**/*.py"),
+        *_tool("call_d02", "run_shell", PYTEST_WEEK_53, command=PYTEST),
+        *_tool("call_d03", "read_file", PARSER_BUGGY, path="dates/parser.py"),
+        *_tool("call_d04", "read_file", TESTS, path="tests/test_parser.py"),
+        Row("analysis", "2020 starts on a Wednesday and is a leap year, so it has 53 ISO weeks."),
+        Row(
+            "assistant",
+            "Found it: `parse_iso_week` only accepts weeks 1-52, but ISO years such as 2020 have "
+            "53 weeks. I would count the weeks of the year from 28 December, which always falls "
+            "in the last week. Shall I make the change?",
+        ),
+        Row("user", "Yes, go ahead, and keep the public API unchanged."),
+        *_edit("call_d05", "dates/parser.py", EDIT_CHECK),
+        *_edit("call_d06", "dates/parser.py", EDIT_WEEKS),
+        *_tool("call_d07", "run_shell", _passed(12, "0.08"), command=PYTEST),
+        Row(
+            "assistant",
+            "Fixed: `weeks_in_year(year)` gives 52 or 53 and the range check uses it. "
+            "All 12 tests pass; the public API is unchanged.",
+        ),
+    ]
+
+
+def _turn_two() -> list[Row]:
+    """Ordinal dates and the README, after the compaction."""
+    wrote = f"Wrote {len(ORDINAL_TESTS)} characters to tests/test_ordinal.py."
+    readme_edit = (README_EXAMPLE, README_EXAMPLE + README_ORDINAL)
+    return [
+        Row("user", "Now support ordinal dates like 2024-060 (year and day of the year)."),
+        *_tool("call_d08", "read_file", PARSER_FIXED, path="dates/parser.py"),
+        *_tool(
+            "call_d09", "write_file", wrote, path="tests/test_ordinal.py", content=ORDINAL_TESTS
+        ),
+        *_tool("call_d10", "run_shell", PYTEST_ORDINAL, command=PYTEST),
+        *_edit("call_d11", "dates/parser.py", EDIT_ORDINAL),
+        *_tool("call_d12", "run_shell", _passed(15, "0.10"), command=PYTEST),
+        Row(
+            "assistant",
+            "Ordinal dates work: `parse_date('2024-060')` returns 29 February 2024. I added "
+            "tests/test_ordinal.py; all 15 tests pass.",
+        ),
+        Row("user", "Add an example to the README."),
+        *_tool("call_d13", "read_file", README_BEFORE, path="README.md"),
+        *_edit("call_d14", "README.md", readme_edit),
+        Row("assistant", "Added an ordinal-date example to README.md."),
+        Row("user", "Thanks. What is left before a release?"),
+        Row(
+            "assistant",
+            "Three things: a CHANGELOG entry for the week-53 fix and ordinal dates, the version in "
+            "dates/__init__.py (0.3.0 → 0.4.0), and a tag once the tests pass on CI.",
+        ),
+    ]
+
+
+def demo_rows() -> tuple[list[Row], list[Row]]:
+    """The demo session's rows: before and after its compaction (39 rows in all)."""
+    return _turn_one(), _turn_two()
+
 
 DEMO_TITLE = "Demo: fix the week-53 bug, add ordinal dates"
 DEMO_MODEL = "qwen2.5-coder-0.5b-instruct"
@@ -244,3 +452,41 @@ def _scratch_directory(prefix: str) -> Path:
     path = Path(tempfile.mkdtemp(prefix=prefix))
     atexit.register(shutil.rmtree, path, ignore_errors=True)
     return path
+
+
+class _Text(HTMLParser):
+    """The text of some HTML, each `<pre>` and block on lines of its own."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.parts: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag in ("pre", "div", "p"):
+            self.parts.append("\n")
+
+    def handle_data(self, data: str) -> None:
+        self.parts.append(data)
+
+
+def card_text(card: Any) -> str:
+    """What an approval card asks, as text: the question line, then the code or the diff."""
+    parser = _Text()
+    parser.feed(str(card.question.value))
+    parser.close()
+    lines = [line.rstrip() for line in html.unescape("".join(parser.parts)).split("\n")]
+    return "\n".join(line for line in lines if line)
+
+
+def last_result(rows: Iterable[Sequence[str]], tool: str) -> str:
+    """The newest result of `tool` in `rows`."""
+    found = [row[1] for row in rows if row[0] == "tool" and row[3] == tool]
+    return found[-1] if found else f"(no result of {tool} yet)"
+
+
+def kept_by_compaction(rows: Iterable[Sequence[str]]) -> list[str]:
+    """The notebook lines a compaction of `rows` keeps by code: each cell the assistant
+    inserted, edited or ran, and each of its runs with how it ended."""
+    facts = collect_facts([to_row(row) for row in rows])
+    acted = [(key, note) for key, note in facts.cells if not key.isdigit()]
+    return render_cells(acted)

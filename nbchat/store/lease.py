@@ -1,18 +1,30 @@
-"""The writer lease: one process writes a session, the others open it read-only.
+"""The writer lease, whole: one process writes a session and the others open it read-only; the
+leases one `Store` took (`Claims`), renewed by a `Heartbeat` thread and confirmed by every write.
 
 The lease lives in the session's row: the owner (one `Store` object), the holder's host, PID and
 process identity (its start time, so a reused PID is not mistaken for the holder), and an
 expiry. The holder renews the expiry on every write and from a heartbeat thread while the
-session is open (`nbchat.store.heartbeat`), so a live writer never loses it by age alone.
+session is open, so a live writer never loses it by age alone. A lease is stale, and may be
+taken over, when its expiry has passed (the holder stopped renewing: it hangs, or sits on
+another host that went away) or when its holder on this host is no longer running (no such PID,
+a zombie, or another process under the same PID). Every write confirms, inside its own
+transaction, that the writer still holds the lease, so a writer that lost it can never
+interleave its rows with the new holder's. The lease functions run inside the caller's
+transaction.
 
-A lease is stale, and may be taken over, when its expiry has passed (the holder stopped
-renewing: it hangs, or sits on another host that went away) or when its holder on this host is
-no longer running (no such PID, a zombie, or another process under the same PID). Every write
-confirms, inside its own transaction, that the writer still holds the lease, so a writer that
-lost it can never interleave its rows with the new holder's. These functions run inside the
-caller's transaction.
+`Claims`: the store's side, the writer leases one `Store` took: which sessions it took (and as
+which owner), the heartbeat that renews them, and the check a write makes inside its own
+transaction, so a session another kernel took over is never written. It uses the store's
+`Connections`.
 
-Must not: open connections or transactions of its own.
+`Heartbeat`: calls a function every few seconds on a daemon thread, until stopped. A `Store`
+runs one while it holds writer leases, to renew them before they expire even when the kernel
+sends nothing for a while. It holds only a weak reference to the function's object, so a store
+nobody uses any more is not kept alive by its heartbeat (its leases then expire, and another
+kernel may take the sessions over). It does not know what the beat does; it only logs a beat
+that failed and goes on.
+
+Must not: open connections or transactions of its own, or know rows.
 """
 
 from __future__ import annotations
@@ -20,14 +32,22 @@ from __future__ import annotations
 import logging
 import os
 import socket
+import threading
 import time
 import uuid
+import weakref
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from sqlite_utils import Database
 
+from nbchat.errors import LeaseLostError, StoreError
+from nbchat.store.sqlite import Connections
+
 __all__ = [
+    "Claims",
+    "Heartbeat",
     "Holder",
     "confirm",
     "give_back",
@@ -41,7 +61,56 @@ __all__ = [
     "taken_over_message",
 ]
 
+
 log = logging.getLogger(__name__)
+
+
+class Heartbeat:
+    """Calls `beat` every `interval` seconds on a thread named `name` (started by `start`)."""
+
+    def __init__(self, beat: Callable[[], None], *, interval: float, name: str) -> None:
+        self._beat = weakref.WeakMethod(beat)
+        self.interval = interval
+        self.name = name
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def start(self) -> None:
+        """Start beating (a no-op while it runs)."""
+        with self._lock:
+            if self.running:
+                return
+            self._stop = threading.Event()
+            self._thread = threading.Thread(
+                target=self._run, args=(self._stop,), name=self.name, daemon=True
+            )
+            self._thread.start()
+
+    def stop(self) -> None:
+        """Stop beating and wait for a beat in progress to end."""
+        with self._lock:
+            thread, self._thread = self._thread, None
+            self._stop.set()
+        if thread is not None and thread is not threading.current_thread():
+            thread.join()
+
+    def _run(self, stop: threading.Event) -> None:
+        while not stop.wait(self.interval):
+            beat = self._beat()
+            if beat is None:  # its object is gone
+                return
+            try:
+                beat()
+            except Exception:  # retried at the next beat; a write meanwhile reports for itself
+                log.warning("%s failed; retrying in %gs", self.name, self.interval, exc_info=True)
+            del beat
+
+
 PROC = Path("/proc")
 NOT_SAVED = {"save the message": "your message was not"}
 
@@ -181,3 +250,80 @@ def taken_over_message(taker: Holder, action: str) -> str:
         "and send again (this kernel first loads what was written there), or start a new "
         "session with /new."
     )
+
+
+class Claims:
+    """The leases taken through `connections`, each living `seconds` past its last renewal."""
+
+    def __init__(self, connections: Connections, *, seconds: float) -> None:
+        self.connections = connections
+        self.seconds = seconds
+        self.owner = new_owner()
+        self._leases: dict[str, str] = {}  # session id -> owner, for the sessions we took
+        self._lock = threading.Lock()
+        # Four beats a lease: only a kernel that stopped running Python lets one expire.
+        self._heartbeat = Heartbeat(self.renew, interval=seconds / 4, name="nbchat-lease-heartbeat")
+
+    def owner_of(self, session_id: str) -> str | None:
+        """The owner we took `session_id` as (None: we never took it)."""
+        return self._leases.get(session_id)
+
+    def confirm(self, db: Database, session_id: str, action: str) -> None:
+        """Inside a write's transaction: renew our lease on `session_id` if we took one, and
+        raise `LeaseLostError` when another kernel took the session over."""
+        owner = self._leases.get(session_id)
+        if owner is not None:
+            taker = confirm(db, session_id, owner=owner, seconds=self.seconds)
+            if taker is not None:
+                raise LeaseLostError(taken_over_message(taker, action))
+
+    def acquire(self, session_id: str, *, owner: str | None, path: Path) -> bool:
+        """Take or renew the lease; False when another live process holds it."""
+        owner = owner or self.owner
+        with self.connections.transaction("take the session lease") as db:
+            taken = take(db, session_id, owner=owner, seconds=self.seconds)
+        if taken is None:
+            raise StoreError(f"No session {session_id!r} in {path}.")
+        if taken:
+            with self._lock:
+                self._leases[session_id] = owner
+            self._heartbeat.start()
+        return taken
+
+    def release(self, session_id: str, *, owner: str | None = None) -> None:
+        """Give the lease back if we hold it (a no-op for a session we never took)."""
+        with self._lock:
+            held = self._leases.get(session_id)
+            if owner in (None, held):  # another chat's lease on this store stays renewed
+                held = self._leases.pop(session_id, None)
+            idle = not self._leases
+        if idle:
+            self._heartbeat.stop()
+            self.connections.sweep()  # the heartbeat thread's connection
+        if held or owner:
+            with self.connections.transaction("release the session lease") as db:
+                give_back(db, session_id, owner=owner or held or self.owner)
+
+    def holder(self, session_id: str) -> Holder | None:
+        """Who holds `session_id`'s lease, as recorded (None when there is no such session)."""
+        with self.connections.errors("read the session lease"):
+            return holder(self.connections.db, session_id)
+
+    def holds(self, session_id: str) -> bool:
+        """Whether we still hold `session_id`'s writer lease, as recorded now."""
+        with self._lock:
+            owner = self._leases.get(session_id)
+        current = self.holder(session_id) if owner else None
+        return current is not None and current.owner == owner
+
+    def renew(self) -> None:
+        """Push the expiry of every lease we hold forward (the heartbeat's beat)."""
+        with self._lock:
+            held = dict(self._leases)
+        for session_id, owner in held.items():
+            with self.connections.transaction("renew the session lease") as db:
+                renew(db, session_id, owner=owner, seconds=self.seconds)
+
+    def stop(self) -> None:
+        """Stop renewing (the leases stay recorded until they expire or are given back)."""
+        self._heartbeat.stop()

@@ -34,7 +34,7 @@ from sqlite_utils import Database
 
 from nbchat.history import Message, build_messages
 from nbchat.store import rowsql
-from nbchat.store.records import StoredRow, now, to_stored_row
+from nbchat.store.rowsql import StoredRow, now, to_stored_row
 
 __all__ = [
     "SentRequest",

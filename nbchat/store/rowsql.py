@@ -1,36 +1,135 @@
-"""The store's row-level SQL: insert rows at positions, archive them, find the active ones,
-record a compaction and write it (a summary, pruned rows, archived last rows). Every function
-runs inside the caller's transaction (`Store.transaction`), so a compaction, a prune or a retry
-is all written or not at all.
+"""The store's rows: the values it hands out (a session as listed, a row as stored, a compaction
+record, and a raw SQL row converted into a checked `StoredRow`: a corrupt one raises
+ValueError), and its row-level SQL over the history rows (inserted at positions, archived, the
+active ones found, a compaction recorded and written: a summary, pruned rows, archived last
+rows) and the assistant's changes to notebook cells (table `notebook_changes`).
 
-Nothing here deletes a row: replaced rows are archived and linked to their compaction record.
-Must not: open connections or transactions of its own.
+Every SQL function runs inside the caller's transaction (`Store.transaction`), so a compaction,
+a prune or a retry is all written or not at all. Nothing here deletes a row: replaced rows are
+archived and linked to their compaction record.
+
+Notebook changes: each insert or edit the assistant made is one record, tied to its session and
+to the tool call that made it: the cell's id and kind, its source before ("" for an inserted
+cell) and after. A rewind settles the records it took back, in the same transaction that
+archives the chat's rows: `reverted_at` and an `outcome` ("reverted", "removed", or why the cell
+was left alone). Nothing is deleted, so the export still shows every change and what became of
+it.
+
+Must not: open connections or transactions of its own, or know about documents.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
+from datetime import datetime, timezone
 from typing import Any, TypeAlias
 
 from sqlite_utils import Database
 
 from nbchat.errors import StoreError
-from nbchat.history import Row
-from nbchat.store.records import CompactionRecord, now, to_stored_row
+from nbchat.history import ROLES, Row, parse_tool_calls, to_row
 
 __all__ = [
+    "CompactionRecord",
+    "NotebookChange",
+    "SessionInfo",
+    "StoredRow",
     "active_positions",
     "archive",
     "archive_last",
+    "check_row",
     "compact_rows",
     "insert_rows",
+    "load",
     "next_position",
+    "now",
+    "record",
     "record_compaction",
     "replace_at",
     "require_session",
+    "settle",
+    "stored_to_dict",
+    "to_stored_row",
     "touch",
 ]
+
+
+def now() -> str:
+    """The current UTC time as stored (ISO 8601, microseconds)."""
+    return datetime.now(timezone.utc).isoformat(timespec="microseconds")
+
+
+@dataclass(frozen=True)
+class SessionInfo:
+    """A session as listed: title, model, times and row counts."""
+
+    id: str
+    title: str
+    model: str
+    created: str
+    updated: str
+    active_rows: int
+    total_rows: int
+
+
+@dataclass(frozen=True)
+class StoredRow:
+    """A row as stored, with its place in the transcript and its archive link."""
+
+    id: int
+    position: int
+    row: Row
+    created: str
+    archived: bool
+    compaction_id: int | None
+
+
+@dataclass(frozen=True)
+class CompactionRecord:
+    """What a compaction did, recorded beside the rows it archived."""
+
+    kind: str
+    summary: str = ""
+    tokens_before: int = 0
+    tokens_after: int = 0
+    model: str = ""
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    duration: float = 0.0
+    undone_at: str | None = None  # when the compaction was undone (`nbchat.store.undo`)
+
+
+def to_stored_row(record: Sequence[Any]) -> StoredRow:
+    row_id, position, role, content, tool_id, tool_name, tool_args, created, archived, cid = record
+    fields = (role, content, tool_id, tool_name, tool_args)
+    if not all(isinstance(value, str) or value is None for value in fields):
+        raise ValueError("a text field holds a non-text value")
+    if role not in ROLES:
+        raise ValueError(f"unknown role {role!r}")
+    row = check_row(to_row(fields))
+    return StoredRow(int(row_id), int(position), row, created, bool(archived), cid)
+
+
+def check_row(row: Row) -> Row:
+    """`row` if the store can read it back; ValueError saying what is wrong otherwise."""
+    if row.role == "assistant_full":
+        parse_tool_calls(row.tool_args)
+    if row.role == "tool" and not row.tool_id:
+        raise ValueError("a tool result without the id of its call")
+    return row
+
+
+def stored_to_dict(stored: StoredRow) -> dict[str, Any]:
+    return {
+        "id": stored.id,
+        "position": stored.position,
+        **stored.row._asdict(),
+        "created": stored.created,
+        "archived": stored.archived,
+        "compaction_id": stored.compaction_id,
+    }
+
 
 ROW_COLUMNS = (
     "id, position, role, content, tool_id, tool_name, tool_args, created, archived, compaction_id"
@@ -192,3 +291,74 @@ def _is_readable(record: Sequence[Any]) -> bool:
     except ValueError:
         return False
     return True
+
+
+COLUMNS = "id, call_id, kind, cell_id, cell_kind, before, after, created, reverted_at, outcome"
+
+
+@dataclass(frozen=True)
+class NotebookChange:
+    """One stored change; `reverted_at` is "" until a rewind settled it."""
+
+    id: int
+    call_id: str
+    kind: str
+    cell_id: str
+    cell_kind: str
+    before: str
+    after: str
+    created: str
+    reverted_at: str = ""
+    outcome: str = ""
+
+
+def record(
+    db: Database,
+    session_id: str,
+    *,
+    call_id: str,
+    kind: str,
+    cell_id: str,
+    cell_kind: str,
+    before: str,
+    after: str,
+) -> int:
+    """Store one change; its id."""
+    cursor = db.conn.execute(
+        "INSERT INTO notebook_changes (session_id, call_id, kind, cell_id, cell_kind, before, "
+        "after, created) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        [session_id, call_id, kind, cell_id, cell_kind, before, after, now()],
+    )
+    return int(cursor.lastrowid or 0)
+
+
+def load(db: Database, session_id: str) -> list[NotebookChange]:
+    """Every change of `session_id`, oldest first."""
+    found = db.execute(
+        f"SELECT {COLUMNS} FROM notebook_changes WHERE session_id = ? ORDER BY id",
+        [session_id],
+    ).fetchall()
+    return [
+        NotebookChange(
+            id=row[0],
+            call_id=row[1],
+            kind=row[2],
+            cell_id=row[3],
+            cell_kind=row[4] or "",
+            before=row[5],
+            after=row[6],
+            created=row[7],
+            reverted_at=row[8] or "",
+            outcome=row[9] or "",
+        )
+        for row in found
+    ]
+
+
+def settle(db: Database, outcomes: Mapping[int, str]) -> None:
+    """Stamp each change id with what the rewind did to it."""
+    stamp = now()
+    db.conn.executemany(
+        "UPDATE notebook_changes SET reverted_at = ?, outcome = ? WHERE id = ?",
+        [(stamp, outcome, change_id) for change_id, outcome in outcomes.items()],
+    )

@@ -1,6 +1,6 @@
 """`Store`: every session, row, compaction and request record, in one SQLite file.
 
-The storage model is drawn in `nbchat.store.migrations`; connections, migrations, transactions,
+The storage model is drawn in `nbchat.store.sqlite`; connections, migrations, transactions,
 sqlite3 error translation and read-only files live in `nbchat.store.sqlite`; the writer lease in
 `nbchat.store.lease`. Every write here is one transaction, so a failure half-way leaves nothing
 behind.
@@ -8,8 +8,8 @@ behind.
 A store that took a session's writer lease renews it from a heartbeat thread while it holds it,
 and every write to that session confirms the lease inside the write's own transaction: once
 another kernel has taken the session over, the write raises `LeaseLostError` and nothing of it
-is stored (`nbchat.store.claims`). The sessions table's SQL lives in `nbchat.store.catalog`, the
-row SQL in `nbchat.store.rowsql`, the exports in `nbchat.store.export`.
+is stored (`nbchat.store.lease`). The sessions table's SQL lives in `nbchat.store.catalog`, the
+row SQL in `nbchat.store.rowsql`, the exports in `nbchat.store.catalog`.
 
 Compaction never deletes: `replace_with_compacted` and `replace_rows` archive the replaced rows
 and link them to a compaction record. The active history (what the model sees) and the full
@@ -32,10 +32,10 @@ from sqlite_utils import Database
 from nbchat.config import Settings
 from nbchat.errors import StoreError
 from nbchat.history import Row, to_row
-from nbchat.store import catalog, lease, notebooklog, requests, rowsql, undo
-from nbchat.store.claims import Claims
-from nbchat.store.export import to_json, to_markdown
-from nbchat.store.records import (
+from nbchat.store import catalog, lease, requests, rowsql, undo
+from nbchat.store.catalog import to_json, to_markdown
+from nbchat.store.lease import Claims
+from nbchat.store.rowsql import (
     CompactionRecord,
     SessionInfo,
     StoredRow,
@@ -264,7 +264,7 @@ class Store:
             active = rowsql.active_positions(db, session_id, expected_active)
             return rowsql.archive_last(db, session_id, active, count=count, kind=kind)
 
-    # The assistant's changes to notebook cells (`nbchat.store.notebooklog`)
+    # The assistant's changes to notebook cells (`nbchat.store.rowsql`)
 
     def record_notebook_change(
         self,
@@ -279,7 +279,7 @@ class Store:
     ) -> int:
         """Keep one insert or edit of a cell, by the tool call that made it; its id."""
         with self._write(session_id, "record the notebook change") as db:
-            return notebooklog.record(
+            return rowsql.record(
                 db,
                 session_id,
                 call_id=call_id,
@@ -290,10 +290,10 @@ class Store:
                 after=after,
             )
 
-    def notebook_changes(self, session_id: str) -> list[notebooklog.NotebookChange]:
+    def notebook_changes(self, session_id: str) -> list[rowsql.NotebookChange]:
         """Every change the assistant made to the notebook in `session_id`, oldest first."""
         with self._errors("read the notebook changes"):
-            return notebooklog.load(self.db, session_id)
+            return rowsql.load(self.db, session_id)
 
     def rewind(
         self,
@@ -308,7 +308,7 @@ class Store:
         with self._write(session_id, "rewind the session") as db:
             active = rowsql.active_positions(db, session_id, expected_active)
             record_id = rowsql.archive_last(db, session_id, active, count=count, kind="rewind")
-            notebooklog.settle(db, outcomes)
+            rowsql.settle(db, outcomes)
             return record_id
 
     def list_compactions(self, session_id: str) -> list[dict[str, Any]]:

@@ -33,7 +33,7 @@ from sqlite_utils import Database
 from nbchat.errors import SessionLockedError, StoreError
 from nbchat.history import Row
 from nbchat.store import lease, rowsql
-from nbchat.store.records import now, to_stored_row
+from nbchat.store.rowsql import now, to_stored_row
 
 __all__ = ["UndoPlan", "apply", "held_message", "plan", "refuse_if_held"]
 

@@ -6,38 +6,44 @@
                                output cap, always answered with text (nbchat.tools.executor)
     ApprovalRequest            what an approver (a widget card, a script's callback) is asked
     ToolContext                what a tool that asks for it learns: workspace, limits, Stop
+                               (nbchat.tools.schema)
     default_registry()         a fresh registry holding the built-in tools (nbchat.tools.builtins)
 
 The modules behind them:
 
-    schema      JSON schemas and argument checks from signatures (pydantic, docstring-parser)
+    schema      JSON schemas and argument checks from signatures (pydantic, docstring-parser),
+                and `ToolContext`: what a running tool may know (workspace, limits, Stop)
     builtins    the file and shell tools; fileaccess opens paths without following links out
                 of the workspace, lines streams bounded reads and regex searches with a time
                 limit, listing walks folders and globs inside the workspace
     shell       one command under reaper (a child subreaper: nothing it starts outlives it)
     notebook    read-only tools over the live kernel's variables, cells and last error;
-                preview makes their text (summaries, bounded reprs, tracebacks), isolation
-                runs each call into user code in a forked child under a deadline, masking
-                hides what looks like a secret (is_secret_name, mask_secrets)
+                preview makes their text (summaries, bounded reprs, tracebacks) and hides
+                what looks like a secret (is_secret_name, mask_secrets), isolation runs
+                each call into user code in a forked child under a deadline
     acting      the tools that act on the notebook (list, insert, edit and run cells, run code):
-                cells says what a cell's state is against what the kernel ran (kernelstate,
-                from IPython's events), kernelrun runs code through kernelqueue (the kernel's
-                main thread, between executions; interrupts), execution captures its output
-    offer       which tools a request offers (on small models, only when asked for)
+                cells says what a cell's state is against what the kernel ran (KernelState,
+                from IPython's events), kernelrun runs code through its KernelQueue (the
+                kernel's main thread, between executions; interrupts), execution captures
+                its output
+    offer       which tools a request offers (on small models, only when asked for) and which
+                tools each round of a turn may use there
+    overview    the workspace's top-level names and the names its source files define
+    arithmetic  the expressions in a message worked out exactly, for a small model to state
     mcp         tools from the user's MCP servers (the optional `mcp` SDK): mcplink holds one
                 server's session on its own event loop, mcpcall checks a call's arguments
                 against the server's schema and turns its result into text
 
-A call written as plain JSON text is recognised by nbchat.llm.fallback.
+A call written as plain JSON text is recognised by nbchat.llm.reader.
 Importing this package does no work: the built-in tools are described when a registry is made.
 """
 
 from __future__ import annotations
 
 from nbchat.tools.builtins import builtin_tools
-from nbchat.tools.context import ToolContext
 from nbchat.tools.executor import ApprovalRequest, ToolExecutor, ToolOutcome
 from nbchat.tools.registry import Tool, ToolRegistry, tool
+from nbchat.tools.schema import ToolContext
 
 __all__ = [
     "ApprovalRequest",

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from nbchat.tools.masking import mask_secrets
+from nbchat.tools.preview import mask_secrets
 
 __all__ = ["Ran", "describe", "fenced", "name_display", "run_source", "to_outputs"]
 

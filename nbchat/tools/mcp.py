@@ -1,7 +1,7 @@
 """`McpTools`: the tools of the user's MCP servers, beside the built-ins in a chat's registry.
 
 A chat owns one `McpTools`. Nothing starts when it is made: `start(registry)` is called on the
-chat's worker at the top of each round of a turn (`nbchat.conversation.toolround`), so the
+chat's worker at the top of each round of a turn (`nbchat.conversation.turn`), so the
 servers start when their tools are first needed, the first request of the first turn, and never
 on the kernel's thread (a chat opened only to read a session starts nothing). Each server starts
 in the background, all at once, each within `mcp_start_timeout`; its tools are registered as
@@ -32,8 +32,8 @@ from typing import TYPE_CHECKING, Any, Literal
 from nbchat.config import Settings
 from nbchat.errors import McpError
 from nbchat.mcpconfig import McpServer, configured_servers
-from nbchat.tools.context import ToolContext
 from nbchat.tools.registry import Tool, ToolRegistry
+from nbchat.tools.schema import ToolContext
 
 if TYPE_CHECKING:  # the SDK is imported with the first server that starts
     from nbchat.tools.mcpcall import SchemaCheck

@@ -10,7 +10,7 @@ the whole call: `TIME_LIMIT`, or less when the tool call's own limit is nearer. 
 only looks up names and types with operations that run no user code (`type()`, `issubclass`,
 the type's own `__module__`), so a dead `weakref.proxy`, a lying `__class__` or a key that is
 not a string cannot stop it. What a listing made before its deadline is kept, and says where it
-stopped. Secrets are masked in every answer (nbchat.tools.masking; values under secret-looking
+stopped. Secrets are masked in every answer (nbchat.tools.preview; values under secret-looking
 names in nbchat.tools.preview). Private names (a leading underscore), modules, IPython's own
 names and nbchat's own objects are hidden.
 
@@ -28,18 +28,19 @@ import types
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from nbchat.tools.context import ToolContext
 from nbchat.tools.isolation import Outcome, Output, call_bounded
-from nbchat.tools.masking import is_secret_name, mask_secrets
 from nbchat.tools.preview import (
     MARGIN,
     cut,
     format_error,
+    is_secret_name,
+    mask_secrets,
     preview_value,
     summarise_value,
     type_name,
 )
 from nbchat.tools.registry import Sight, Tool
+from nbchat.tools.schema import ToolContext
 
 __all__ = [
     "ANSWER_LIMIT",

@@ -29,8 +29,7 @@ from dataclasses import InitVar, dataclass, field
 from typing import Any, Protocol, overload
 
 from nbchat.errors import ToolError
-from nbchat.tools.context import ToolContext
-from nbchat.tools.schema import Signature, describe_function
+from nbchat.tools.schema import Signature, ToolContext, describe_function
 
 __all__ = ["ArgumentCheck", "Review", "Tool", "ToolRegistry", "tool"]
 

@@ -1,31 +1,241 @@
-"""Carrying out slash commands for a `ChatUI`: each command one small function; and what Enter
-does with the text typed (`submit_text`: a command runs, anything else is sent).
+"""What the user asks for besides a message: what Enter does, slash commands, /attach, and rewinding
+the chat and the notebook to an earlier message.
 
-Work that touches the model or a session switch goes through the UI's worker; quick store
-reads and writes (list, rename, export) happen here. No SQL, HTTP or prompt text.
-
-The commands act on a `CommandTarget`: what they need of the widget, as a protocol that
+Slash commands typed in the chat input: what exists, how each parses, and the help text (with
+the tools the model may call and the MCP servers they come from). Carrying them out for a
+`ChatUI`: each command one small function; and what Enter does with the text typed
+(`submit_text`: a command runs, anything else is sent). Work that touches the model or a session
+switch goes through the UI's worker; quick store reads and writes (list, rename, export) happen
+here. The commands act on a `CommandTarget`: what they need of the widget, as a protocol that
 `ChatUI` meets, so this module does not import `chatui` (which imports this one).
+
+Context from the notebook itself: `/attach cell 3`, `/attach output 3`, `/attach error`,
+`/attach var df` turn what the kernel already holds (IPython's `In`, `Out`, the last exception,
+the user namespace) into text that goes with the next message, each under a heading and capped,
+so "why does this fail?" needs no copying. Attaching reads the shell it is given and runs no
+code; without IPython (a plain script) it says so instead of failing.
+
+Rewinding from the chat: the "rewind to here" button under each of the user's messages,
+`ui.rewind(back)` and `/rewind [n]`, all running the same flow on the chat's worker. The
+conversation takes the chat and the notebook back together (`nbchat.conversation.session`), the
+message list is rebuilt from the store (the archived rows stay in it, marked, as after an edit),
+the message's text goes back in the input, and a notice says what happened to each cell
+(restored, removed, or left alone because the user edited it by hand). A chat without a notebook
+(a script, no kernel) rewinds the chat alone. The work runs on the worker because the page's
+answers to the notebook changes arrive on the kernel's main thread, which a click handler would
+block. Also here: the variables' note about cells that changed or went, for the variables'
+listing.
+
+No SQL, HTTP or prompt text.
 """
 
 from __future__ import annotations
 
 import re
+import sys
 import threading
-from collections.abc import Callable, Iterator
-from typing import Protocol
+import traceback
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import ipywidgets as widgets
 
 from nbchat.conversation.events import Event
 from nbchat.conversation.loop import Conversation
 from nbchat.errors import NbchatError
+from nbchat.history import Row
 from nbchat.store.store import Store
-from nbchat.ui.attach import Attachment, Shell, attachment_from, with_attachments
-from nbchat.ui.background import IdleWork
-from nbchat.ui.commands import Command, help_text, parse_command, tools_text
+from nbchat.tools.cells import NoDocument, stale_variables
+from nbchat.tools.registry import ToolRegistry
+from nbchat.ui.acting import NotebookActing, rewind_button
+from nbchat.ui.cards import row_widget
 from nbchat.ui.compactflow import CompactionFlow
-from nbchat.ui.input import ChatInput
+from nbchat.ui.controls import ChatInput
+from nbchat.ui.worker import IdleWork
 
-__all__ = ["CommandTarget", "run_command", "submit_text"]
+__all__ = [
+    "ATTACH_USAGE",
+    "Attachment",
+    "COMMANDS",
+    "Command",
+    "CommandTarget",
+    "RewindTarget",
+    "attachment_from",
+    "help_text",
+    "parse_command",
+    "run_command",
+    "stale_notes",
+    "start_rewind",
+    "submit_text",
+    "tools_text",
+    "user_widget",
+    "with_attachments",
+]
+
+
+COMMANDS: dict[str, tuple[str, str]] = {
+    "new": ("", "start a new session (the current one is kept)"),
+    "sessions": ("", "list the saved sessions"),
+    "resume": ("<title or id>", "continue a saved session"),
+    "rename": ("<title>", "rename this session"),
+    "compact": (
+        "[focus]",
+        "propose a compaction (optionally telling the summary what to keep): accept, edit or "
+        "discard it",
+    ),
+    "undo-compact": ("", "undo the latest compaction: the rows it replaced come back"),
+    "clear": ("", "start a new empty session (the old one is kept)"),
+    "model": ("<name>", "switch the chat model"),
+    "export": ("[md|json]", "save this session to a file in the workspace"),
+    "attach": (
+        "cell N | output N | error | var NAME",
+        "send a cell's source or output, the last error or a variable with your next "
+        "message (/attach clear drops them)",
+    ),
+    "retry": ("", "ask for the last reply again"),
+    "edit": ("", "put your last message back in the input to edit and resend it"),
+    "rewind": (
+        "[n]",
+        "take the chat and the notebook back to before your message n messages ago (1: the "
+        "last); cells you edited by hand are left alone",
+    ),
+    "help": ("", "show this list"),
+}
+NEEDS_ARGUMENT = frozenset({"resume", "rename", "model", "attach"})
+
+
+@dataclass(frozen=True)
+class Command:
+    """A parsed command. `name` is "unknown" (with the typed name as `argument`) or "invalid"."""
+
+    name: str
+    argument: str = ""
+
+
+def parse_command(text: str) -> Command | None:
+    """The command in `text`, or None when it is an ordinary message.
+
+    A message starting with "//" or with "/" followed by a space is ordinary text.
+    """
+    stripped = text.strip()
+    if not stripped.startswith("/") or stripped.startswith("//") or stripped[1:2].isspace():
+        return None
+    name, _, argument = stripped[1:].partition(" ")
+    name, argument = name.lower(), argument.strip()
+    if name not in COMMANDS:
+        return Command("unknown", name)
+    if name in NEEDS_ARGUMENT and not argument:
+        return Command("invalid", f"/{name} needs {COMMANDS[name][0]}")
+    if name == "export" and argument not in ("", "md", "json"):
+        return Command("invalid", "/export takes md or json")
+    if name == "rewind" and argument and not (argument.isdigit() and int(argument) > 0):
+        return Command("invalid", "/rewind takes how many of your messages back (1, 2, …)")
+    return Command(name, argument)
+
+
+def help_text() -> str:
+    """One line per command."""
+    lines = []
+    for name, (usage, description) in COMMANDS.items():
+        lines.append(f"/{name}{' ' + usage if usage else ''} — {description}")
+    return "\n".join(lines)
+
+
+def tools_text(tools: ToolRegistry, servers: Sequence[str] = ()) -> str:
+    """The tools the model may call, one a line, with where each comes from and whether it
+    needs approval under the 'ask' policy; then one line per MCP server (`McpTools.status`)."""
+    lines = ["Tools the model may call:"]
+    for name in tools.names():
+        found = tools.get(name)
+        if found is None:  # removed meanwhile
+            continue
+        notes = [f"from {found.origin}"] if found.origin else []
+        if found.dangerous:
+            notes.append("asks first under the 'ask' policy")
+        lines.append(f"{name}{' — ' + ', '.join(notes) if notes else ''}")
+    if servers:
+        lines += ["MCP servers:", *servers]
+    return "\n".join(lines)
+
+
+ATTACH_USAGE = "/attach cell N | output N | error | var NAME"
+ATTACHMENT_LIMIT = 6000  # characters per attachment: enough for a cell, not a whole dataset
+
+
+class Shell(Protocol):
+    user_ns: dict[str, Any]
+
+
+class Attachment:
+    """A labelled piece of text to send with the next message."""
+
+    def __init__(self, label: str, text: str, *, fence: str = "") -> None:
+        self.label = label
+        self.text = _cap(text)
+        self.fence = fence
+
+    def to_markdown(self) -> str:
+        longest = max((len(run) for run in self.text.split("\n") if set(run) == {"`"}), default=0)
+        ticks = "`" * max(3, longest + 1)
+        return f"{self.label}:\n{ticks}{self.fence}\n{self.text}\n{ticks}"
+
+
+def attachment_from(argument: str, shell: Shell | None) -> Attachment:
+    """The attachment `argument` names; ValueError saying what is wrong otherwise."""
+    if shell is None:
+        raise ValueError("Attaching needs a notebook (IPython) kernel.")
+    kind, _, rest = argument.strip().partition(" ")
+    rest = rest.strip()
+    if kind == "cell":
+        return Attachment(f"Source of cell {rest}", _history(shell, "In", rest), fence="python")
+    if kind == "output":
+        return Attachment(f"Output of cell {rest}", repr(_history(shell, "Out", rest)))
+    if kind == "error":
+        return Attachment("The last error", _last_traceback())
+    if kind == "var":
+        if rest not in shell.user_ns:
+            raise ValueError(f"No variable named {rest!r} in the notebook.")
+        value = shell.user_ns[rest]
+        return Attachment(f"The variable {rest} ({type(value).__name__})", repr(value))
+    raise ValueError(f"Attach what? {ATTACH_USAGE}")
+
+
+def with_attachments(text: str, attachments: list[Attachment]) -> str:
+    """The message with its attachments before it."""
+    if not attachments:
+        return text
+    return "\n\n".join([*(a.to_markdown() for a in attachments), text])
+
+
+def _history(shell: Shell, name: str, number: str) -> Any:
+    if not number.isdigit():
+        raise ValueError(f"Give a cell number: {ATTACH_USAGE}")
+    entries = shell.user_ns.get(name)
+    index = int(number)
+    try:
+        found = entries[index] if entries is not None else None
+    except (IndexError, KeyError):
+        found = None
+    if found is None or found == "":
+        what = "output" if name == "Out" else "cell"
+        raise ValueError(f"There is no {what} [{index}] in this kernel's history.")
+    return found
+
+
+def _last_traceback() -> str:
+    error = getattr(sys, "last_value", None)
+    if error is None:
+        raise ValueError("No error has been raised in this kernel yet.")
+    lines = traceback.format_exception(type(error), error, error.__traceback__)
+    return "".join(lines)
+
+
+def _cap(text: str) -> str:
+    if len(text) <= ATTACHMENT_LIMIT:
+        return text
+    half = ATTACHMENT_LIMIT // 2
+    return f"{text[:half]}\n[... {len(text) - 2 * half:,} characters cut ...]\n{text[-half:]}"
 
 
 class CommandTarget(Protocol):
@@ -224,3 +434,85 @@ ACTIONS: dict[str, Callable[[CommandTarget, str], None]] = {
     "invalid": _invalid,
     "unknown": _unknown,
 }
+
+
+NOTHING_TO_REWIND = "There is no earlier message of yours to rewind to (back={back})."
+
+
+class RewindTarget(Protocol):
+    """What the rewind uses of the chat widget (`ChatUI` has all of it)."""
+
+    store: Store
+    conversation: Conversation
+    input: ChatInput
+    acting: NotebookActing | None
+
+    @property
+    def busy(self) -> bool: ...
+
+    def notice(self, text: str) -> None: ...
+
+    def show_session(self) -> None: ...
+
+    def submit_job(self, job: Callable[[], None]) -> None: ...
+
+
+def user_widget(ui: RewindTarget, row: Row, row_id: int | None) -> widgets.Widget:
+    """A user's message, with its "rewind to here" button when it is in the active history."""
+    bubble = row_widget(row)
+    if row_id is None:
+        return bubble
+    return rewind_button(bubble, lambda: start_rewind(ui, row_id=row_id))
+
+
+def start_rewind(ui: RewindTarget, *, back: int = 1, row_id: int | None = None) -> None:
+    """Rewind to the message `row_id`, or `back` of the user's messages ago, on the worker."""
+    if ui.busy:
+        ui.notice("A reply is still running; press Stop first, then rewind.")
+        return
+    if row_id is None:
+        row_id = _message_back(ui, back)
+        if row_id is None:
+            ui.notice(NOTHING_TO_REWIND.format(back=back))
+            return
+    target = row_id
+
+    def job() -> None:
+        try:
+            if ui.acting is not None:
+                done = ui.acting.rewind(target)
+            else:
+                done = ui.conversation.rewind(target, _NO_NOTEBOOK)
+        except NbchatError as exc:
+            ui.notice(str(exc))
+            return
+        ui.show_session()
+        ui.input.value = done.text
+        for line in done.summary().splitlines():  # a notice is one line: one per change
+            ui.notice(line)
+
+    ui.submit_job(job)
+
+
+def _message_back(ui: RewindTarget, back: int) -> int | None:
+    session_id = ui.conversation.session_id
+    if session_id is None or back < 1:
+        return None
+    users = [
+        s.id
+        for s in ui.store.load_full(session_id, problems=[])
+        if not s.archived and s.row.role == "user"
+    ]
+    return users[-back] if back <= len(users) else None
+
+
+def stale_notes(acting: NotebookActing | None) -> list[str]:
+    """`name: set by In [N], whose cell …` for the variables whose cell changed or went (none
+    without an open notebook)."""
+    if acting is None or acting.document.why_absent():
+        return []
+    state = acting.state
+    return stale_variables(state.origins(), acting.document.cells(), state.executions())
+
+
+_NO_NOTEBOOK = NoDocument("this chat does not run in a notebook's kernel.")

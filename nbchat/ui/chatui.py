@@ -11,15 +11,15 @@ user does and sees has a public name too (tests use only these): `press_send()`,
 `press_new()`, `press_compact()` then `preview_card()`, `press_undo()`, `choose_session(id)`,
 `can_send`, `can_stop`, `status`, `session_choices`, and for a tool waiting on the user
 `wait_for_approval()`, `approve()`, `deny()`. A failure also reaches the cell: `wait()` prints
-it on stderr and returns False (`nbchat.ui.failures`). A session database that cannot be opened
+it on stderr and returns False (`nbchat.ui.worker`). A session database that cannot be opened
 gives one message in the widget and the cell, never a traceback, and the file is left as it is.
 Displayed, the chat also leaves a static transcript beside the widget for where no kernel runs
 (`nbchat.ui.transcript`).
 
 This module owns the layout, the clicks and the turns on the worker; its parts do the rest:
-the session list (`picker`), the model server link (`startup`), tool approvals (`approval`),
-the message list rebuilt from the store (`timeline`), slash commands (`commands`, `actions`)
-and compaction you steer (`compactflow`).
+the header, session list and input (`controls`), the model server link (`controls`), tool
+approvals (`view`), the message list rebuilt from the store (`cards`), slash commands
+(`actions`) and compaction you steer (`compactflow`).
 """
 
 from __future__ import annotations
@@ -41,25 +41,15 @@ from nbchat.store.store import Store
 from nbchat.tools import ApprovalRequest, ToolRegistry
 from nbchat.tools.notebook import current_shell, notebook_tools
 from nbchat.ui.acting import NotebookActing, can_act, route_off_main_thread
-from nbchat.ui.actions import submit_text
-from nbchat.ui.approval import ApprovalDesk
-from nbchat.ui.attach import Attachment
-from nbchat.ui.background import IdleWork
-from nbchat.ui.cards import ApprovalCard
-from nbchat.ui.compactcard import PreviewCard
-from nbchat.ui.compactflow import CompactionFlow
-from nbchat.ui.controls import Controls
-from nbchat.ui.failures import CellReport, database_message
-from nbchat.ui.inspector import RequestLink, latest_request_link
+from nbchat.ui.actions import Attachment, stale_notes, start_rewind, submit_text, user_widget
+from nbchat.ui.cards import ApprovalCard, RequestLink, latest_request_link, transcript_factories
+from nbchat.ui.compactflow import CompactionFlow, PreviewCard
+from nbchat.ui.controls import Controls, ServerStartup, SessionPicker, ready_status
 from nbchat.ui.messages import MessageList
-from nbchat.ui.picker import SessionPicker
 from nbchat.ui.render import STYLE, destination_badge, render_notice
-from nbchat.ui.rewinding import stale_notes, start_rewind, user_widget
-from nbchat.ui.startup import ServerStartup, ready_status
-from nbchat.ui.timeline import transcript_factories
 from nbchat.ui.transcript import TranscriptDisplay
-from nbchat.ui.view import EventView
-from nbchat.ui.worker import Worker
+from nbchat.ui.view import ApprovalDesk, EventView
+from nbchat.ui.worker import CellReport, IdleWork, Worker, database_message
 
 # `ready_status` and `transcript_factories` are imported from here by tests and notebooks.
 __all__ = ["ChatUI", "ready_status", "transcript_factories"]

@@ -1,4 +1,4 @@
-"""Model output → safe HTML: markdown, code, tool cards, summaries, notices.
+"""Model output → safe HTML: markdown, code, tool cards, summaries, notices, and the cards' icons.
 
 Everything the model (or a tool) wrote is untrusted. Markdown is rendered by markdown-it-py with
 raw HTML disabled, so any tag in the text arrives escaped; link targets must be http(s), mailto
@@ -13,6 +13,14 @@ fallback that reads on light and dark backgrounds alike (translucent greys, `inh
 ends without them. STYLE only relies on ipywidgets 8 and those variables, and hides the static
 transcript (`nbchat.ui.transcript`) in an output area where the live widget shows.
 
+The cards' icons are empty spans that the stylesheet paints as shapes. Emoji glyphs need a
+colour emoji font, which many machines lack (Debian's chromium showed the compaction card's
+emoji as a blank box), so the cards carry `<span class="nbchat-icon ...">` instead, and
+`ICON_STYLE` (part of `STYLE`) paints each one in the text colour through a CSS mask holding a
+small SVG shape. The markup itself stays plain HTML with no SVG, style attribute or URL in it
+(what the sanitiser tests require of every card); where the stylesheet is absent (the static
+transcript in a notebook viewer) the span is empty and the card's text says the same.
+
 Pure: no widgets, no I/O.
 """
 
@@ -24,25 +32,27 @@ import json
 import re
 from collections.abc import Mapping
 from typing import Any
+from urllib.parse import quote
 
 from markdown_it import MarkdownIt
 from pygments.lexers import get_lexer_by_name
 from pygments.token import STANDARD_TYPES
 from pygments.util import ClassNotFound
 
-from nbchat.ui.icons import COMPACTED_ICON, ICON_STYLE, TOOL_ICON
-from nbchat.ui.mathspans import math_spans
-from nbchat.ui.visible import visible_json, visible_text, visible_text_lines
+from nbchat.ui.visible import math_spans, visible_json, visible_text, visible_text_lines
 
 __all__ = [
+    "COMPACTED_ICON",
     "COPY_BUTTON",
+    "ICON_STYLE",
     "STYLE",
+    "TOOL_ICON",
+    "checkpoint_sections",
     "destination_badge",
     "render_approval",
-    "render_label",
-    "checkpoint_sections",
     "render_checkpoint",
     "render_compacted",
+    "render_label",
     "render_markdown",
     "render_notice",
     "render_tool_call",
@@ -50,6 +60,39 @@ __all__ = [
     "set_math_aside",
     "split_stable_blocks",
 ]
+
+
+TOOL_ICON = '<span class="nbchat-icon nbchat-icon-tool" aria-hidden="true"></span>'
+COMPACTED_ICON = '<span class="nbchat-icon nbchat-icon-compacted" aria-hidden="true"></span>'
+
+# A wrench: a tool call.
+_WRENCH = (
+    '<path d="M10.8 1a4.2 4.2 0 0 0-4 5.5L1.4 11.9a1.4 1.4 0 0 0 0 2l.7.7a1.4 1.4 0 0 0 2 0'
+    'l5.4-5.4A4.2 4.2 0 0 0 15 5.2l-2.4 2.4-2.2-.6-.6-2.2L12.2 1.2A4.2 4.2 0 0 0 10.8 1z"/>'
+)
+# Two arrows pressing onto a line: the conversation compacted.
+_PRESSED = (
+    '<path fill="none" stroke="black" stroke-width="1.6" stroke-linecap="round" '
+    'stroke-linejoin="round" d="M8 1v4.5M5.5 3L8 5.5 10.5 3M8 15v-4.5M5.5 13L8 10.5 10.5 13'
+    'M2 8h12"/>'
+)
+
+
+def _mask(shape: str) -> str:
+    svg = f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 16 16">{shape}</svg>'
+    url = f'url("data:image/svg+xml,{quote(svg)}")'
+    return (
+        f"-webkit-mask: {url} center / contain no-repeat; mask: {url} center / contain no-repeat;"
+    )
+
+
+ICON_STYLE = (
+    ".nbchat-icon { display: inline-block; width: 1em; height: 1em; vertical-align: -0.125em;"
+    " background-color: currentColor; }\n"
+    f".nbchat-icon-tool {{ {_mask(_WRENCH)} }}\n"
+    f".nbchat-icon-compacted {{ {_mask(_PRESSED)} }}\n"
+)
+
 
 SAFE_SCHEMES = ("http:", "https:", "mailto:")
 COPY_HANDLER = (

@@ -18,11 +18,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from nbchat.compaction.notebookfacts import attachments_in
+from nbchat.compaction.findings import attachments_in
 from nbchat.compaction.prune import is_placeholder
 from nbchat.history import Message, Row, estimate_tokens
-from nbchat.store.records import StoredRow
 from nbchat.store.requests import PLACED, SentRequest
+from nbchat.store.rowsql import StoredRow
 from nbchat.store.store import Store
 
 __all__ = [
