@@ -15,7 +15,7 @@ address-space limit `CHILD_MEMORY` above the kernel's size.
 Elsewhere (no `fork`, or it failed) the call runs on a helper thread: the deadline bounds the
 wait, not the work. A thread cannot be killed: one still running past its deadline is counted,
 and while `STUCK_LIMIT` are, new calls are refused; each is forgotten once it ends. A call that
-holds the GIL freezes the kernel there; the README says so.
+holds the GIL freezes the kernel there; docs/security.md says so.
 
 Must not: decide what is produced (the caller's `produce` does) or read the namespace itself.
 """

@@ -17,8 +17,9 @@ Every decision runs in time linear in the text: the patterns are anchored at a r
 look-behind), their repeated classes are followed by a character outside the class, and each scan
 moves on past what it read, so no input makes them backtrack over it again.
 
-What it cannot catch, and the README says so: a secret under an ordinary name in no recognisable
-format (`x = "hunter2"`), one split or encoded (base64 of a key), or one in a format not listed.
+What it cannot catch, and docs/security.md says so: a secret under an ordinary name in no
+recognisable format (`x = "hunter2"`), one split or encoded (base64 of a key), or one in a
+format not listed.
 
 The text of a preview: one value's one-line summary, its bounded repr, an array's statistics,
 a DataFrame's head, an exception's traceback; each cut to a size, none copying a big value.
