@@ -299,7 +299,8 @@ def choose_first_step(
         return FirstStep(NO_TOOL)
     offered = [schema for schema in plan.schemas if schema["function"]["name"] in allowed]
     messages = first_step_messages(parts, offered, parts.history.rows)
-    named = bool(_named(parts, parts.history.rows, parts.tools.sights(allowed)))
+    sights = parts.tools.sights(allowed)  # read once: they call into the user's notebook
+    named = bool(_named(parts, parts.history.rows, sights))
     how_to = asks_how_to(last_user)
     leaning = Leaning(after_result=_after_tool(parts), named=named, how_to=how_to)
     client, model = parts.budget.connect().client, parts.settings.model
@@ -319,17 +320,17 @@ def choose_first_step(
         return None
     if arguments is None or not parts.tools.accepts(choice, arguments):
         return FirstStep(choice)
-    choice, arguments = aimed_call(choice, arguments, _here(parts, allowed), allowed)
+    choice, arguments = aimed_call(choice, arguments, _here(parts, sights), allowed)
     call = ToolCall(new_call_id(), choice, json.dumps(arguments, ensure_ascii=False))
     return FirstStep(choice, call)
 
 
-def _here(parts: TurnParts, allowed: Sequence[str]) -> Here:
+def _here(parts: TurnParts, sights: Sequence[Sight]) -> Here:
     """What a first step's call may aim at: the listed files, the notebook's variables, the
     names the code defines."""
     overview = parts.overview
     files = frozenset(path for path in overview.paths() if not path.endswith("/"))
-    variables = frozenset(name for sight in parts.tools.sights(allowed) for name in sight.names)
+    variables = frozenset(name for sight in sights for name in sight.names)
     return Here(files, variables, overview.symbols())
 
 
