@@ -98,6 +98,23 @@ def test_a_first_step_that_leans_to_a_tool_writes_its_call_on_its_own_prompt(
     assert saved[-1] == Row("assistant", "It is on Thursday.")
 
 
+def test_the_answer_after_a_tool_result_is_told_what_the_user_asked_in_their_words(
+    make_settings: Any, store: Store
+) -> None:
+    settings = small(make_settings, max_tool_turns=2)
+    (settings.workspace / "notes.txt").write_text("Meeting on Thursday.\n")
+    asked = "peek at my notes,\n   when's the meeting?"
+    with FakeServer() as server:
+        server.enqueue(LOOK, ARGS, Reply(text="On Thursday."))
+        run(conversation_on(server, store, settings), asked)
+        (answer,) = server.chat_requests()
+    *_, result, note = answer["messages"]
+    assert result["role"] == "tool" and "Meeting on Thursday." in result["content"]
+    # Not stored, sent last: the question on one line, so the model answers it.
+    assert note["role"] == "system"
+    assert note["content"].startswith("The user asked: peek at my notes, when's the meeting?\n")
+
+
 def test_a_file_listed_as_if_it_were_a_folder_is_read(make_settings: Any, store: Store) -> None:
     settings = small(make_settings, max_tool_turns=2, workspace_overview=True)
     (settings.workspace / "plan.md").write_text("- ship it\n")
@@ -133,6 +150,12 @@ READING = ["read_file", "list_files", "describe_variable"]
         (("list_files", {"path": "src"}), READING, ("list_files", None)),
         # Never to a tool the turn does not allow.
         (("list_files", {"path": "plan.md"}), ["list_files"], ("list_files", None)),
+        # The files searched for a notebook variable's name: the variable is described.
+        (("search_files", {"pattern": "df"}), READING, ("describe_variable", "df")),
+        # A name the code defines (too) is searched for; so is any other pattern.
+        (("search_files", {"pattern": "area"}), READING, ("search_files", None)),
+        (("search_files", {"pattern": "df.groupby"}), READING, ("search_files", None)),
+        (("search_files", {"pattern": "df"}), ["search_files"], ("search_files", None)),
     ],
 )
 def test_a_call_aimed_at_the_wrong_kind_of_thing_turns_to_the_tool_that_reads_it(
@@ -140,7 +163,46 @@ def test_a_call_aimed_at_the_wrong_kind_of_thing_turns_to_the_tool_that_reads_it
 ) -> None:
     name, arguments = aimed_call(*call, HERE, allowed)
     assert name == made[0]
-    assert arguments == ({"path": made[1]} if made[1] is not None else call[1])
+    key = "name" if name == "describe_variable" else "path"
+    assert arguments == ({key: made[1]} if made[1] is not None else call[1])
+
+
+INSTALLED = Here(
+    variables=frozenset({"requests"}),
+    symbols={"numpy": "src/numpy.py"},
+    installed=lambda name: name != "polars",  # the name check must stop the last case
+    python="/opt/my env/bin/python",
+)
+SHELL = ["describe_variable", "run_shell"]
+
+
+@pytest.mark.parametrize(
+    ("call", "allowed", "command"),
+    [
+        # No variable `pandas`, but the package is installed: pip is asked, by this interpreter.
+        (
+            {"name": "pandas"},
+            SHELL,
+            "'/opt/my env/bin/python' -m pip show pandas",
+        ),
+        ({"name": "scikit-learn"}, SHELL, "'/opt/my env/bin/python' -m pip show scikit-learn"),
+        # A variable or a name of the user's code of that name wins; so does a turn without
+        # the shell; a name that is not installed, or no package name, stays as it was.
+        ({"name": "requests"}, SHELL, None),
+        ({"name": "numpy"}, SHELL, None),
+        ({"name": "pandas"}, ["describe_variable"], None),
+        ({"name": "polars"}, SHELL, None),
+        ({"name": "pandas; rm -rf ~"}, SHELL, None),
+    ],
+)
+def test_a_variable_described_that_is_an_installed_package_asks_pip(
+    call: dict[str, Any], allowed: list[str], command: str | None
+) -> None:
+    name, arguments = aimed_call("describe_variable", call, INSTALLED, allowed)
+    if command is None:
+        assert (name, arguments) == ("describe_variable", call)
+    else:
+        assert (name, arguments) == ("run_shell", {"command": command})
 
 
 def test_arguments_the_tool_refuses_leave_the_call_to_the_chat_forced_to_that_tool(

@@ -19,7 +19,9 @@ Must not import the loop, widgets, or SQL.
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
+import sys
 import threading
 import time
 from collections.abc import Callable, Generator, Mapping, Sequence
@@ -53,6 +55,7 @@ from nbchat.tools.offer import (
     aimed_call,
     allowed_tools,
     asks_how_to,
+    brief,
     named_in,
     router_messages,
     step_choice,
@@ -121,10 +124,15 @@ STOPPED_NOTICE = "Stopped by you; the reply so far was kept."
 # 1.5B model answered "I have read the README.md file" without it.
 # Before a small model answers arithmetic (a 1.5B model said 125 × 64 = 7500): the values.
 WORKED_OUT = "Worked out by code, exactly: "
+# Told what the user asked, in their words, just before answering: with only "the user's last
+# message" to go on, a 1.5B model narrated ("The user asked if there was anything left on their
+# todo list. The tool response shows…") instead of answering.
 AFTER_RESULTS = (
-    "Answer the user's last message now, from the tool results above: what they show, quoted "
-    "where the user asked to see something. Do not describe the tool call itself."
+    "The user asked: {asked}\n"
+    "Answer them now, speaking to them, from the tool results above: what they show, quoted "
+    "where they asked to see something. Do not describe the tool call or restate the question."
 )
+ASKED_CHARS = 400  # of the user's message, in that note
 EMPTY_REPLY_NOTICE = "The model sent an empty reply. Try rephrasing, or /retry."
 
 
@@ -196,7 +204,9 @@ def _with_notes(messages: list[dict[str, Any]], rows: Sequence[Row]) -> list[dic
     worked out by code (`nbchat.tools.arithmetic`), just before that message (a note after
     it made a 1.5B model echo the question)."""
     if rows and rows[-1].role == "tool":
-        return [*messages, {"role": "system", "content": AFTER_RESULTS}]
+        asked = next((row.content for row in reversed(rows) if row.role == "user"), "")
+        note = AFTER_RESULTS.format(asked=brief(asked, ASKED_CHARS))
+        return [*messages, {"role": "system", "content": note}]
     if rows and rows[-1].role == "user" and (worked := work_out(rows[-1].content)):
         note = {"role": "system", "content": WORKED_OUT + "; ".join(worked) + "."}
         return [*messages[:-1], note, messages[-1]]
@@ -331,7 +341,16 @@ def _here(parts: TurnParts, sights: Sequence[Sight]) -> Here:
     overview = parts.overview
     files = frozenset(path for path in overview.paths() if not path.endswith("/"))
     variables = frozenset(name for sight in sights for name in sight.names)
-    return Here(files, variables, overview.symbols())
+    return Here(files, variables, overview.symbols(), installed=_installed, python=sys.executable)
+
+
+def _installed(name: str) -> bool:
+    """Whether a distribution called `name` is installed in this kernel's environment."""
+    try:
+        importlib.metadata.distribution(name)
+    except (importlib.metadata.PackageNotFoundError, ValueError, OSError):
+        return False
+    return True
 
 
 def first_step_messages(

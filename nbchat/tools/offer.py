@@ -51,7 +51,12 @@ in the prompt (the offer above), and how its first step is weighed:
 A first step's call aimed at the wrong kind of thing is turned to the tool that looks at it
 (`aimed_call`): `list_files` on a path that is a file reads the file; `describe_variable` of a
 name the notebook does not hold but the workspace's code defines reads the file defining it (a
-1.5B model asked about a function of the user's code described a notebook variable).
+1.5B model asked about a function of the user's code described a notebook variable);
+`search_files` for exactly the name of a notebook variable that the code does not define
+describes the variable (asked what a DataFrame held, it searched the files for its name);
+`describe_variable` of a name that is neither but an installed package's asks pip about it, with
+the kernel's own interpreter (asked which pandas version was installed, it described a variable
+`pandas` there was none of).
 
 `forbids_changes` reads the user's text with one bounded pattern: a negation followed, within
 three words, by an action verb; `asks_how_to` one more over the message's start. Linear time,
@@ -64,7 +69,8 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Collection, Mapping, Sequence
+import shlex
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -84,6 +90,7 @@ __all__ = [
     "aimed_call",
     "allowed_tools",
     "asks_how_to",
+    "brief",
     "describe_tools",
     "forbids_changes",
     "named_in",
@@ -246,7 +253,7 @@ def router_messages(
     if context:
         messages.append({"role": "system", "content": context})
     last_user = next((row.content for row in reversed(rows) if row.role == "user"), "")
-    messages.append({"role": "user", "content": _cut(last_user, MESSAGE_CHARS)})
+    messages.append({"role": "user", "content": brief(last_user, MESSAGE_CHARS)})
     return messages
 
 
@@ -262,18 +269,19 @@ def recent_exchange(rows: Sequence[Row]) -> str:
     for index in range(start, len(rows)):
         row = rows[index]
         if row.role == "user" and index != users[-1]:
-            lines.append(f"user: {_cut(row.content, MESSAGE_CHARS)}")
+            lines.append(f"user: {brief(row.content, MESSAGE_CHARS)}")
         elif row.role == "assistant" and row.content.strip():
-            lines.append(f"assistant: {_cut(row.content, MESSAGE_CHARS)}")
+            lines.append(f"assistant: {brief(row.content, MESSAGE_CHARS)}")
         elif row.role == "assistant_full":
             for _id, name, arguments in stored_calls(row):
                 lines.append(f"assistant called {name} {json.dumps(arguments)[:MESSAGE_CHARS]}")
         elif row.role == "tool":
-            lines.append(f"result: {_cut(row.content, RESULT_CHARS)}")
+            lines.append(f"result: {brief(row.content, RESULT_CHARS)}")
     return "Conversation so far:\n" + "\n".join(lines) if lines else ""
 
 
-def _cut(text: str, limit: int) -> str:
+def brief(text: str, limit: int) -> str:
+    """`text` on one line, at most `limit` characters (cut with "…"); linear in `limit`."""
     text = " ".join(text[: limit * 2].split())
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
@@ -405,13 +413,26 @@ class Here:
     files: frozenset[str] = frozenset()
     variables: frozenset[str] = frozenset()
     symbols: Mapping[str, str] = field(default_factory=dict)
+    # Whether a distribution of that name is installed where the kernel runs (asked only of a
+    # name that is no variable and nothing the code defines), and that kernel's interpreter.
+    installed: Callable[[str], bool] = field(default=lambda name: False)
+    python: str = "python"
+
+
+# A distribution's name as pip spells it: nothing a shell would read as more than a word.
+PACKAGE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
 
 
 def aimed_call(
     name: str, arguments: Mapping[str, Any], here: Here, allowed: Collection[str]
 ) -> tuple[str, dict[str, Any]]:
-    """The call to make for a first step's `name(arguments)`: itself, or `read_file` of what
-    it aimed at when that is a file (see the module docstring); only to an `allowed` tool."""
+    """The call to make for a first step's `name(arguments)`: itself, or the tool that looks at
+    what it aimed at (`read_file` of a file, `describe_variable` of a notebook variable; see
+    the module docstring); only to an `allowed` tool."""
+    if name == "search_files" and "describe_variable" in allowed:
+        pattern = str(arguments.get("pattern", "")).strip()
+        if pattern in here.variables and pattern not in here.symbols:
+            return "describe_variable", {"name": pattern}
     if "read_file" in allowed:
         if name == "list_files":
             path = str(arguments.get("path", "")).removeprefix("./")
@@ -421,4 +442,13 @@ def aimed_call(
             variable = str(arguments.get("name", ""))
             if variable not in here.variables and variable in here.symbols:
                 return "read_file", {"path": here.symbols[variable]}
+    if name == "describe_variable" and "run_shell" in allowed:
+        package = str(arguments.get("name", ""))
+        if (
+            package not in here.variables
+            and package not in here.symbols
+            and PACKAGE_NAME.fullmatch(package)
+            and here.installed(package)
+        ):
+            return "run_shell", {"command": f"{shlex.quote(here.python)} -m pip show {package}"}
     return name, dict(arguments)
