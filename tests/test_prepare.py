@@ -366,6 +366,28 @@ def test_the_prefix_a_prepared_compaction_leaves_is_read_pause_by_pause_before_i
     assert [messages[:-1] for messages in pauses[-2]] == [sent[:-2]]
 
 
+def test_a_pause_that_asked_the_model_for_a_summary_reads_the_next_turns_prompt_again_first(
+    server: FakeServer, script: Server, store: Store, settings: Settings
+) -> None:
+    # The summary is asked on the chat's prefix, so the server keeps only what the two share:
+    # the chat's own prompt is read again, then the prefix the compaction would leave.
+    chat = conversation(server, store, settings)
+    past_the_mark(chat)
+    server.clear()
+    assert len(summaries_during(script, lambda: prepare(chat))) == 1
+    warm = [body["messages"] for body in server.chat_requests() if body.get("max_tokens") == 1]
+    today = build_messages(chat.history.rows, "Be brief.")
+    assert warm[0][:-1] == today and warm[0][-1]["role"] == "user"
+    coming = chat.preparer.coming(chat.history, chat.engine, chat.situation())
+    assert coming is not None
+    assert len(warm) == 2 and warm[1][:-1] == build_messages(coming.rows, "Be brief.")
+    # A pause that asks the model nothing reads only ahead.
+    server.clear()
+    assert summaries_during(script, lambda: prepare(chat)) == []
+    warm = [body["messages"] for body in server.chat_requests() if body.get("max_tokens") == 1]
+    assert all(messages[:-1] != today for messages in warm)
+
+
 def test_after_a_compaction_the_idle_moment_warms_the_new_prefix(
     server: FakeServer, script: Server, store: Store, settings: Settings
 ) -> None:

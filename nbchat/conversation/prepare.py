@@ -150,8 +150,9 @@ class CheckpointPreparer:
         apply: Callable[[CompactionResult], None],
         warm: Callable[[Sequence[Row] | None], None],
     ) -> CompactionResult | None:
-        """One idle moment: warm the prefix a compaction made; prepare the next compaction and
-        have the server read the history it would leave (`warm(rows)`); and when one more turn
+        """One idle moment: warm the prefix a compaction made; prepare the next compaction, have
+        the server read today's prompt again when that asked the model (`warm(None)`), then the
+        history the compaction would leave (`warm(rows)`); and when one more turn
         like the last would reach the trigger, apply it now (`apply` writes it) and warm its
         prefix, so the next reply starts like any other. Returns what was applied. Never right
         after a compaction: there is a turn between two, so no loop. With the mark at 0 it does
@@ -161,8 +162,15 @@ class CheckpointPreparer:
         just_compacted = self.take_warm(cancel)
         if just_compacted:
             warm(None)
+        before = self._prepared
         if not self.prepare(history, engine, situation, cancel=cancel, notify=notify):
             return None
+        if self._prepared is not before and not cancel.is_set():
+            # The summary was asked on the chat's own prefix (the cache form) and the server
+            # kept only the part the two share: the next turn would read the rest again
+            # (~370 tokens, 6 s of a 1.5B on two cores). Read it now, before reading ahead,
+            # so that the server keeps it in its RAM cache while it reads the new prefix.
+            warm(None)
         now = situation()
         coming = self.coming(history, engine, now)
         if coming is not None and not cancel.is_set():
