@@ -126,11 +126,14 @@ STOPPED_NOTICE = "Stopped by you; the reply so far was kept."
 WORKED_OUT = "Worked out by code, exactly: "
 # Told what the user asked, in their words, just before answering: with only "the user's last
 # message" to go on, a 1.5B model narrated ("The user asked if there was anything left on their
-# todo list. The tool response shows…") instead of answering.
+# todo list. The tool response shows…") instead of answering. Told only to answer, it answered a
+# refused `python --version` with "Python 3.8": a refusal or an error is said, never guessed past.
 AFTER_RESULTS = (
     "The user asked: {asked}\n"
     "Answer them now, speaking to them, from the tool results above: what they show, quoted "
-    "where they asked to see something. Do not describe the tool call or restate the question."
+    "where they asked to see something. If a result is a refusal or an error, tell them what it "
+    "says and that you could not look; never guess what it would have shown. Do not describe "
+    "the tool call or restate the question."
 )
 ASKED_CHARS = 400  # of the user's message, in that note
 EMPTY_REPLY_NOTICE = "The model sent an empty reply. Try rephrasing, or /retry."
