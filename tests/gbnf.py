@@ -15,9 +15,8 @@ from typing import Any
 
 __all__ = ["matches"]
 
-Node = tuple[
-    Any, ...
-]  # ("lit", text) | ("cls", negated, chars) | ("ref", name) | ("alt"|"seq", nodes) | ("star", node)
+# ("lit", text) | ("cls", negated, chars) | ("ref", name) | ("alt" or "seq", nodes) | ("star", node)
+Node = tuple[Any, ...]
 
 ESCAPES = {"n": "\n", "r": "\r", "t": "\t", "\\": "\\", '"': '"', "]": "]", "[": "["}
 TOKEN = re.compile(
