@@ -24,6 +24,7 @@ from nbchat.compaction.prune import to_placeholder
 from nbchat.config import Settings
 from nbchat.conversation.events import Done, RowSaved
 from nbchat.conversation.loop import Conversation
+from nbchat.conversation.reply import AFTER_FAILURES
 from nbchat.history import Row
 from nbchat.llm.firststep import FIRST_STEP_OPENING
 from nbchat.stopping import StopSignal
@@ -113,6 +114,22 @@ def test_the_answer_after_a_tool_result_is_told_what_the_user_asked_in_their_wor
     # Not stored, sent last: the question on one line, so the model answers it.
     assert note["role"] == "system"
     assert note["content"].startswith("The user asked: peek at my notes, when's the meeting?\n")
+
+
+def test_after_a_refused_call_the_answer_is_told_to_say_so_not_what_was_asked(
+    make_settings: Any, store: Store
+) -> None:
+    settings = small(make_settings, max_tool_turns=2)  # tool_policy="deny"
+    shell = Reply(first_step={"run_shell": 0.97, "none": 0.03})
+    command = Reply(text='{"tool": "run_shell", "arguments": {"command": "python --version"}}')
+    with FakeServer() as server:
+        server.enqueue(shell, command, Reply(text="The tool policy denies the shell."))
+        run(conversation_on(server, store, settings), "which python have I got")
+        (answer,) = server.chat_requests()
+    *_, result, note = answer["messages"]
+    assert result["content"].startswith("Refused: the user's tool policy denies 'run_shell'")
+    assert note == {"role": "system", "content": AFTER_FAILURES}
+    assert "which python" not in note["content"]
 
 
 def test_a_file_listed_as_if_it_were_a_folder_is_read(make_settings: Any, store: Store) -> None:

@@ -48,6 +48,7 @@ from nbchat.llm.firststep import ask_arguments, ask_first_step
 from nbchat.llm.reader import ReasoningDelta, TextDelta, TextWithdrawn
 from nbchat.store.store import Store
 from nbchat.tools.arithmetic import work_out
+from nbchat.tools.executor import is_failed_result
 from nbchat.tools.offer import (
     NO_TOOL,
     Here,
@@ -63,6 +64,7 @@ from nbchat.tools.offer import (
 from nbchat.tools.registry import Sight
 
 __all__ = [
+    "AFTER_FAILURES",
     "AFTER_RESULTS",
     "ARCHIVE_TOOL",
     "EMPTY_REPLY_NOTICE",
@@ -126,14 +128,19 @@ STOPPED_NOTICE = "Stopped by you; the reply so far was kept."
 WORKED_OUT = "Worked out by code, exactly: "
 # Told what the user asked, in their words, just before answering: with only "the user's last
 # message" to go on, a 1.5B model narrated ("The user asked if there was anything left on their
-# todo list. The tool response shows…") instead of answering. Told only to answer, it answered a
-# refused `python --version` with "Python 3.8": a refusal or an error is said, never guessed past.
+# todo list. The tool response shows…") instead of answering.
 AFTER_RESULTS = (
     "The user asked: {asked}\n"
     "Answer them now, speaking to them, from the tool results above: what they show, quoted "
-    "where they asked to see something. If a result is a refusal or an error, tell them what it "
-    "says and that you could not look; never guess what it would have shown. Do not describe "
-    "the tool call or restate the question."
+    "where they asked to see something. Do not describe the tool call or restate the question."
+)
+# When every call of the round was refused or failed there is nothing to answer from, and the
+# question is not repeated: told it, the same model answered a refused `python --version` with
+# "Python 3.8", and a refused `pip show pandas` with a version, even when told not to guess.
+AFTER_FAILURES = (
+    "The tool call above did not run, or failed: its result says why. Tell the user what it "
+    "says and what they can do instead, in a sentence or two. You did not see what it would "
+    "have shown, so say nothing about that."
 )
 ASKED_CHARS = 400  # of the user's message, in that note
 EMPTY_REPLY_NOTICE = "The model sent an empty reply. Try rephrasing, or /retry."
@@ -203,10 +210,13 @@ def plan_request(parts: TurnParts) -> RequestPlan:
 
 def _with_notes(messages: list[dict[str, Any]], rows: Sequence[Row]) -> list[dict[str, Any]]:
     """What a small model is told besides the conversation, never stored: after a tool round,
-    to answer from the results (last); before it answers a message, the arithmetic in it,
+    to answer the user's words from the results, or, when every call failed, to say so (last); before it answers a message, the arithmetic in it,
     worked out by code (`nbchat.tools.arithmetic`), just before that message (a note after
     it made a 1.5B model echo the question)."""
     if rows and rows[-1].role == "tool":
+        results = _last_results(rows)
+        if all(is_failed_result(row.content) for row in results):
+            return [*messages, {"role": "system", "content": AFTER_FAILURES}]
         asked = next((row.content for row in reversed(rows) if row.role == "user"), "")
         note = AFTER_RESULTS.format(asked=brief(asked, ASKED_CHARS))
         return [*messages, {"role": "system", "content": note}]
@@ -214,6 +224,15 @@ def _with_notes(messages: list[dict[str, Any]], rows: Sequence[Row]) -> list[dic
         note = {"role": "system", "content": WORKED_OUT + "; ".join(worked) + "."}
         return [*messages[:-1], note, messages[-1]]
     return messages
+
+
+def _last_results(rows: Sequence[Row]) -> list[Row]:
+    """The tool rows at the end of `rows`: the last round's results."""
+    end = len(rows)
+    start = end
+    while start > 0 and rows[start - 1].role == "tool":
+        start -= 1
+    return list(rows[start:end])
 
 
 def uses_grammars(parts: TurnParts) -> bool:

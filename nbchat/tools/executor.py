@@ -30,9 +30,19 @@ from nbchat.tools.registry import Review, Tool, ToolRegistry
 from nbchat.tools.schema import ToolContext, cap_output, safe_environment
 from nbchat.tools.shell import KILL_GRACE
 
-__all__ = ["ApprovalRequest", "Approver", "ToolExecutor", "ToolOutcome"]
+__all__ = [
+    "FAILURE_PREFIXES",
+    "ApprovalRequest",
+    "Approver",
+    "ToolExecutor",
+    "ToolOutcome",
+    "is_failed_result",
+]
 
 POLICIES = ("ask", "allow", "deny")
+# How a tool result that did not run, or failed, starts: the refusals and errors made here and
+# the acting tools' own. Stored rows carry no flag, so this is how they are read back.
+FAILURE_PREFIXES = ("Error", "Refused", "Denied", "Not run", "Unknown tool", "Timed out")
 POLL_SECONDS = 0.1  # how often a plain Event is checked while waiting; a StopSignal wakes at once
 # A tool that cleans up after itself (run_shell kills its process group) gets this long past
 # its time limit, or past Stop, to report before the executor stops waiting for it.
@@ -48,6 +58,11 @@ ORIGIN_REASON = (
 # The built-in tools fit their results to the limit with advice of their own; this is for the
 # rest (notebook tools, the user's functions), whose way to ask for less only they know.
 CUT_ADVICE = "one tool result holds at most {limit:,} characters; call it again asking for less"
+
+
+def is_failed_result(content: str) -> bool:
+    """Whether a stored tool result says the call did not run or failed."""
+    return content.startswith(FAILURE_PREFIXES)
 
 
 @dataclass(frozen=True)

@@ -50,6 +50,7 @@ from nbchat.stopping import StopSignal
 from nbchat.store.rowsql import StoredRow
 from nbchat.store.store import Store
 from nbchat.tools.acting import ACTING_TOOLS
+from nbchat.tools.executor import is_failed_result
 from nbchat.tools.registry import Review
 from nbchat.ui.render import (
     TOOL_ICON,
@@ -258,10 +259,6 @@ def render_acting_result(name: str, content: str, *, ok: bool | None = None) -> 
     )
 
 
-# How a tool row that failed reads (the executor's refusals and errors start like this).
-FAILURE_PREFIXES = ("Error", "Refused", "Denied", "Not run", "Unknown tool", "Timed out")
-
-
 class Collapsible(widgets.VBox):
     """A header button that shows or hides its body (state kept while the body updates)."""
 
@@ -292,7 +289,7 @@ def bubble(html: str, role: str) -> widgets.HTMLMath:
 def tool_result_widget(name: str, content: str, *, ok: bool | None = None) -> widgets.HTML:
     if is_acting_tool(name):  # an edit's diff, a run's output, code to copy: shown open
         return widgets.HTML(value=render_acting_result(name, content, ok=ok))
-    failed = content.startswith(FAILURE_PREFIXES) if ok is None else not ok
+    failed = is_failed_result(content) if ok is None else not ok
     return widgets.HTML(value=render_tool_result(name, content, ok=not failed))
 
 

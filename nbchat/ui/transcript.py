@@ -63,6 +63,7 @@ from nbchat.errors import StoreError
 from nbchat.history import Row
 from nbchat.store.rowsql import StoredRow
 from nbchat.store.store import Store
+from nbchat.tools.executor import is_failed_result
 from nbchat.ui.render import (
     COPY_BUTTON,
     render_compacted,
@@ -260,7 +261,6 @@ class SavedCopy(anywidget.AnyWidget):
 
 # The newest messages kept in the transcript: it is rebuilt after every turn.
 TRANSCRIPT_LIMIT = 200
-FAILURE_PREFIXES = ("Error", "Refused", "Denied", "Not run", "Unknown tool", "Timed out")
 HEADING = "nbchat transcript (a saved copy: run the notebook to chat)"
 
 # A message as the transcript shows it: its stored row id, the row, its compaction record.
@@ -337,7 +337,7 @@ def _render_row(row: Row, info: dict[str, Any] | None) -> str:
         text = _message("assistant", row.content) if row.content else ""
         return text + "".join(render_tool_call(name, args) for name, args in _calls(row))
     if row.role == "tool":
-        failed = row.content.startswith(FAILURE_PREFIXES)
+        failed = is_failed_result(row.content)
         return render_tool_result(row.tool_name or "tool", row.content, ok=not failed)
     if row.role == "compacted":
         facts = info or {}
