@@ -206,3 +206,24 @@ def test_a_describe_variable_call_holds_the_name(
     assert right({"name": "sales"})
     assert not right({"name": "big"})
     assert not right({})  # the schema requires a name
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"name": "read_file", "arguments": {"path": "a"}}',
+        "{\"name': 'read_file', 'arguments': {'path': 'src/app.py'}}",
+        "{'name': 'read_file', 'parameters': {}}",
+        "<tool_call>",
+    ],
+)
+def test_a_call_written_as_text_is_fake_call_json_in_any_quotes(
+    scoring: ModuleType, cases: ModuleType, text: str
+) -> None:
+    outcome = scoring.Outcome(cases.plain("hi"), answer=text, texts=[text])
+    assert outcome.fake_json
+
+
+def test_json_that_is_no_call_is_not_fake_call_json(scoring: ModuleType, cases: ModuleType) -> None:
+    text = "{'name': 'Ada', 'age': 36}"
+    assert not scoring.Outcome(cases.plain("hi"), answer=text, texts=[text]).fake_json
