@@ -22,8 +22,8 @@ from helpers import is_summary_request, recording_comms, run, shown_text
 from nbchat.config import Settings
 from nbchat.conversation.events import CompactionFinished, Done
 from nbchat.conversation.loop import Conversation
-from nbchat.conversation.prepare import MAX_FAILURES, TURNS_WEIGHED, next_turn_reaches
-from nbchat.history import History, build_messages
+from nbchat.conversation.prepare import MAX_FAILURES
+from nbchat.history import build_messages
 from nbchat.stopping import StopSignal
 from nbchat.store.store import Store
 from nbchat.tools import ToolRegistry
@@ -137,19 +137,6 @@ def summaries_during(script: Server, action: Callable[[], object]) -> list[dict[
 
 def transcript(body: dict[str, Any]) -> str:
     return "\n".join(str(message["content"]) for message in body["messages"])
-
-
-def test_the_next_turn_is_taken_as_big_as_the_biggest_of_the_last_few() -> None:
-    long_turn, short_turn = [user("q"), assistant("a" * 3_000)], [user("q"), assistant("ok")]
-    history = History([*long_turn, *short_turn, *short_turn])
-    size = sum(history.estimate_of(i) for i in range(2))  # the long turn
-    # The last turn was short, but one of the last three was long: the next may be too.
-    assert next_turn_reaches(history, 1_000, 1_000 + size)
-    assert not next_turn_reaches(history, 1_000, 1_000 + size + 1)
-    # Further back than that, it no longer counts.
-    older = History([*long_turn, *[row for _ in range(TURNS_WEIGHED) for row in short_turn]])
-    assert not next_turn_reaches(older, 1_000, 1_000 + size)
-    assert not next_turn_reaches(History([assistant("no user row")]), 10**6, 1)
 
 
 def test_a_prepared_compaction_is_applied_at_the_trigger_without_a_summary_request(

@@ -60,7 +60,6 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 MAX_FAILURES = 3  # failed preparations between two compactions before it waits for the trigger
-TURNS_WEIGHED = 3  # the next turn is taken to be as big as the biggest of this many last ones
 State = Literal["", "preparing", "ready"]
 
 
@@ -109,20 +108,13 @@ def situation_of(
 
 
 def next_turn_reaches(history: History, tokens: int, trigger: int) -> bool:
-    """Whether one more turn as big as the biggest of the last `TURNS_WEIGHED` (a user row and
-    all after it, up to the next) would reach the trigger: the compaction is then only a reply
-    away, and better made while the user reads. The last turn alone was not enough: a short
-    reply, then a long one, and the budget check after that reply compacted in the foreground
-    (the stall bench's budget scenario, replies of 60 to 256 tokens)."""
-    biggest, end, counted = 0, len(history), 0
-    for index in range(len(history) - 1, -1, -1):
-        if history[index].role != "user":
-            continue
-        biggest = max(biggest, sum(history.estimate_of(i) for i in range(index, end)))
-        end, counted = index, counted + 1
-        if counted == TURNS_WEIGHED:
-            break
-    return counted > 0 and tokens + biggest >= trigger
+    """Whether one more turn as big as the last (its user row and all after) would reach the
+    trigger: the compaction is then only a reply away, and better made while the user reads."""
+    rows = len(history)
+    last = next((i for i in range(rows - 1, -1, -1) if history[i].role == "user"), None)
+    if last is None:
+        return False
+    return tokens + sum(history.estimate_of(i) for i in range(last, rows)) >= trigger
 
 
 class CheckpointPreparer:
