@@ -210,9 +210,10 @@ def plan_request(parts: TurnParts) -> RequestPlan:
 
 def _with_notes(messages: list[dict[str, Any]], rows: Sequence[Row]) -> list[dict[str, Any]]:
     """What a small model is told besides the conversation, never stored: after a tool round,
-    to answer the user's words from the results, or, when every call failed, to say so (last); before it answers a message, the arithmetic in it,
-    worked out by code (`nbchat.tools.arithmetic`), just before that message (a note after
-    it made a 1.5B model echo the question)."""
+    to answer the user's words from the results, or, when every call failed, to say so (last);
+    before it answers a message, the arithmetic in it, worked out by code
+    (`nbchat.tools.arithmetic`), just before that message (a note after it made a 1.5B model
+    echo the question)."""
     if rows and rows[-1].role == "tool":
         results = _last_results(rows)
         if all(is_failed_result(row.content) for row in results):
