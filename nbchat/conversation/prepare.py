@@ -53,6 +53,7 @@ __all__ = [
     "CheckpointPreparer",
     "Prepared",
     "Situation",
+    "last_turn_tokens",
     "next_turn_reaches",
     "situation_of",
 ]
@@ -107,14 +108,20 @@ def situation_of(
     return Situation(session_id, writable, key, tokens)
 
 
-def next_turn_reaches(history: History, tokens: int, trigger: int) -> bool:
-    """Whether one more turn as big as the last (its user row and all after) would reach the
-    trigger: the compaction is then only a reply away, and better made while the user reads."""
+def last_turn_tokens(history: History) -> int | None:
+    """The estimate of the last turn (its user row and all after), None without a user row."""
     rows = len(history)
     last = next((i for i in range(rows - 1, -1, -1) if history[i].role == "user"), None)
     if last is None:
-        return False
-    return tokens + sum(history.estimate_of(i) for i in range(last, rows)) >= trigger
+        return None
+    return sum(history.estimate_of(i) for i in range(last, rows))
+
+
+def next_turn_reaches(history: History, tokens: int, trigger: int) -> bool:
+    """Whether one more turn as big as the last (its user row and all after) would reach the
+    trigger: the compaction is then only a reply away, and better made while the user reads."""
+    turn = last_turn_tokens(history)
+    return turn is not None and tokens + turn >= trigger
 
 
 class CheckpointPreparer:
@@ -184,8 +191,22 @@ class CheckpointPreparer:
         after = engine.context_tokens(list(coming.rows)) if coming is not None else 0
         if coming is None or next_turn_reaches(history, after, engine.trigger):
             # Its cut would leave no room for the next turn (the history's size as the next
-            # request counts it, with no report from the server yet): a deeper one, updated.
-            coming = self.compact(history, engine, now, force=True, focus=None, cancel=cancel)
+            # request counts it, with no report from the server yet): a deeper one, updated,
+            # that leaves room for a turn like the last. (Cut only under the trigger, the next
+            # turn's own budget check compacted again in the foreground: the stall bench's
+            # budget scenario, 13 s against a median of 7.)
+            room = last_turn_tokens(history) or 0
+            coming = self.compact(
+                history, engine, now, force=True, focus=None, cancel=cancel, room=room
+            )
+        log.info(
+            "applying the prepared compaction in a pause: %d tokens now, %d after, next turn "
+            "~%d, trigger %d",
+            now.tokens,
+            engine.context_tokens(list(coming.rows)),
+            last_turn_tokens(history) or 0,
+            engine.trigger,
+        )
         return self._apply(coming, apply, warm, cancel)
 
     def _apply(
@@ -272,19 +293,22 @@ class CheckpointPreparer:
         force: bool,
         focus: str | None,
         cancel: threading.Event,
+        room: int = 0,
     ) -> CompactionResult:
         """The compaction the loop asked for: from the prepared one when one still fits (and
-        no focus was given), else `engine.compact` as usual. A prepared one is used once,
-        unless cancelled."""
+        no focus was given), else `engine.compact` as usual; `room`: tokens its cut leaves free
+        under the trigger. A prepared one is used once, unless cancelled."""
         prepared = self._valid(history, now)
         self._prepared = None
         result = None
         if prepared is not None and focus is None:
-            result = engine.compact_prepared(history, prepared.result, force=force, cancel=cancel)
+            result = engine.compact_prepared(
+                history, prepared.result, force=force, cancel=cancel, room=room
+            )
             if result is not None and result.cancelled:
                 self._prepared = prepared  # still good for the next attempt
         if result is None:
-            result = engine.compact(history, force=force, focus=focus, cancel=cancel)
+            result = engine.compact(history, force=force, focus=focus, cancel=cancel, room=room)
         if result.changed:
             self.warm_due = True
         return result
