@@ -22,7 +22,7 @@ from helpers import is_summary_request, recording_comms, run, shown_text
 from nbchat.config import Settings
 from nbchat.conversation.events import CompactionFinished, Done
 from nbchat.conversation.loop import Conversation
-from nbchat.conversation.prepare import MAX_FAILURES, last_turn_tokens, next_turn_reaches
+from nbchat.conversation.prepare import MAX_FAILURES
 from nbchat.history import build_messages
 from nbchat.stopping import StopSignal
 from nbchat.store.store import Store
@@ -337,36 +337,6 @@ def test_when_the_next_turn_would_compact_the_idle_moment_applies_it_and_warms_t
     assert warm[-1]["messages"][-2]["content"] == chat.history.rows[-1].content
     sent = summaries_during(script, lambda: run(chat, question(turns)))
     assert sent == []  # the turn after it starts like any other
-
-
-def test_a_deeper_compaction_made_in_a_pause_leaves_room_for_a_turn_like_the_last(
-    server: FakeServer, script: Server, store: Store, settings: Settings, monkeypatch: Any
-) -> None:
-    # Prepared early, then turns with no pause until one more would reach the trigger: the cut
-    # made ahead no longer leaves room, so a deeper one is made, and it must leave room for a
-    # turn like the last, or that turn's own budget check compacts again in the foreground.
-    chat = conversation(server, store, settings)
-    turns = past_the_mark(chat)
-    prepare(chat)
-    while not next_turn_reaches(chat.history, chat.context_tokens(), chat.engine.trigger):
-        run(chat, question(turns))
-        turns += 1
-    asked: list[int] = []
-    engine = type(chat.engine)
-    for name in ("compact", "compact_prepared"):
-        original = getattr(engine, name)
-
-        def recorded(self: Any, *args: Any, _original: Any = original, **kwargs: Any) -> Any:
-            if kwargs.get("force") and not kwargs.get("at_once"):
-                asked.append(kwargs.get("room", 0))
-            return _original(self, *args, **kwargs)
-
-        monkeypatch.setattr(engine, name, recorded)
-    turn = last_turn_tokens(chat.history)
-    applied = chat.use_idle_moment(StopSignal())
-    assert applied is not None and applied.changed
-    assert turn and asked and set(asked) == {turn}
-    assert not next_turn_reaches(chat.history, chat.context_tokens(), chat.engine.trigger)
 
 
 def test_the_prefix_a_prepared_compaction_leaves_is_read_pause_by_pause_before_it_is_applied(

@@ -191,14 +191,11 @@ class CheckpointPreparer:
         after = engine.context_tokens(list(coming.rows)) if coming is not None else 0
         if coming is None or next_turn_reaches(history, after, engine.trigger):
             # Its cut would leave no room for the next turn (the history's size as the next
-            # request counts it, with no report from the server yet): a deeper one, updated,
-            # that leaves room for a turn like the last. (Cut only under the trigger, the next
-            # turn's own budget check compacted again in the foreground: the stall bench's
-            # budget scenario, 13 s against a median of 7.)
-            room = last_turn_tokens(history) or 0
-            coming = self.compact(
-                history, engine, now, force=True, focus=None, cancel=cancel, room=room
-            )
+            # request counts it, with no report from the server yet): a deeper one, updated.
+            # (Asked to leave room for a turn like the last too, it made things worse on a
+            # 1,600-token budget: the checkpoint and facts outgrew the rows they replaced,
+            # 1,042 tokens before and 1,436 after, and the next turn compacted for 25 s.)
+            coming = self.compact(history, engine, now, force=True, focus=None, cancel=cancel)
         log.info(
             "applying the prepared compaction in a pause: %d tokens now, %d after, next turn "
             "~%d, trigger %d",
