@@ -290,22 +290,19 @@ class CheckpointPreparer:
         force: bool,
         focus: str | None,
         cancel: threading.Event,
-        room: int = 0,
     ) -> CompactionResult:
         """The compaction the loop asked for: from the prepared one when one still fits (and
-        no focus was given), else `engine.compact` as usual; `room`: tokens its cut leaves free
-        under the trigger. A prepared one is used once, unless cancelled."""
+        no focus was given), else `engine.compact` as usual. A prepared one is used once,
+        unless cancelled."""
         prepared = self._valid(history, now)
         self._prepared = None
         result = None
         if prepared is not None and focus is None:
-            result = engine.compact_prepared(
-                history, prepared.result, force=force, cancel=cancel, room=room
-            )
+            result = engine.compact_prepared(history, prepared.result, force=force, cancel=cancel)
             if result is not None and result.cancelled:
                 self._prepared = prepared  # still good for the next attempt
         if result is None:
-            result = engine.compact(history, force=force, focus=focus, cancel=cancel, room=room)
+            result = engine.compact(history, force=force, focus=focus, cancel=cancel)
         if result.changed:
             self.warm_due = True
         return result
