@@ -219,8 +219,8 @@ def _with_notes(messages: list[dict[str, Any]], rows: Sequence[Row]) -> list[dic
         if all(is_failed_result(row.content) for row in results):
             return [*messages, {"role": "system", "content": AFTER_FAILURES}]
         asked = next((row.content for row in reversed(rows) if row.role == "user"), "")
-        note = AFTER_RESULTS.format(asked=brief(asked, ASKED_CHARS))
-        return [*messages, {"role": "system", "content": note}]
+        told = AFTER_RESULTS.format(asked=brief(asked, ASKED_CHARS))
+        return [*messages, {"role": "system", "content": told}]
     if rows and rows[-1].role == "user" and (worked := work_out(rows[-1].content)):
         note = {"role": "system", "content": WORKED_OUT + "; ".join(worked) + "."}
         return [*messages[:-1], note, messages[-1]]
