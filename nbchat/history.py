@@ -54,6 +54,8 @@ __all__ = [
     "build_messages",
     "context_tokens",
     "estimate_tokens",
+    "last_user_index",
+    "last_user_text",
     "new_call_id",
     "parse_tool_calls",
     "repair_rows",
@@ -128,6 +130,17 @@ def request_overhead_tokens(system_prompt: str, tool_schemas: Sequence[Mapping[s
     estimated; nothing for what is absent)."""
     schemas = json.dumps(list(tool_schemas)) if tool_schemas else ""
     return sum(estimate_tokens(text) for text in (system_prompt, schemas) if text)
+
+
+def last_user_index(rows: Sequence[Row] | History) -> int | None:
+    """Where the last user row of `rows` is (the start of the last turn), None without one."""
+    return next((i for i in range(len(rows) - 1, -1, -1) if rows[i].role == "user"), None)
+
+
+def last_user_text(rows: Sequence[Row] | History) -> str:
+    """What the user last wrote in `rows`, "" when they wrote nothing."""
+    index = last_user_index(rows)
+    return "" if index is None else rows[index].content
 
 
 def stored_calls(row: Row) -> Iterator[tuple[str, str, dict[str, Any] | None]]:

@@ -46,7 +46,7 @@ from nbchat.compaction.result import CompactionResult
 from nbchat.config import Settings
 from nbchat.conversation.session import Session
 from nbchat.errors import CompactionError, NbchatError
-from nbchat.history import History, Row
+from nbchat.history import History, Row, last_user_index
 
 __all__ = [
     "MAX_FAILURES",
@@ -110,11 +110,10 @@ def situation_of(
 
 def last_turn_tokens(history: History) -> int | None:
     """The estimate of the last turn (its user row and all after), None without a user row."""
-    rows = len(history)
-    last = next((i for i in range(rows - 1, -1, -1) if history[i].role == "user"), None)
+    last = last_user_index(history)
     if last is None:
         return None
-    return sum(history.estimate_of(i) for i in range(last, rows))
+    return sum(history.estimate_of(i) for i in range(last, len(history)))
 
 
 def next_turn_reaches(history: History, tokens: int, trigger: int) -> bool:
@@ -196,11 +195,12 @@ class CheckpointPreparer:
             # 1,600-token budget: the checkpoint and facts outgrew the rows they replaced,
             # 1,042 tokens before and 1,436 after, and the next turn compacted for 25 s.)
             coming = self.compact(history, engine, now, force=True, focus=None, cancel=cancel)
+            after = engine.context_tokens(list(coming.rows))
         log.info(
             "applying the prepared compaction in a pause: %d tokens now, %d after, next turn "
             "~%d, trigger %d",
             now.tokens,
-            engine.context_tokens(list(coming.rows)),
+            after,
             last_turn_tokens(history) or 0,
             engine.trigger,
         )

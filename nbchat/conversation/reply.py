@@ -42,7 +42,7 @@ from nbchat.conversation.turn import (
     warn_over_budget,
 )
 from nbchat.errors import ContextOverflowError, NbchatError, ServerUnavailableError
-from nbchat.history import Row, ToolCall, build_messages, new_call_id
+from nbchat.history import Row, ToolCall, build_messages, last_user_text, new_call_id
 from nbchat.llm.client import stream_chat
 from nbchat.llm.firststep import ask_arguments, ask_first_step
 from nbchat.llm.reader import ReasoningDelta, TextDelta, TextWithdrawn
@@ -218,7 +218,7 @@ def _with_notes(messages: list[dict[str, Any]], rows: Sequence[Row]) -> list[dic
         results = _last_results(rows)
         if all(is_failed_result(row.content) for row in results):
             return [*messages, {"role": "system", "content": AFTER_FAILURES}]
-        asked = next((row.content for row in reversed(rows) if row.role == "user"), "")
+        asked = last_user_text(rows)
         told = AFTER_RESULTS.format(asked=brief(asked, ASKED_CHARS))
         return [*messages, {"role": "system", "content": told}]
     if rows and rows[-1].role == "user" and (worked := work_out(rows[-1].content)):
@@ -324,7 +324,7 @@ def choose_first_step(
     `nbchat.tools.offer.step_choice`) among the tools this turn allows, asked on its own
     prompt (`nbchat.tools.offer.router_messages`); for a tool, the call's arguments too. None
     after Stop. Arguments the tool refuses leave the call to the chat, forced to that tool."""
-    last_user = next((r.content for r in reversed(parts.history.rows) if r.role == "user"), "")
+    last_user = last_user_text(parts.history.rows)
     dangerous = {name for name in parts.tools.names() if _is_dangerous(parts, name)}
     names = [schema["function"]["name"] for schema in plan.schemas]
     allowed = allowed_tools(names, dangerous, last_user)
@@ -394,7 +394,7 @@ def first_step_messages(
 
 def _named(parts: TurnParts, rows: Sequence[Row], sights: Sequence[Sight]) -> list[str]:
     """What the user's last message names of the workspace and the notebook."""
-    last_user = next((row.content for row in reversed(rows) if row.role == "user"), "")
+    last_user = last_user_text(rows)
     names = [name for sight in sights for name in sight.names]
     overview = parts.overview
     return named_in(last_user, overview.paths(), names, overview.symbols())

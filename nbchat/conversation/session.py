@@ -51,7 +51,7 @@ from nbchat.compaction.findings import typed_text
 from nbchat.compaction.result import CompactionResult
 from nbchat.config import Settings
 from nbchat.errors import LeaseLostError, SessionLockedError, StoreError
-from nbchat.history import History, Row, ToolCall, stored_calls, to_row
+from nbchat.history import History, Row, ToolCall, last_user_index, stored_calls, to_row
 from nbchat.store import lease
 from nbchat.store.rowsql import CompactionRecord, NotebookChange, StoredRow
 from nbchat.store.store import Store
@@ -248,8 +248,7 @@ class Session:
             )
 
     def last_user_index(self) -> int | None:
-        rows = self.history.rows
-        return next((i for i in range(len(rows) - 1, -1, -1) if rows[i].role == "user"), None)
+        return last_user_index(self.history)
 
 
 def title_from(message: str) -> str:

@@ -74,7 +74,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from nbchat.history import Row, stored_calls
+from nbchat.history import Row, last_user_index, last_user_text, stored_calls
 
 __all__ = [
     "ANSWER_SHARE",
@@ -252,7 +252,7 @@ def router_messages(
     context = "\n".join(part for part in parts if part)
     if context:
         messages.append({"role": "system", "content": context})
-    last_user = next((row.content for row in reversed(rows) if row.role == "user"), "")
+    last_user = last_user_text(rows)
     messages.append({"role": "user", "content": brief(last_user, MESSAGE_CHARS)})
     return messages
 
@@ -392,8 +392,9 @@ def step_choice(chosen: str, answer_share: float, leaning: Leaning = Leaning()) 
 def only_repeats(rows: Sequence[Row]) -> bool:
     """True when the turn's last assistant row only repeats calls (same tool, same arguments)
     that an earlier row of the same turn made."""
-    start = next((i for i in range(len(rows) - 1, -1, -1) if rows[i].role == "user"), -1)
-    made = [row for row in rows[start + 1 :] if row.role == "assistant_full"]
+    start = last_user_index(rows)
+    turn = rows if start is None else rows[start + 1 :]
+    made = [row for row in turn if row.role == "assistant_full"]
     if len(made) < 2:
         return False
     earlier = {_key(name, args) for row in made[:-1] for _id, name, args in stored_calls(row)}

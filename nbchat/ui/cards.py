@@ -50,7 +50,7 @@ from nbchat.stopping import StopSignal
 from nbchat.store.rowsql import StoredRow
 from nbchat.store.store import Store
 from nbchat.tools.acting import ACTING_TOOLS
-from nbchat.tools.executor import is_failed_result
+from nbchat.tools.executor import FAILURE_PREFIXES, is_failed_result
 from nbchat.tools.registry import Review
 from nbchat.ui.render import (
     TOOL_ICON,
@@ -203,7 +203,7 @@ WHY_RUN = (
     "It runs in your kernel, with your variables, only if you say so (the tool policy is 'ask')."
 )
 # How an acting tool's failed result starts (`nbchat.tools.kernelrun`, the executor).
-FAILED = ("Error", "Refused", "Denied", "Not run", "Unknown tool", "Timed out", "Invalid", "No ")
+FAILED = (*FAILURE_PREFIXES, "Invalid", "No ")
 
 
 def is_acting_tool(name: str) -> bool:
