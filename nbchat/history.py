@@ -258,9 +258,12 @@ class History:
         self._usage = None
         self.extend(rows)
 
-    def record_usage(self, prompt_tokens: int) -> None:
-        """The server counted `prompt_tokens` for a request built from the current rows."""
-        self._usage = (len(self._rows), self._total)
+    def record_usage(self, prompt_tokens: int, *, rows: int | None = None) -> None:
+        """The server counted `prompt_tokens` for a request built from the current rows, or
+        from the first `rows` of them (a count that arrived after more rows did)."""
+        measured = len(self._rows) if rows is None else min(rows, len(self._rows))
+        total = self._total if rows is None else sum(self._estimates[:measured])
+        self._usage = (measured, total)
         self._reported = prompt_tokens
 
     def forget_usage(self) -> None:

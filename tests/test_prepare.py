@@ -339,6 +339,52 @@ def test_when_the_next_turn_would_compact_the_idle_moment_applies_it_and_warms_t
     assert sent == []  # the turn after it starts like any other
 
 
+def until_a_pause_decides(chat: Conversation, server: FakeServer, caplog: Any) -> Any:
+    """Turns and pauses until a pause applies a compaction or declines to; what it applied."""
+    for turn in range(30):
+        assert isinstance(run(chat, question(turn))[-1], Done)
+        assert chat.history.rows[0].role == "user"  # no compaction at the trigger
+        server.clear()
+        caplog.clear()
+        with caplog.at_level(logging.INFO, logger="nbchat.conversation.prepare"):
+            applied = chat.use_idle_moment(StopSignal())
+        if applied is not None or "in a pause would not shrink" in caplog.text:
+            return applied
+    raise AssertionError("no pause decided in 30 turns")
+
+
+def test_after_a_pause_compaction_the_history_is_sized_by_the_servers_count_not_the_estimate(
+    server: FakeServer, store: Store, settings: Settings, caplog: Any
+) -> None:
+    # The test server counts a token per four characters, the estimate one per three: sized by
+    # the estimate, the compacted history looks a third bigger than the server reads it.
+    chat = conversation(server, store, settings)
+    assert until_a_pause_decides(chat, server, caplog) is not None
+    warm = [body for body in server.chat_requests() if body.get("max_tokens") == 1]
+    counted = fakeserver.count_prompt_tokens(warm[-1])
+    assert warm[-1]["messages"][-2]["content"] == chat.history.rows[-1].content
+    assert chat.context_tokens() == counted
+    assert counted < chat.engine.context_tokens(chat.history.rows)
+
+
+def test_a_pause_compaction_that_the_server_counts_no_smaller_is_not_applied(
+    server: FakeServer, script: Server, store: Store, settings: Settings, caplog: Any
+) -> None:
+    # A prefix that reads bigger than the history it replaces gains nothing and costs a read.
+    def counted_big(body: dict[str, Any]) -> Reply:
+        compacted = "Learn Python" in str(body["messages"][0]["content"])
+        if body.get("max_tokens") == 1 and compacted:
+            return Reply(text="x", usage=(settings.context_token_threshold, 1))
+        return Server.__call__(script, body)
+
+    server.responder = counted_big
+    chat = conversation(server, store, settings)
+    assert until_a_pause_decides(chat, server, caplog) is None
+    assert chat.history.rows[0].role == "user"  # nothing written
+    assert chat.preparer.state(chat.session_id) == "ready"  # kept for the trigger
+    assert not chat.preparer.warm_due
+
+
 def test_the_prefix_a_prepared_compaction_leaves_is_read_pause_by_pause_before_it_is_applied(
     server: FakeServer, script: Server, store: Store, make_settings: Any
 ) -> None:

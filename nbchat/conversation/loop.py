@@ -176,20 +176,35 @@ class Conversation:
 
     def warm_up(
         self, cancel: threading.Event | None = None, rows: Sequence[Row] | None = None
-    ) -> None:
+    ) -> int | None:
         """Have the embedded server read this conversation's next prompt (system prompt, tools,
         history) into its prompt cache: every request of a turn starts with it (a small
         model's tools are in the system prompt). Each prompt is read once per conversation;
         other servers are left alone (with `cancel`, closing the request, any server on this
         machine: the new prefix after a compaction). `rows`: the history a compaction prepared
         in the background would leave, read before it is applied (`nbchat.conversation.
-        prepare`); the first step's prompt holds only the last exchange, the same either way."""
+        prepare`); the first step's prompt holds only the last exchange, the same either way.
+
+        Returns the server's count of the chat's prompt (None when not read or not said). For
+        today's history it is also the history's size from then on: after a compaction only
+        the estimate knew it, a third over on English prose, enough to put the next turn at
+        the trigger and compact it again while the user waits."""
         connection = self.budget.connect()
         if not (connection.embedded or cancel and destination_of(connection.base_url) == LOCAL):
-            return
-
+            return None
+        before = self.history.rows if rows is None else None
         prompts = opening_prompts(self, rows)
-        self.warmer.warm_all(connection, self.settings.model, prompts, cancel=cancel)
+        counted = self.warmer.warm_all(connection, self.settings.model, prompts, cancel=cancel)
+        # (A background warm-up holds no lock: a turn may have added rows meanwhile. The
+        # closing "Hi" stands for the user's next message, then counted on top: a few tokens
+        # over, never under.)
+        if (
+            counted is not None
+            and before is not None
+            and self.history.rows[: len(before)] == before
+        ):
+            self.history.record_usage(counted, rows=len(before))
+        return counted
 
     def use_idle_moment(
         self, cancel: threading.Event, notify: Callable[[], None] = lambda: None

@@ -123,6 +123,13 @@ def next_turn_reaches(history: History, tokens: int, trigger: int) -> bool:
     return turn is not None and tokens + turn >= trigger
 
 
+def _size(engine: CompactionEngine, result: CompactionResult, counted: int | None) -> int:
+    """The size of the request `result`'s history makes: the server's count of it when it read
+    it (`counted`), else the estimate (a third over on English prose: a compaction measured by
+    it against a reported size can look as if it grew the history)."""
+    return counted if counted is not None else engine.context_tokens(list(result.rows))
+
+
 class CheckpointPreparer:
     """Holds at most one prepared compaction (see the module docstring)."""
 
@@ -154,7 +161,7 @@ class CheckpointPreparer:
         cancel: threading.Event,
         notify: Callable[[], None],
         apply: Callable[[CompactionResult], None],
-        warm: Callable[[Sequence[Row] | None], None],
+        warm: Callable[[Sequence[Row] | None], int | None],
     ) -> CompactionResult | None:
         """One idle moment: warm the prefix a compaction made; prepare the next compaction, have
         the server read today's prompt again when that asked the model (`warm(None)`), then the
@@ -179,30 +186,41 @@ class CheckpointPreparer:
             warm(None)
         now = situation()
         coming = self.coming(history, engine, now)
+        counted = None
         if coming is not None and not cancel.is_set():
-            warm(coming.rows)  # read ahead: the prefix the next compaction leaves
+            counted = warm(coming.rows)  # read ahead: the prefix the next compaction leaves
         if (
             just_compacted
             or cancel.is_set()
             or not next_turn_reaches(history, now.tokens, engine.trigger)
         ):
             return None
-        after = engine.context_tokens(list(coming.rows)) if coming is not None else 0
-        if coming is None or next_turn_reaches(history, after, engine.trigger):
-            # Its cut would leave no room for the next turn (the history's size as the next
-            # request counts it, with no report from the server yet): a deeper one, updated.
-            # (Asked to leave room for a turn like the last too, it made things worse on a
-            # 1,600-token budget: the checkpoint and facts outgrew the rows they replaced,
-            # 1,042 tokens before and 1,436 after, and the next turn compacted for 25 s.)
+        if coming is None or next_turn_reaches(
+            history, _size(engine, coming, counted), engine.trigger
+        ):
+            # Its cut would leave no room for the next turn: a deeper one, updated. (Asked to
+            # leave room for a turn like the last too, it made things worse on a 1,600-token
+            # budget: the checkpoint and facts outgrew the rows they replaced, and the next
+            # turn compacted for 25 s.)
             coming = self.compact(history, engine, now, force=True, focus=None, cancel=cancel)
-            after = engine.context_tokens(list(coming.rows))
+            counted = warm(coming.rows) if coming.changed and not cancel.is_set() else None
+        after = _size(engine, coming, counted)
+        sizes = (now.tokens, after, last_turn_tokens(history) or 0, engine.trigger)
+        if after >= now.tokens:
+            # Nothing gained, and the server would read a new prefix: the next turn compacts
+            # at the trigger if it must (with what was made here, when it still serves).
+            self.warm_due = False
+            self._keep(history, now, coming)
+            log.info(
+                "a compaction in a pause would not shrink the history: %d tokens now, "
+                "%d after, next turn ~%d, trigger %d",
+                *sizes,
+            )
+            return None
         log.info(
-            "applying the prepared compaction in a pause: %d tokens now, %d after, next turn "
-            "~%d, trigger %d",
-            now.tokens,
-            after,
-            last_turn_tokens(history) or 0,
-            engine.trigger,
+            "applying the prepared compaction in a pause: %d tokens now, %d after, next "
+            "turn ~%d, trigger %d",
+            *sizes,
         )
         return self._apply(coming, apply, warm, cancel)
 
@@ -210,7 +228,7 @@ class CheckpointPreparer:
         self,
         result: CompactionResult,
         apply: Callable[[CompactionResult], None],
-        warm: Callable[[Sequence[Row] | None], None],
+        warm: Callable[[Sequence[Row] | None], int | None],
         cancel: threading.Event,
     ) -> CompactionResult | None:
         """Write `result` (a quick write: a send waits for it on the worker), then warm the rest
@@ -273,13 +291,19 @@ class CheckpointPreparer:
             self._running = False
         if result is not None:
             log.info("preparing the next compaction: %s (%.1f s)", result.reason, result.duration)
-        if result is not None and result.changed and result.edit.summary_row is not None:
-            covered = tuple(history.rows[: result.edit.rows_summarised])
-            self._prepared = Prepared(now.session_id, now.key, covered, result)
+        if result is not None and self._keep(history, now, result):
             self._failures.pop(epoch, None)
         ready = self._valid(history, situation()) is not None
         notify()
         return ready
+
+    def _keep(self, history: History, now: Situation, result: CompactionResult) -> bool:
+        """Hold `result` as the prepared compaction when it made a summary; whether it did."""
+        if now.session_id is None or not result.changed or result.edit.summary_row is None:
+            return False
+        covered = tuple(history.rows[: result.edit.rows_summarised])
+        self._prepared = Prepared(now.session_id, now.key, covered, result)
+        return True
 
     def compact(
         self,

@@ -96,7 +96,9 @@ class PromptWarmer:
     and restores the embedded server's slots."""
 
     def __init__(self) -> None:
-        self._warmed: set[str] = set()
+        # Each prompt warmed, by its request, with the server's count of its tokens (None when
+        # it did not say).
+        self._warmed: dict[str, int | None] = {}
         self._cancel = StopSignal()
         self._finished = threading.Event()
         self._finished.set()
@@ -104,7 +106,7 @@ class PromptWarmer:
         self._slots: SavedSlots | None = None  # its saved slots (the embedded server only)
         self.pending = False  # a prompt of this connection has no saved slot yet
 
-    def start(self, warm: Callable[[StopSignal], None], *, grace: float = WARM_GRACE) -> None:
+    def start(self, warm: Callable[[StopSignal], object], *, grace: float = WARM_GRACE) -> None:
         """Run `warm(cancel)` on its own thread after `grace` seconds, unless `cancel()` comes
         first; a warm-up still running is cancelled."""
         self.cancel()
@@ -160,15 +162,18 @@ class PromptWarmer:
         prompts: Sequence[Prompt],
         *,
         cancel: threading.Event | None = None,
-    ) -> None:
+    ) -> int | None:
         """`warm` each of `prompts` in turn, until one is cancelled or fails; on the embedded
-        server, keep each one's slot unless one is kept already."""
+        server, keep each one's slot unless one is kept already. Returns the server's count of
+        the last prompt's tokens (the chat's, in `opening_prompts`), None when it was not read
+        or the server did not say."""
         slots = self._slots if connection is self._server else None
         for prompt in prompts:
             if not self.warm(connection, model, prompt, cancel=cancel, slots=slots):
-                return
+                return None
         if slots is not None:
             self.pending = False
+        return self._warmed.get(_request_key(model, prompts[-1])) if prompts else None
 
     def warm(
         self,
@@ -186,15 +191,14 @@ class PromptWarmer:
         failed."""
         if cancel is not None and cancel.is_set():
             return False
-        request: dict[str, Any] = {"model": model, "messages": prompt.messages}
-        request |= {"tools": list(prompt.tools)} if prompt.tools else {}
-        key = json.dumps(request, sort_keys=True)
+        request = _request(model, prompt)
+        key = _request_key(model, prompt)
         if key in self._warmed:
             return True
         usage = _warm_streamed(connection.client, request, cancel)
         if usage is None:
             return False
-        self._warmed.add(key)
+        self._warmed[key] = usage.prompt_tokens
         if slots is not None and prompt.prefix and not (cancel is not None and cancel.is_set()):
             self._keep(slots, prompt.prefix, usage)  # (a cancel: a turn is on its way)
         return True
@@ -204,6 +208,16 @@ class PromptWarmer:
         """Save the slot the warm-up's request left, unless one is kept for `prefix` already."""
         if not slots.has(prefix):
             slots.save(prefix, tokens=_held(usage))
+
+
+def _request(model: str, prompt: Prompt) -> dict[str, Any]:
+    """The request that warms `prompt` (before its one-token cap)."""
+    request: dict[str, Any] = {"model": model, "messages": prompt.messages}
+    return request | ({"tools": list(prompt.tools)} if prompt.tools else {})
+
+
+def _request_key(model: str, prompt: Prompt) -> str:
+    return json.dumps(_request(model, prompt), sort_keys=True)
 
 
 def _held(usage: Usage) -> range | None:
