@@ -37,15 +37,15 @@ from playwright.sync_api import Locator, Page, expect, sync_playwright
 NOTEBOOK = REPO / "notebooks" / "01-quickstart.ipynb"
 # Enough history for `/compact` to propose something: the newest 4 rows are kept, and what the
 # summary replaces must outweigh the facts kept beside it and the summary itself (at most 1,024
-# tokens). The model's own replies are short, so a long log is pasted: ~1,800 tokens (a message
-# must fit the 4.2k budget beside ~1.6k of system prompt and tools), in a code block (no
-# wrapping) so that the chat stays short on screen.
-LOG_LINE = "the robot mixed paint {0} with water and painted square {0} on the canvas; "
-LOG = "\n".join("".join(LOG_LINE.format(i * 5 + j) for j in range(5)) for i in range(16))
+# tokens). The model's own replies are cut short, so a test run is pasted: ~1,600 tokens (a
+# message must fit the 4.2k budget beside ~1.6k of system prompt and tools), in a code block
+# (no wrapping) so that the chat stays short on screen. A chat a user would have: the README
+# shows the checkpoint the default model writes of it (`scripts/screenshots`).
+PASTED_RUN = (REPO / "tests" / "data" / "pasted_test_run.txt").read_text()
 TURNS_TO_COMPACT = (
-    f"Here is my painting log:\n```\n{LOG}\n```\nReply with one word: OK.",
-    "What colours did it use?",
-    "Who saw the painting first?",
+    f"My invoice tests fail:\n```\n{PASTED_RUN}```\nWhy does test_due_date_end_of_month fail?",
+    "How should due_date add the terms instead?",
+    "And why is the total 483.0000 rather than 483.00?",
 )
 # JupyterLab's "get notified about Jupyter news?" toast would sit over the chat's screenshots.
 NO_NEWS = {"fetchNews": "false", "checkForUpdates": False}
