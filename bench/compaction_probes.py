@@ -16,6 +16,11 @@ code keeps) and the kept tail. Reported per trace, for each of the two:
 - context: tokens after / before;
 - probes: the questions of `probe_questions.py` answered (any expected string, case-insensitive,
   in what the model sees), the test split first (never tuned on), then dev;
+- the checkpoint's echoes: the items of the model's summary left out because they copied its
+  instruction or repeated an item (`nbchat.compaction.echoes`; "none kept" when the whole
+  summary was), and, checked apart from that, the lines of the checkpoint kept that repeat an
+  earlier line (headings and "(none)" aside): the issue's "no checkpoint that copies its
+  instruction or repeats a line";
 - minutes the compaction took, the requests and the prompt and completion tokens.
 
 `--facts-only` runs no model (seconds). `--verbose` prints each unanswered probe and each
@@ -48,6 +53,7 @@ from probe_questions import PROBES, Probe
 from nbchat.compaction.engine import CompactionEngine
 from nbchat.compaction.facts import strip_facts
 from nbchat.compaction.result import CompactionResult, Summariser
+from nbchat.compaction.writer import ECHOED, NOT_KEPT
 from nbchat.config import DEFAULT_N_CTX, Settings
 from nbchat.embedded.modelfiles import choose_model, read_machine
 from nbchat.embedded.server import ensure_server
@@ -96,6 +102,36 @@ class Outcome:
         """The model-written part of the compacted row (the facts left out)."""
         row = self.result.edit.summary_row
         return strip_facts(row.content) if row is not None else ""
+
+    def echoes_left_out(self) -> int | None:
+        """Items of the model's summary left out as echoes or repeats; None: none of it kept."""
+        if NOT_KEPT in self.result.warnings:
+            return None
+        said = [w for w in self.result.warnings if ECHOED in w]
+        return sum(int(w.split(" ", 1)[0]) for w in said)
+
+    def repeated_lines(self) -> int:
+        """Lines of the kept checkpoint equal to an earlier one (headings and "(none)" aside)."""
+        seen: set[str] = set()
+        repeats = 0
+        for line in self.checkpoint().splitlines():
+            said = line.strip().lstrip("-*0123456789. ").strip().lower()
+            if not said or said == "(none)" or line.lstrip().startswith("#"):
+                continue
+            repeats += said in seen
+            seen.add(said)
+        return repeats
+
+
+def echo_cell(outcomes: Sequence[Outcome]) -> str:
+    """Echoes left out / repeated lines kept, over `outcomes` ("-" when no model wrote them)."""
+    if not all(o.timed for o in outcomes):
+        return "-"
+    left_out = [o.echoes_left_out() for o in outcomes]
+    rejected = sum(n is None for n in left_out)
+    dropped = str(sum(n for n in left_out if n is not None))
+    shown = dropped + (f" (none kept: {rejected})" if rejected else "")
+    return f"{shown} / {sum(o.repeated_lines() for o in outcomes)}"
 
 
 def text_of(rows: Sequence[Row]) -> str:
@@ -153,6 +189,7 @@ def row_cells(outcome: Outcome, probes: Sequence[Probe]) -> list[str]:
         share(*outcome.kept(truth["error_lines_strict"])),
         f"{result.tokens_after / max(1, result.tokens_before):.3f}",
         *probe_cells(outcome, probes),
+        echo_cell([outcome]),
         f"{result.duration / 60:.1f}" if outcome.timed else "-",
         f"{usage.requests} / {usage.prompt_tokens:,} / {usage.completion_tokens:,}"
         if outcome.timed
@@ -169,6 +206,7 @@ HEADER = (
     "context after/before",
     "probes test",
     "probes dev",
+    "echoes left out / repeated lines kept",
     "minutes",
     "requests / prompt / completion tokens",
 )
@@ -196,6 +234,7 @@ def totals(outcomes: Sequence[Outcome], probes: Sequence[Probe]) -> list[str]:
             (o, p) for o in outcomes for p in probes if p.split == split and p.trace == o.trace.name
         ]
         cells.append(share(sum(o.answered(p) for o, p in chosen), len(chosen)))
+    cells.append(echo_cell(outcomes))
     minutes = max((o.result.duration for o in outcomes), default=0.0) / 60
     timed = all(o.timed for o in outcomes)
     cells += [f"{minutes:.1f} (slowest)" if timed else "-", ""]
