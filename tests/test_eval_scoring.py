@@ -214,6 +214,7 @@ def test_a_describe_variable_call_holds_the_name(
         '{"name": "read_file", "arguments": {"path": "a"}}',
         "{\"name': 'read_file', 'arguments': {'path': 'src/app.py'}}",
         "{'name': 'read_file', 'parameters': {}}",
+        '{"name: "read_file", "arguments": {"path": "src/app.py"}}',
         "<tool_call>",
     ],
 )

@@ -18,6 +18,7 @@ from nbchat.llm.reader import TEXT_ONLY_GRAMMAR
         "{'a': 1}",
         "```python\nsizes = {name: len(name) for name in names}\n```",
         'The names: {"named": 1, "tools": 2}',
+        '{"names": ["a"]}',
         '[{"id": 1}]',
         "Use `{}` for an empty dict.",
     ],
@@ -35,6 +36,9 @@ def test_words_code_and_json_are_allowed(reply: str) -> None:
         # A 1.5B model's, after reading a file for a user who said not to edit anything.
         "{\"name': 'read_file', 'arguments': {'path': 'src/app.py'}}",
         "{'name': 'read_file'}",
+        # The same model, the same turn, another day: the key's closing quote left out.
+        '{"name: "read_file", "arguments": {"path": "src/app.py"}}',
+        '{"tool : "none"}',
         '{ "tool": "none" }',
         "{“name”: “read_file”}",
         "<tool_call>\n{}",

@@ -182,7 +182,8 @@ def forced_call_format(
 # `<tool_call>`), and no `{` anywhere that opens an object whose first key is "name", "tool"
 # or "function", whatever whitespace or extra braces (`{{"name": ...}}`, Qwen's template) come
 # between (nor `"name "`, nor typographic or single quotes: `{“name”`, `{'name'`, and a 1.5B
-# model's `{"name': 'read_file', …}`): so it cannot be a call written as text. After a tool
+# model's `{"name': 'read_file', …}`; nor a key left unclosed, its colon inside the quotes, as
+# the same model wrote `{"name: "read_file", …}`): so it cannot be a call written as text. After a tool
 # result, offered no tools, a 0.5B model wrote its call again as JSON text (issue 12). Any
 # other JSON stays possible (`{"port": 8042}`, `[{"id": 1}]`), as does code (`{ x }`,
 # `{'a': 1}`). A character read while ruling a key out is never `{`, so no brace is passed
@@ -197,7 +198,7 @@ n1 ::= [^a{] | "a" ([^m{] | "m" ([^e{] | "e" end))
 t1 ::= [^o{] | "o" ([^o{] | "o" ([^l{] | "l" end))
 f1 ::= [^u{] | "u" ([^n{] | "n" ([^c{] | "c" ([^t{] | "t" f2)))
 f2 ::= [^i{] | "i" ([^o{] | "o" ([^n{] | "n" end))
-end ::= [ \t\r\n]* [^"”'’ \t\r\n{]
+end ::= [ \t\r\n]* [^"”'’: \t\r\n{]
 """.strip()
 
 
