@@ -218,12 +218,12 @@ def test_reported_usage_plus_rows_added_since() -> None:
     assert history.reported_tokens is None
 
 
-
 def test_a_count_that_arrives_after_more_rows_is_added_to_by_those_rows_only() -> None:
     history = History([user("x" * 300)])
     history.append(assistant("y" * 30))  # added while the first row's count was on its way
     history.record_usage(5000, rows=1)
     assert history.reported_tokens == 5010
+
 
 @given(histories)
 def test_history_total_equals_a_rescan(rows: list[Row]) -> None:

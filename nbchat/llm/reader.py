@@ -183,9 +183,9 @@ def forced_call_format(
 # or "function", whatever whitespace or extra braces (`{{"name": ...}}`, Qwen's template) come
 # between (nor `"name "`, nor typographic or single quotes: `{“name”`, `{'name'`, and a 1.5B
 # model's `{"name': 'read_file', …}`; nor a key left unclosed, its colon inside the quotes, as
-# the same model wrote `{"name: "read_file", …}`): so it cannot be a call written as text. After a tool
-# result, offered no tools, a 0.5B model wrote its call again as JSON text (issue 12). Any
-# other JSON stays possible (`{"port": 8042}`, `[{"id": 1}]`), as does code (`{ x }`,
+# the same model wrote `{"name: "read_file", …}`): so it cannot be a call written as text.
+# After a tool result, offered no tools, a 0.5B model wrote its call again as JSON text (issue
+# 12). Any other JSON stays possible (`{"port": 8042}`, `[{"id": 1}]`), as does code (`{ x }`,
 # `{'a': 1}`). A character read while ruling a key out is never `{`, so no brace is passed
 # over unchecked.
 TEXT_ONLY_GRAMMAR = r"""
