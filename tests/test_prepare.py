@@ -22,7 +22,7 @@ from helpers import is_summary_request, recording_comms, run, shown_text
 from nbchat.config import Settings
 from nbchat.conversation.events import CompactionFinished, Done
 from nbchat.conversation.loop import Conversation
-from nbchat.conversation.prepare import MAX_FAILURES
+from nbchat.conversation.prepare import MAX_FAILURES, next_turn_reaches
 from nbchat.history import build_messages
 from nbchat.stopping import StopSignal
 from nbchat.store.store import Store
@@ -368,19 +368,27 @@ def test_after_a_pause_compaction_the_history_is_sized_by_the_servers_count_not_
 
 
 def test_a_pause_compaction_that_the_server_counts_no_smaller_is_not_applied(
-    server: FakeServer, script: Server, store: Store, settings: Settings, caplog: Any
+    server: FakeServer, store: Store, settings: Settings, caplog: Any
 ) -> None:
-    # A prefix that reads bigger than the history it replaces gains nothing and costs a read.
-    def counted_big(body: dict[str, Any]) -> Reply:
-        compacted = "Learn Python" in str(body["messages"][0]["content"])
-        if body.get("max_tokens") == 1 and compacted:
-            return Reply(text="x", usage=(settings.context_token_threshold, 1))
-        return Server.__call__(script, body)
-
-    server.responder = counted_big
+    # A prefix the server read bigger than the history it would replace gains nothing and
+    # costs a read: it is kept for the trigger, not applied.
     chat = conversation(server, store, settings)
-    assert until_a_pause_decides(chat, server, caplog) is None
-    assert chat.history.rows[0].role == "user"  # nothing written
+    while not next_turn_reaches(chat.history, chat.context_tokens(), chat.engine.trigger):
+        run(chat, question(len(chat.history)))
+    applied: list[Any] = []
+    with caplog.at_level(logging.INFO, logger="nbchat.conversation.prepare"):
+        result = chat.preparer.use_idle_moment(
+            chat.history,
+            chat.engine,
+            chat.situation,
+            cancel=StopSignal(),
+            notify=lambda: None,
+            apply=applied.append,
+            warm=lambda rows: None,
+            counted=lambda rows: chat.context_tokens(),
+        )
+    assert result is None and applied == []
+    assert "would not shrink the history" in caplog.text
     assert chat.preparer.state(chat.session_id) == "ready"  # kept for the trigger
     assert not chat.preparer.warm_due
 

@@ -222,6 +222,9 @@ class Conversation:
                 notify=notify,
                 apply=self.session.apply,
                 warm=lambda rows: self.warm_up(cancel, rows),
+                counted=lambda rows: self.warmer.counted(
+                    self.settings.model, opening_prompts(self, rows)
+                ),
             )
         finally:
             self._lock.release()

@@ -123,11 +123,12 @@ def next_turn_reaches(history: History, tokens: int, trigger: int) -> bool:
     return turn is not None and tokens + turn >= trigger
 
 
-def _size(engine: CompactionEngine, result: CompactionResult, counted: int | None) -> int:
+def _size(result: CompactionResult, counted: int | None) -> int:
     """The size of the request `result`'s history makes: the server's count of it when it read
-    it (`counted`), else the estimate (a third over on English prose: a compaction measured by
-    it against a reported size can look as if it grew the history)."""
-    return counted if counted is not None else engine.context_tokens(list(result.rows))
+    it (`counted`), else the result's own, in the units of the size it was measured at (never
+    the bare estimate, a third over on English prose: against a reported size, a compaction
+    sized by it looked as if it grew the history, 1,042 tokens before and 1,436 after)."""
+    return counted if counted is not None else result.tokens_after
 
 
 class CheckpointPreparer:
@@ -162,13 +163,16 @@ class CheckpointPreparer:
         notify: Callable[[], None],
         apply: Callable[[CompactionResult], None],
         warm: Callable[[Sequence[Row] | None], int | None],
+        counted: Callable[[Sequence[Row]], int | None] = lambda rows: None,
     ) -> CompactionResult | None:
-        """One idle moment: warm the prefix a compaction made; prepare the next compaction, have
-        the server read today's prompt again when that asked the model (`warm(None)`), then the
-        history the compaction would leave (`warm(rows)`); and when one more turn
-        like the last would reach the trigger, apply it now (`apply` writes it) and warm its
-        prefix, so the next reply starts like any other. Returns what was applied. Never right
-        after a compaction: there is a turn between two, so no loop. With the mark at 0 it does
+        """One idle moment: warm the prefix a compaction made; prepare the next compaction. When
+        the next turn is not expected to reach the trigger: have the server read today's prompt
+        again when preparing asked the model (`warm(None)`), then the history the compaction
+        would leave (`warm(rows)`). When one more turn like the last would reach it: apply the
+        compaction now (`apply` writes it), sized by the server's count of its prompt where
+        one was read before (`counted(rows)`), else by its own measure, and warm its prefix,
+        so the next reply starts like any other. Returns what was applied. Never right after a
+        compaction: there is a turn between two, so no loop. With the mark at 0 it does
         nothing at all (compaction as before: at the trigger)."""
         if self.mark <= 0:
             return None
@@ -178,33 +182,34 @@ class CheckpointPreparer:
         before = self._prepared
         if not self.prepare(history, engine, situation, cancel=cancel, notify=notify):
             return None
-        if self._prepared is not before and not cancel.is_set():
-            # The summary was asked on the chat's own prefix (the cache form) and the server
-            # kept only the part the two share: the next turn would read the rest again
-            # (~370 tokens, 6 s of a 1.5B on two cores). Read it now, before reading ahead,
-            # so that the server keeps it in its RAM cache while it reads the new prefix.
-            warm(None)
         now = situation()
         coming = self.coming(history, engine, now)
-        counted = None
-        if coming is not None and not cancel.is_set():
-            counted = warm(coming.rows)  # read ahead: the prefix the next compaction leaves
-        if (
-            just_compacted
-            or cancel.is_set()
-            or not next_turn_reaches(history, now.tokens, engine.trigger)
-        ):
+        if just_compacted or not next_turn_reaches(history, now.tokens, engine.trigger):
+            if self._prepared is not before and not cancel.is_set():
+                # The summary was asked on the chat's own prefix (the cache form) and the
+                # server kept only the part the two share: the next turn would read the rest
+                # again (~370 tokens, 6 s of a 1.5B on two cores). Read it now, before reading
+                # ahead, so that the server keeps it in its RAM cache while it reads the new
+                # prefix.
+                warm(None)
+            if coming is not None and not cancel.is_set():
+                warm(coming.rows)  # read ahead: the prefix the next compaction leaves
             return None
+        if cancel.is_set():
+            return None
+        # Applied now, so today's prompt is not read again, and the new prefix is read after
+        # the write: a message sent meanwhile finds the compaction made. (Preparing it may have
+        # taken most of the pause: on a 1,600-token budget the summary took 12 s of 20, and the
+        # reads before the write were cut short by the next message, which then compacted.)
         if coming is None or next_turn_reaches(
-            history, _size(engine, coming, counted), engine.trigger
+            history, _size(coming, counted(coming.rows)), engine.trigger
         ):
             # Its cut would leave no room for the next turn: a deeper one, updated. (Asked to
             # leave room for a turn like the last too, it made things worse on a 1,600-token
             # budget: the checkpoint and facts outgrew the rows they replaced, and the next
             # turn compacted for 25 s.)
             coming = self.compact(history, engine, now, force=True, focus=None, cancel=cancel)
-            counted = warm(coming.rows) if coming.changed and not cancel.is_set() else None
-        after = _size(engine, coming, counted)
+        after = _size(coming, counted(coming.rows)) if coming.changed else now.tokens
         sizes = (now.tokens, after, last_turn_tokens(history) or 0, engine.trigger)
         if after >= now.tokens:
             # Nothing gained, and the server would read a new prefix: the next turn compacts

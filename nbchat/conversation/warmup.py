@@ -173,6 +173,11 @@ class PromptWarmer:
                 return None
         if slots is not None:
             self.pending = False
+        return self.counted(model, prompts)
+
+    def counted(self, model: str, prompts: Sequence[Prompt]) -> int | None:
+        """The server's count of the last of `prompts` when this conversation warmed it, else
+        None (nothing is sent)."""
         return self._warmed.get(_request_key(model, prompts[-1])) if prompts else None
 
     def warm(
