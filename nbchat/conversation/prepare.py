@@ -18,7 +18,10 @@ read ahead, pause by pause: each idle moment with a compaction prepared has the 
 history that compaction would leave now (`Conversation.warm_up(rows)`; the server keeps it in
 its prompt cache while the turns go on with the old one, and each pause reads only what is new
 in it). When one more turn like the last would reach the trigger, the idle moment applies that
-very history, with no model call, and the server has read nearly all of it already.
+very history, with no model call, then has the server read what is new in it (most of it was
+read in the pauses before): written first, so that a message sent meanwhile finds it made.
+Sizes are compared in one unit: the server's count of a prompt where it read it, else a
+result's own size, scaled to the measured one; never the bare estimate against a report.
 
 This module decides when a checkpoint is prepared and whether it still fits; how it serves a
 compaction is the pure step `nbchat.compaction.steps.reuse`.
