@@ -126,11 +126,14 @@ def next_turn_reaches(history: History, tokens: int, trigger: int) -> bool:
     return turn is not None and tokens + turn >= trigger
 
 
-def _size(result: CompactionResult, counted: int | None) -> int:
-    """The size of the request `result`'s history makes: the server's count of it when it read
-    it (`counted`), else the result's own, in the units of the size it was measured at (never
-    the bare estimate, a third over on English prose: against a reported size, a compaction
-    sized by it looked as if it grew the history, 1,042 tokens before and 1,436 after)."""
+def _size(result: CompactionResult, counted: int | None, today: int) -> int:
+    """The size of the request `result`'s history makes: `today` when it changed nothing, the
+    server's count of it when it read it (`counted`), else the result's own, in the units of the
+    size it was measured at (never the bare estimate, a third over on English prose: against a
+    reported size, a compaction sized by it looked as if it grew the history, 1,042 tokens
+    before and 1,436 after)."""
+    if not result.changed:
+        return today
     return counted if counted is not None else result.tokens_after
 
 
@@ -204,15 +207,14 @@ class CheckpointPreparer:
         # the write: a message sent meanwhile finds the compaction made. (Preparing it may have
         # taken most of the pause: on a 1,600-token budget the summary took 12 s of 20, and the
         # reads before the write were cut short by the next message, which then compacted.)
-        if coming is None or next_turn_reaches(
-            history, _size(coming, counted(coming.rows)), engine.trigger
-        ):
+        after = _size(coming, counted(coming.rows), now.tokens) if coming is not None else 0
+        if coming is None or next_turn_reaches(history, after, engine.trigger):
             # Its cut would leave no room for the next turn: a deeper one, updated. (Asked to
             # leave room for a turn like the last too, it made things worse on a 1,600-token
             # budget: the checkpoint and facts outgrew the rows they replaced, and the next
             # turn compacted for 25 s.)
             coming = self.compact(history, engine, now, force=True, focus=None, cancel=cancel)
-        after = _size(coming, counted(coming.rows)) if coming.changed else now.tokens
+            after = _size(coming, counted(coming.rows), now.tokens)
         sizes = (now.tokens, after, last_turn_tokens(history) or 0, engine.trigger)
         if after >= now.tokens:
             # Nothing gained, and the server would read a new prefix: the next turn compacts

@@ -33,7 +33,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -178,7 +178,7 @@ class PromptWarmer:
     def counted(self, model: str, prompts: Sequence[Prompt]) -> int | None:
         """The server's count of the last of `prompts` when this conversation warmed it, else
         None (nothing is sent)."""
-        return self._warmed.get(_request_key(model, prompts[-1])) if prompts else None
+        return self._warmed.get(_request_key(_request(model, prompts[-1]))) if prompts else None
 
     def warm(
         self,
@@ -197,7 +197,7 @@ class PromptWarmer:
         if cancel is not None and cancel.is_set():
             return False
         request = _request(model, prompt)
-        key = _request_key(model, prompt)
+        key = _request_key(request)
         if key in self._warmed:
             return True
         usage = _warm_streamed(connection.client, request, cancel)
@@ -221,8 +221,9 @@ def _request(model: str, prompt: Prompt) -> dict[str, Any]:
     return request | ({"tools": list(prompt.tools)} if prompt.tools else {})
 
 
-def _request_key(model: str, prompt: Prompt) -> str:
-    return json.dumps(_request(model, prompt), sort_keys=True)
+def _request_key(request: Mapping[str, Any]) -> str:
+    """What a warmed request is known by (its text, keys sorted)."""
+    return json.dumps(request, sort_keys=True)
 
 
 def _held(usage: Usage) -> range | None:
