@@ -16,11 +16,13 @@ the test split first and reports the two side by side, test first. What is score
 empty answers after a tool round (goal 0 each), replies that hit `max_tokens`, failed turns, and
 the time to the first visible token and to the end of the turn.
 
-    python bench/default_model_eval.py [--split test|dev|both] [--limit N] [--only plain|tool]
-                                       [--model qwen|smollm|NAME|PATH] [--verbose] [--write]
+    python bench/default_model_eval.py [--split test|dev|both] [--start N] [--limit N]
+                                       [--only plain|tool] [--model qwen|smollm|NAME|PATH]
+                                       [--verbose] [--write]
     python bench/default_model_eval.py --base-url http://127.0.0.1:PORT/v1 --model NAME
 
-`--limit N` runs the first N cases of each split (plain and tool cases in turn). `--write` puts
+`--start N` leaves out each split's first N cases (to run cases added to the dev split since the
+last full run); `--limit N` then runs the first N cases (plain and tool cases in turn). `--write` puts
 the side-by-side table in `docs/results.md`, section `default-model-eval/<model>` (`results`),
 so each model's table sits beside the others'. `main()` returns the rows as dicts for
 `bench/run_all.py` (each figure once per split, named `test: …`, `dev: …`); figures only, no
@@ -358,6 +360,9 @@ def select(cases: Sequence[Case], limit: int | None, only: str | None = None) ->
 def parse(argv: Sequence[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python bench/default_model_eval.py")
     parser.add_argument("--split", choices=("test", "dev", "both"), default="both")
+    parser.add_argument(
+        "--start", type=int, default=0, help="leave out the first N cases of each split"
+    )
     parser.add_argument("--limit", type=int, default=None, help="the first N cases of each split")
     parser.add_argument(
         "--model", default=MODEL, help="qwen, smollm, another name nbchat knows, or a .gguf path"
@@ -387,7 +392,7 @@ def evaluate(args: argparse.Namespace) -> Report:
     global MODEL
     MODEL = args.model
     names = ["test", "dev"] if args.split == "both" else [args.split]
-    chosen = {name: select(load_split(name), args.limit, args.only) for name in names}
+    chosen = {name: select(load_split(name)[args.start :], args.limit, args.only) for name in names}
     with temporary_directory("nbchat-eval-") as home, live_notebook(home) as shell:
         tools = eval_registry(shell)
         server: LocalServer | None = None

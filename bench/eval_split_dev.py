@@ -317,4 +317,322 @@ CASES: tuple[Case, ...] = (
     tool("change threshold to 150 in cell 4", {"edit_cell": {"new": "150"}}),
     tool("rerun cell 3 pls", {"run_cell": {"cell": "3"}}),
     tool("which of my cells did i change without rerunning them?", {"list_cells": {}}),
+    # Written on 2026-11-27 by someone who had read neither split nor the default path's rules,
+    # from the workspace and the notebook alone, the way people type (issue 19: the dev-tuned
+    # rules did not carry to the test split, so the dev split needed phrasing nobody had tuned
+    # on). Appended to the dev split: the default path may be tuned on them.
+    plain("whats a requirements.txt for", "depend", "package"),
+    plain("what does rm -rf do exactly", "recurs"),
+    plain("how do i read a yaml file in python", "yaml"),
+    plain("explain what a .gitignore is", "track", "ignore"),
+    plain("what's a good name for a config file?"),
+    plain("2**16?", "65536"),
+    plain("capital of australia", "Canberra"),
+    plain(
+        "how do I follow a log file live in linux, like watch the new lines come in as they "
+        "get written",
+        "tail -f",
+        "tail -F",
+    ),
+    plain("write me a python function that checks if a number is prime", "def "),
+    plain("whats the diff between a list and a tuple in python", "mutable"),
+    plain("thanks, that's all for now!"),
+    plain("in pandas how do i drop rows that have NaN in them", "dropna"),
+    plain("how many bytes in a kibibyte", "1024"),
+    plain("explain chmod +x to me like im five", "execut", "run"),
+    plain("I'm curious, what port does postgres listen on by default?", "5432"),
+    plain("what does git stash do", "uncommitted", "changes"),
+    plain("convert 100 fahrenheit to celsius pls", "37.7", "37.8"),
+    plain("how do i make a virtualenv", "venv", "virtualenv"),
+    plain(
+        "would you mind explaining what pytest is and why people seem to prefer it over unittest?",
+        "pytest",
+    ),
+    plain("difference between == and is in python", "identity", "same object", "identical"),
+    plain("can u write a regex that matches an email address", "@"),
+    plain("any tips for keeping meeting notes that are actually useful afterwards?"),
+    plain("what does the -r in pip install -r do", "requirements", "file"),
+    plain("how do i count lines in a file from the terminal", "wc -l"),
+    plain("hey hows it going"),
+    plain("17*23", "391"),
+    plain("what is a csv file, in simple words", "comma"),
+    plain("explain what a docstring is", "document"),
+    plain(
+        "don't look at any of my files, just tell me in general what the difference between "
+        "INFO and ERROR log levels is",
+        "sever",
+        "fail",
+        "wrong",
+        "problem",
+    ),
+    plain("how do I merge two dataframes on a common column", "merge"),
+    plain("bash one liner to find all .py files under a dir", "find"),
+    plain("what does if __name__ == '__main__' actually do", "import", "directly"),
+    plain(
+        "so my team is debating whether to just use sqlite for a small internal tool instead "
+        "of setting up a whole postgres server, its like 5 of us using it. thoughts?",
+        "sqlite",
+    ),
+    plain(
+        "suggest a good name for a function that turns a title into a url-friendly string", "slug"
+    ),
+    plain(
+        "in general what does 'Connection refused' mean when an app tries to reach a database",
+        "listen",
+        "not running",
+        "port",
+    ),
+    plain(
+        "without running anything, how would I check which python version I have?",
+        "--version",
+        "sys.version",
+        "-V",
+    ),
+    plain("and cubed?", "1728", before=("what's 12 squared",)),
+    plain(
+        "and how do i write it back out without the index column",
+        "index=False",
+        before=("how do i read a csv with pandas",),
+    ),
+    plain("can you show a tiny example", "@", before=("explain what a decorator is in python",)),
+    plain("ok and a container?", "instance", "running", before=("what's a docker image",)),
+    plain("what day was that again?", "Thursday", before=("read notes.txt pls",)),
+    plain("is that above 8000?", "yes", before=("what port is set in config.yaml",)),
+    plain("what naming pattern should test files follow so pytest picks them up", "test_"),
+    plain("write a function that computes the area of a circle given its radius", "pi"),
+    plain("how do log files usually get rotated on linux servers", "logrotate"),
+    tool(
+        "config port?",
+        {
+            "read_file": {"path": "config.yaml"},
+            "search_files": {"pattern": "port"},
+            "run_shell": {"command": "config.yaml"},
+        },
+        "8042",
+    ),
+    tool(
+        "when's the review meeting",
+        {"read_file": {"path": "notes.txt"}, "search_files": {}},
+        "Thursday",
+    ),
+    tool(
+        "whats on my todo list",
+        {"read_file": {"path": "todo.md"}, "run_shell": {"command": "todo.md"}},
+        "milk",
+    ),
+    tool(
+        "why did my last cell fail",
+        {"last_error": {}, "read_cell": {}, "list_cells": {}},
+        "discount",
+    ),
+    tool(
+        "what's threshold set to",
+        {
+            "describe_variable": {"name": "threshold"},
+            "list_notebook_variables": {},
+            "run_code": {"code": "threshold"},
+        },
+        "100",
+    ),
+    tool(
+        "what's in my dataframe",
+        {
+            "describe_variable": {"name": "sales"},
+            "list_notebook_variables": {},
+            "run_code": {"code": "sales"},
+        },
+        "region",
+        "north",
+    ),
+    tool(
+        "what python am I on", {"run_shell": {"command": "python"}, "run_code": {"code": "version"}}
+    ),
+    tool("is numpy installed", {"run_shell": {"command": "numpy"}, "run_code": {"code": "numpy"}}),
+    tool(
+        "how big is the data file",
+        {"run_shell": {"command": "data.csv"}, "read_file": {"path": "data.csv"}},
+    ),
+    tool(
+        "without running anything, what does cleanup.sh delete?",
+        {"read_file": {"path": "scripts/cleanup.sh"}, "search_files": {"pattern": "rm"}},
+        "build",
+    ),
+    tool(
+        "would you mind checking which version of flask the project pins?",
+        {"read_file": {"path": "requirements.txt"}, "search_files": {"pattern": "flask"}},
+        "3.0.2",
+    ),
+    tool(
+        "anything weird in the server log?",
+        {
+            "read_file": {"path": "logs/server.log"},
+            "search_files": {"pattern": "ERROR"},
+            "run_shell": {"command": "server.log"},
+        },
+        "Connection refused",
+        "ConnectionRefused",
+        "10.0.0.7",
+    ),
+    tool(
+        "which city has the biggest population in data.csv",
+        {
+            "read_file": {"path": "data.csv"},
+            "run_code": {"code": "data.csv"},
+            "run_shell": {"command": "data.csv"},
+        },
+        "Oslo",
+    ),
+    tool("ls src", {"list_files": {"path": "src"}, "run_shell": {"command": "ls"}}, "app.py"),
+    tool(
+        "open the second one",
+        {"read_file": {"path": "src/utils.py"}},
+        "slugify",
+        "area",
+        before=("what's in the src folder",),
+    ),
+    tool(
+        "what about the tests folder, anything else in there?",
+        {"list_files": {"path": "tests"}, "run_shell": {"command": "tests"}},
+        "test_app",
+        before=("show me src/app.py",),
+    ),
+    tool(
+        "whats the db url in the config",
+        {"read_file": {"path": "config.yaml"}, "search_files": {"pattern": "database"}},
+        "inventory.db",
+    ),
+    tool(
+        "pls check what ip address the database connection was going to in the log",
+        {"read_file": {"path": "logs/server.log"}, "search_files": {}},
+        "10.0.0.7",
+    ),
+    tool(
+        "what does slugify do in my code",
+        {"search_files": {"pattern": "slugify"}, "read_file": {"path": "src/utils.py"}},
+        "lower",
+    ),
+    tool(
+        "do we have any tests at all in this repo",
+        {"list_files": {}, "search_files": {"pattern": "test"}, "run_shell": {"command": "test"}},
+        "test_greet",
+        "test_app",
+    ),
+    tool(
+        "how many columns does sales have",
+        {
+            "describe_variable": {"name": "sales"},
+            "run_code": {"code": "sales"},
+            "list_notebook_variables": {},
+        },
+        "4",
+        "four",
+    ),
+    tool(
+        "whats the total revenue across all regions",
+        {"run_code": {"code": "revenue"}, "describe_variable": {"name": "sales"}},
+        "4800",
+    ),
+    tool("show me cell 4", {"read_cell": {}, "list_cells": {}}, "threshold"),
+    tool(
+        "what variables do i have defined right now",
+        {"list_notebook_variables": {}, "run_code": {"code": "who"}},
+        "sales",
+        "threshold",
+    ),
+    tool(
+        "grep the code for math imports",
+        {"search_files": {"pattern": "math"}, "run_shell": {"command": "math"}},
+        "utils",
+    ),
+    tool(
+        "which packages does this project depend on",
+        {"read_file": {"path": "requirements.txt"}, "run_shell": {"command": "requirements"}},
+        "pandas",
+    ),
+    tool(
+        "what's the requests version constraint in here",
+        {"read_file": {"path": "requirements.txt"}, "search_files": {"pattern": "requests"}},
+        "2.31",
+    ),
+    tool(
+        "anything left to do in app.py?",
+        {"read_file": {"path": "src/app.py"}, "search_files": {"pattern": "TODO"}},
+        "farewell",
+    ),
+    tool("what's the git status of this folder", {"run_shell": {"command": "git"}}),
+    tool(
+        "what time did the server start according to the log",
+        {"read_file": {"path": "logs/server.log"}, "search_files": {"pattern": "start"}},
+        "09:14:02",
+        "9:14",
+    ),
+    tool(
+        "is the port in config.yaml the same one the log says the server started on?",
+        {"read_file": {"path": "config.yaml"}, "search_files": {}},
+        "8042",
+    ),
+    tool(
+        "how many rows does big have",
+        {
+            "describe_variable": {"name": "big"},
+            "run_code": {"code": "big"},
+            "list_notebook_variables": {},
+        },
+        "2",
+        "two",
+    ),
+    tool("can you list all the cells in this notebook", {"list_cells": {}}, "sales"),
+    tool(
+        "what env vars are set", {"run_shell": {"command": "env"}, "run_code": {"code": "environ"}}
+    ),
+    tool(
+        "find every file that mentions port",
+        {"search_files": {"pattern": "port"}, "run_shell": {"command": "port"}},
+        "config.yaml",
+        "server.log",
+    ),
+    tool("whats the last item on my todo", {"read_file": {"path": "todo.md"}}, "release notes"),
+    tool("read me the app file", {"read_file": {"path": "src/app.py"}}, "Hello"),
+    tool(
+        "and which of those are actually installed here?",
+        {"run_shell": {"command": "pip"}, "run_code": {"code": "version"}},
+        before=("what's in requirements.txt",),
+    ),
+    tool("ok now the todo", {"read_file": {"path": "todo.md"}}, "milk", before=("read notes.txt",)),
+    tool(
+        "and what's the mean price in sales",
+        {"describe_variable": {"name": "sales"}, "run_code": {"code": "price"}},
+        "10.9375",
+        "10.94",
+        before=("what's threshold set to?",),
+    ),
+    tool(
+        "the test file imports something, what is it",
+        {"read_file": {"path": "tests/test_app.py"}, "search_files": {"pattern": "import"}},
+        "greet",
+    ),
+    tool(
+        "so I'm prepping for a meeting tomorrow and I kinda forgot which room it's in, pretty "
+        "sure I jotted it down somewhere in this project folder, could you dig it up for me",
+        {"read_file": {"path": "notes.txt"}, "search_files": {}},
+        "B12",
+    ),
+    tool(
+        "open up the cleanup script and tell me if its safe to run",
+        {"read_file": {"path": "scripts/cleanup.sh"}},
+        "build",
+        "dist",
+    ),
+    tool(
+        "whats the population of bergen in my data",
+        {"read_file": {"path": "data.csv"}, "search_files": {"pattern": "Bergen"}},
+        "291000",
+        "291,000",
+        "291 000",
+    ),
+    tool(
+        "list everything in the project",
+        {"list_files": {}, "run_shell": {"command": "ls"}},
+        "config.yaml",
+    ),
 )
