@@ -3,7 +3,8 @@
 `ScriptedServer` answers each path with canned responses written out exactly (status, JSON body
 or SSE events), for wire shapes the fake OpenAI server does not produce on purpose: a
 `reasoning` delta field, a stream without usage, a stream that ends without a finish reason, an
-error event inside a stream, an error that echoes the API key, llama.cpp's `/props`.
+error event inside a stream, an error that echoes the API key, llama.cpp's `/props` and
+`/metrics`.
 `pretend_embedded_server` records a live-looking embedded server that loads no model.
 
 `client_for` builds the real client the way nbchat does. The fixtures themselves live in each
@@ -35,7 +36,8 @@ CHAT = "/v1/chat/completions"
 
 @dataclass(frozen=True)
 class Canned:
-    """One response: a JSON body, or (when `events` is given) an SSE stream of those events.
+    """One response: a JSON body, or (when `events` is given) an SSE stream of those events, or
+    (when `text` is given) that plain text (llama.cpp's `/metrics`).
 
     Events that are dicts are sent as `data: <json>`, strings as `data: <string>`.
     """
@@ -43,6 +45,7 @@ class Canned:
     status: int = 200
     body: Any = None
     events: Sequence[Any] | None = None
+    text: str | None = None
 
 
 def chunk(
@@ -126,9 +129,12 @@ def _handler_for(server: ScriptedServer) -> type[BaseHTTPRequestHandler]:
             if canned is None:
                 canned = Canned(404, {"error": {"message": f"no route {path}", "code": 404}})
             if canned.events is None:
-                data = json.dumps(canned.body).encode()
+                if canned.text is None:
+                    data, kind = json.dumps(canned.body).encode(), "application/json"
+                else:
+                    data, kind = canned.text.encode(), "text/plain; version=0.0.4"
                 self.send_response(canned.status)
-                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Type", kind)
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
                 self.wfile.write(data)

@@ -1,7 +1,9 @@
 """Saved slots (issue 19 item 7): what the embedded server read of a prompt survives a restart.
 
 Fast: the file names (a hash of the model's identity and the prompt's prefix), the prefixes of
-the prompts a turn starts with (the same in every turn), the bounds on the files. Over real
+the prompts a turn starts with (the same in every turn), the bounds on the files. Over real HTTP
+with a scripted server: a save or restore is sent only when `/metrics` says nothing is
+processing or deferred (llama.cpp strands a request deferred behind a slot action). Over real
 HTTP with the embedded SmolLM2: a prompt warmed, saved, the server restarted, the slots restored,
 and the next turn reads only its own tokens (llama.cpp's `/metrics` counts them); a truncated
 file, another model's and one llama.cpp refuses are ignored and removed, the server keeps
@@ -11,6 +13,7 @@ serving; the bounds hold on files the server wrote.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import shutil
 import stat
@@ -22,6 +25,7 @@ import httpx
 import pytest
 from factories import assistant, user
 from fakeserver import FakeServer
+from fixtures_server import Canned, ScriptedServer
 
 from nbchat.config import Settings
 from nbchat.conversation.events import Done
@@ -137,6 +141,143 @@ def test_the_prompts_a_turn_starts_with_keep_their_prefixes_as_the_chat_goes_on(
     first_step, chat_prompt = after
     assert "Where is greet defined?" not in first_step.prefix
     assert settings.system_prompt in json.loads(chat_prompt.prefix)["system"]
+
+
+# Slot actions only while the server is idle, over real HTTP with a scripted server
+
+
+def metrics(*, processing: int, deferred: int, read: int = 1024) -> str:
+    """What llama.cpp's `/metrics` answers (its lines, trimmed to a few)."""
+    return (
+        "# HELP llamacpp:prompt_tokens_total Number of prompt tokens processed.\n"
+        "# TYPE llamacpp:prompt_tokens_total counter\n"
+        f"llamacpp:prompt_tokens_total {read}\n"
+        "# HELP llamacpp:requests_processing Number of requests processing.\n"
+        "# TYPE llamacpp:requests_processing gauge\n"
+        f"llamacpp:requests_processing {processing}\n"
+        "# HELP llamacpp:requests_deferred Number of requests deferred.\n"
+        "# TYPE llamacpp:requests_deferred gauge\n"
+        f"llamacpp:requests_deferred {deferred}\n"
+    )
+
+
+IDLE = Canned(text=metrics(processing=0, deferred=0))
+COLD_AND_IDLE = Canned(text=metrics(processing=0, deferred=0, read=0))  # read nothing yet
+PREFIX = "the system prompt"
+
+
+@pytest.fixture
+def scripted() -> Iterator[ScriptedServer]:
+    with ScriptedServer() as server:
+        yield server
+
+
+def slots_on(server: ScriptedServer, home: Path) -> SavedSlots:
+    slots.prepare_dir(home)
+    return SavedSlots(home, server.url, identity="model", n_ctx=4096)
+
+
+def paths(server: ScriptedServer) -> list[str]:
+    return [path for path, _ in server.requests]
+
+
+def test_a_slot_is_saved_when_the_server_has_nothing_processing_or_deferred(
+    scripted: ScriptedServer, tmp_path: Path
+) -> None:
+    scripted.add("/metrics", IDLE)
+    scripted.add("/slots/0", Canned(body={"id_slot": 0, "n_saved": 10, "n_written": 4096}))
+    kept_slots = slots_on(scripted, tmp_path)
+    # The scripted server writes no file, so nothing is kept: the save was sent, right after
+    # the check, and that is what this test is about.
+    assert not kept_slots.save(PREFIX, tokens=range(10, 11))
+    assert paths(scripted) == ["/metrics", "/slots/0"]
+
+
+@pytest.mark.parametrize(
+    ("answer", "reason"),
+    [
+        (
+            Canned(text=metrics(processing=1, deferred=0)),
+            "requests_processing 1, requests_deferred 0",
+        ),
+        (
+            Canned(text=metrics(processing=0, deferred=1)),
+            "requests_processing 0, requests_deferred 1",
+        ),
+        (
+            Canned(text=metrics(processing=1, deferred=2)),
+            "requests_processing 1, requests_deferred 2",
+        ),
+        (
+            Canned(500, {"error": "no"}),
+            "its /metrics could not be read: HTTP Error 500: Internal Server Error",
+        ),
+        (
+            None,  # metrics turned off: llama.cpp answers 501, the scripted server 404
+            "its /metrics could not be read: HTTP Error 404: Not Found",
+        ),
+        (
+            Canned(text="llamacpp:prompt_tokens_total 1024\n"),
+            "its /metrics has no gauge of requests processing or deferred",
+        ),
+        (
+            Canned(text="llamacpp:requests_processing busy\nllamacpp:requests_deferred 0\n"),
+            "its /metrics has no gauge of requests processing or deferred",
+        ),
+    ],
+    ids=["processing", "deferred", "both", "error", "no-metrics", "no-gauges", "not-a-number"],
+)
+def test_no_save_is_sent_while_a_request_is_processing_or_deferred_or_when_unknown(
+    scripted: ScriptedServer,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+    answer: Canned | None,
+    reason: str,
+) -> None:
+    if answer is not None:
+        scripted.add("/metrics", answer)
+    scripted.add("/slots/0", Canned(body={"id_slot": 0, "n_saved": 10, "n_written": 4096}))
+    kept_slots = slots_on(scripted, tmp_path)
+    caplog.set_level(logging.DEBUG, logger=slots.__name__)
+    assert not kept_slots.save(PREFIX, tokens=range(10, 11))
+    assert paths(scripted) == ["/metrics"]
+    assert [record.getMessage() for record in caplog.records] == [
+        f"slot not saved, the server is busy ({reason}); a later warm-up saves it"
+    ]
+    assert list(slot_dir(tmp_path).iterdir()) == []
+
+
+def keep_sound(kept_slots: SavedSlots, prefix: str) -> None:
+    """A kept file for `prefix` whose manifest matches it (what a restore checks first)."""
+    slot = kept_slots.directory / f"{kept_slots.key(prefix)}.slot"
+    slot.write_bytes(b"state" * 100)
+    manifest = Manifest(kept_slots.identity, slot.stat().st_size, slots._sha256_of(slot), 10)
+    manifest.write(slot.with_suffix(".json"))
+
+
+def test_a_saved_slot_is_restored_when_the_server_is_idle(
+    scripted: ScriptedServer, tmp_path: Path
+) -> None:
+    kept_slots = slots_on(scripted, tmp_path)
+    keep_sound(kept_slots, PREFIX)
+    scripted.add("/metrics", COLD_AND_IDLE, COLD_AND_IDLE)
+    scripted.add("/slots/0", Canned(body={"id_slot": 0, "n_restored": 10, "n_read": 500}))
+    assert kept_slots.restore([PREFIX]) == 1
+    assert paths(scripted) == ["/metrics", "/metrics", "/slots/0"]
+
+
+def test_no_restore_is_sent_when_a_request_came_while_the_files_were_checked(
+    scripted: ScriptedServer, tmp_path: Path
+) -> None:
+    kept_slots = slots_on(scripted, tmp_path)
+    keep_sound(kept_slots, PREFIX)
+    # Cold and idle when the restore starts; another chat's first request while the files are
+    # read and hashed.
+    scripted.add("/metrics", COLD_AND_IDLE, Canned(text=metrics(processing=1, deferred=0, read=0)))
+    scripted.add("/slots/0", Canned(body={"id_slot": 0, "n_restored": 10, "n_read": 500}))
+    assert kept_slots.restore([PREFIX]) == 0
+    assert paths(scripted) == ["/metrics", "/metrics"]
+    assert kept_slots.has(PREFIX)  # kept for the next restart
 
 
 # Over real HTTP with the embedded SmolLM2

@@ -26,6 +26,13 @@ ignored: the files are an optimisation.
 Bounds: at most `MAX_FILES` files and `MAX_BYTES` in all, the least recently saved or restored
 removed first; a file over `MAX_FILE_BYTES` is not kept.
 
+A save or restore is sent only while the server is idle (`/metrics`: no request processing, none
+deferred). llama.cpp defers a slot action, like a completion, while the slot is busy, and when the
+slot is released it moves only the oldest deferred task back to its queue; a slot action runs
+without taking the slot, so it moves on nothing, and a completion deferred behind it waited for
+its client's timeout (ten minutes; seen with two chats of one notebook on one server). A skipped
+save costs a slower first reply after a restart; a later warm-up saves it.
+
 Must not: raise to its caller, or touch a server other than the embedded one of its home.
 """
 
@@ -41,6 +48,7 @@ import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
+from http.client import HTTPException
 from importlib import metadata
 from pathlib import Path
 
@@ -74,7 +82,9 @@ MAX_BYTES = 256 * 2**20
 # file never pushes out all the others.
 MAX_FILE_BYTES = MAX_BYTES // 4
 STALE_PART = 600.0  # seconds: a `.part` this old lost the process that was saving it
-HTTP_TIMEOUT = 30.0  # a save or restore waits for the request the slot is busy with
+HTTP_TIMEOUT = 30.0  # a save or restore writes or reads a file of up to MAX_FILE_BYTES
+# llama.cpp's gauges of requests holding its one slot and of requests waiting for it.
+BUSY_GAUGES = ("llamacpp:requests_processing", "llamacpp:requests_deferred")
 LOCK_FILE = "slots.lock"
 SLOT_SUFFIX, MANIFEST_SUFFIX, PART_SUFFIX = ".slot", ".json", ".part"
 CHUNK_BYTES = 8 * 2**20
@@ -183,10 +193,22 @@ class SavedSlots:
     def save(self, prefix: str, *, tokens: range | None = None) -> bool:
         """Save the server's slot as the file for `prefix`. `tokens`: how many tokens the slot
         must hold (what the caller had it read); another count means another request came
-        between, and the file is dropped. True when the file is kept."""
+        between, and the file is dropped. True when the file is kept; nothing is sent while the
+        server is busy or cannot say (`_why_busy`)."""
         key = self.key(prefix)
         part = self.directory / f"{key}-{secrets.token_hex(4)}{PART_SUFFIX}"
+        # Saving while another request holds the slot gains nothing: the save would run after it
+        # and find its tokens, which the `tokens` check below throws away (all but a save without
+        # `tokens`). And it may strand a request deferred behind it (the module's docstring).
+        busy = _why_busy(self.url)
+        if busy is not None:
+            log.debug("slot not saved, the server is busy (%s); a later warm-up saves it", busy)
+            return False
         try:
+            # The race left open: a request that reaches the server between the check above and
+            # this save still makes the save wait behind it. One local round trip wide; no lock
+            # closes it, since no lock in this process covers every request to the server (each
+            # chat's client sends its own) and other kernels share the server.
             answer = runtime.post_json(
                 f"{self.url}/slots/{SLOT_ID}?action=save",
                 {"filename": part.name},
@@ -223,6 +245,13 @@ class SavedSlots:
                 keys = [key for key in map(self.key, prefixes) if self._is_sound(key)]
                 restored = 0
                 for number, key in enumerate(keys, start=1):
+                    # Checked before each file: the checks above read whole files, and another
+                    # chat's first request may have come meanwhile (a restore sent behind it may
+                    # strand a request, like a save; the race left is as small as a save's).
+                    busy = _why_busy(self.url)
+                    if busy is not None:
+                        log.debug("saved slots not restored, the server is busy (%s)", busy)
+                        break
                     if self._restore_one(key):
                         restored += 1
                         if number < len(keys):
@@ -271,6 +300,28 @@ class SavedSlots:
             runtime.post_json(f"{self.url}/completion", body, timeout=HTTP_TIMEOUT)
         except (OSError, ValueError) as error:
             log.info("a restored slot stays only until the next restore: %s", error)
+
+
+def _why_busy(url: str) -> str | None:
+    """Why the server at `url` (its root) may not be sent a slot action now: a request processing
+    or deferred, or its `/metrics` unreadable (then it is taken as busy: a missing save costs a
+    slower first reply after a restart, a stranded request ten minutes). None when it is idle.
+    llama.cpp answers `/metrics` at once, even while it reads or generates."""
+    try:
+        text = runtime.fetch_text(url + "/metrics", timeout=runtime.METRICS_TIMEOUT)
+    except (OSError, HTTPException) as error:  # HTTPException: a body cut short
+        return f"its /metrics could not be read: {error}"
+    values: dict[str, str] = {}
+    for line in text.splitlines():
+        name, _, value = line.partition(" ")
+        values[name] = value.strip()
+    try:
+        gauges = {name: float(values[name].split()[0]) for name in BUSY_GAUGES}
+    except (KeyError, ValueError, IndexError):
+        return "its /metrics has no gauge of requests processing or deferred"
+    if any(gauges.values()):
+        return ", ".join(f"{name.split(':')[1]} {count:g}" for name, count in gauges.items())
+    return None
 
 
 def prune(
