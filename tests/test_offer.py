@@ -18,6 +18,7 @@ from nbchat.tools import default_registry
 from nbchat.tools.offer import (
     ANSWER_SHARE,
     ANSWER_SHARE_HOW_TO,
+    ANY_TOOL,
     Leaning,
     allowed_tools,
     asks_how_to,
@@ -206,7 +207,8 @@ def test_rules_decide_the_first_round_the_last_round_and_repeats_only() -> None:
     ("chosen", "share", "choice"),
     [
         ("none", 0.9, "none"),
-        ("none", 0.02, "none"),
+        ("none", 0.02, ANY_TOOL),  # its likeliest choice, but not likely enough: it looks
+        ("none", ANSWER_SHARE, "none"),
         ("read_file", 0.0, "read_file"),
         ("read_file", ANSWER_SHARE / 2, "read_file"),
         ("read_file", ANSWER_SHARE, "none"),  # a first token this split answers in words
@@ -244,6 +246,11 @@ PATHS = ("README.md", "config.yaml", "logs/", "src/", "todo.md", "logs/server.lo
         ("show me `df`", ["df (a variable in the notebook)"]),
         ("how do I reverse a list in python", []),
         ("what's a df?", []),  # two letters: only in backticks
+        # After "a" or "an": any such thing, not the one here; "the", "my", "any" name it.
+        ("what's a README.md for", []),
+        ("how do I follow a log file live", []),
+        ("is an todo list worth keeping? my todo list is long", ["todo.md"]),
+        ("do we have any logs", ["logs/"]),
     ],
 )
 def test_a_message_names_what_is_here_by_name_stem_or_plural(text: str, named: list[str]) -> None:
@@ -268,3 +275,5 @@ def test_a_message_naming_something_here_leans_to_looking() -> None:
     assert step_choice("read_file", 0.6, Leaning(named=True)) == "none"
     assert step_choice("read_file", 0.03, Leaning(after_result=True)) == "none"
     assert step_choice("read_file", 0.01, Leaning(after_result=True, named=True)) == "read_file"
+    assert step_choice("none", 0.4, Leaning(named=True)) == ANY_TOOL
+    assert step_choice("none", 0.4) == "none"

@@ -99,6 +99,26 @@ def test_a_first_step_that_leans_to_a_tool_writes_its_call_on_its_own_prompt(
     assert saved[-1] == Row("assistant", "It is on Thursday.")
 
 
+def test_a_first_step_that_answers_by_too_little_for_a_named_file_is_asked_for_its_tool(
+    make_settings: Any, store: Store
+) -> None:
+    settings = small(make_settings, max_tool_turns=2, workspace_overview=True)
+    (settings.workspace / "notes.txt").write_text("Meeting on Thursday.\n")
+    # Answering is the likeliest single choice, but under the share a named file needs.
+    leaning = Reply(first_step={"none": 0.4, "read_file": 0.35, "list_files": 0.25})
+    with FakeServer() as server:
+        server.enqueue(leaning, leaning, ARGS, Reply(text="On Thursday."))
+        events = run(conversation_on(server, store, settings), "anything new in notes.txt")
+        first, again, arguments = server.first_steps()
+    assert "none" in allowed(first) and "none" not in allowed(again)
+    assert again["messages"] == first["messages"]
+    assert arguments["response_format"]["json_schema"]["schema"]["properties"]["tool"] == {
+        "const": "read_file"
+    }
+    saved = [e.row for e in events if isinstance(e, RowSaved)]
+    assert [row.role for row in saved] == ["user", "assistant_full", "tool", "assistant"]
+
+
 def test_the_answer_after_a_tool_result_is_told_what_the_user_asked_in_their_words(
     make_settings: Any, store: Store
 ) -> None:
@@ -173,6 +193,17 @@ READING = ["read_file", "list_files", "describe_variable"]
         (("search_files", {"pattern": "area"}), READING, ("search_files", None)),
         (("search_files", {"pattern": "df.groupby"}), READING, ("search_files", None)),
         (("search_files", {"pattern": "df"}), ["search_files"], ("search_files", None)),
+        # The files' contents searched for a file's own name: the file is read, by its path or
+        # by a last part only one file has.
+        (("search_files", {"pattern": "plan.md"}), READING, ("read_file", "plan.md")),
+        (("search_files", {"pattern": "./src/shapes.py"}), READING, ("read_file", "src/shapes.py")),
+        (
+            ("search_files", {"pattern": "shapes.py", "path": "src"}),
+            READING,
+            ("read_file", "src/shapes.py"),
+        ),
+        (("search_files", {"pattern": "shapes"}), READING, ("search_files", None)),
+        (("search_files", {"pattern": "plan.md"}), ["search_files"], ("search_files", None)),
     ],
 )
 def test_a_call_aimed_at_the_wrong_kind_of_thing_turns_to_the_tool_that_reads_it(
@@ -351,3 +382,13 @@ def test_a_large_model_gets_the_schemas_and_no_first_step(make_settings: Any, st
         assert server.first_steps() == []
     assert "read_file" in [tool["function"]["name"] for tool in body["tools"]]
     assert "tool_choice" not in body
+
+
+def test_a_search_for_a_last_part_two_files_share_stays_a_search() -> None:
+    here = Here(files=frozenset({"src/app.py", "web/app.py"}))
+    call = ("search_files", {"pattern": "app.py"})
+    assert aimed_call(*call, here, READING) == call
+    assert aimed_call("search_files", {"pattern": "web/app.py"}, here, READING) == (
+        "read_file",
+        {"path": "web/app.py"},
+    )

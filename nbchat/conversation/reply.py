@@ -50,6 +50,7 @@ from nbchat.store.store import Store
 from nbchat.tools.arithmetic import work_out
 from nbchat.tools.executor import is_failed_result
 from nbchat.tools.offer import (
+    ANY_TOOL,
     NO_TOOL,
     Here,
     Leaning,
@@ -340,6 +341,11 @@ def choose_first_step(
     try:
         step = ask_first_step(client, messages, model=model, names=allowed, stop=stop)
         choice = None if step is None else step_choice(step.chosen, step.answer_share, leaning)
+        if choice == ANY_TOOL:
+            step = ask_first_step(
+                client, messages, model=model, names=allowed, stop=stop, answering=False
+            )
+            choice = None if step is None else step.chosen
         if choice is None or choice == NO_TOOL:
             return None if choice is None else FirstStep(NO_TOOL)
         schema = next(s for s in offered if s["function"]["name"] == choice)

@@ -38,7 +38,8 @@ in the prompt (the offer above), and how its first step is weighed:
   `ANSWER_SHARE_AFTER_RESULT`: it looks again only when sure; for a message naming a file,
   folder or variable that is here, `ANSWER_SHARE_NAMED`: it looks unless it leans to
   answering), and otherwise calls the tool it named, forced, so the call cannot come out as
-  prose or as a tool that does not exist;
+  prose or as a tool that does not exist; when answering was its likeliest choice but got
+  less than that share, it is asked again with answering left out, for the tool;
 - a tool that runs or changes something (a "dangerous" one: the shell, writing, editing) is
   not allowed in a turn whose message tells the assistant not to run, delete or change things
   (`forbids_changes`), whatever the model would choose: "Please do NOT run `rm -rf build/`"
@@ -52,6 +53,8 @@ A first step's call aimed at the wrong kind of thing is turned to the tool that 
 (`aimed_call`): `list_files` on a path that is a file reads the file; `describe_variable` of a
 name the notebook does not hold but the workspace's code defines reads the file defining it (a
 1.5B model asked about a function of the user's code described a notebook variable);
+`search_files` for exactly the name of a file here reads that file (asked what a log or a
+config held, a 1.5B model searched the files' contents for the file's own name and found nothing);
 `search_files` for exactly the name of a notebook variable that the code does not define
 describes the variable (asked what a DataFrame held, it searched the files for its name);
 `describe_variable` of a name that is neither but an installed package's asks pip about it, with
@@ -81,6 +84,7 @@ __all__ = [
     "ANSWER_SHARE_AFTER_RESULT",
     "ANSWER_SHARE_HOW_TO",
     "ANSWER_SHARE_NAMED",
+    "ANY_TOOL",
     "EXAMPLES",
     "FOLLOW_UPS",
     "Here",
@@ -196,11 +200,12 @@ def named_in(
     """What the user's `text` names of what is here, each with what it is: a workspace path
     by its last part (`config.yaml`, `logs/`) or that part's stem, singular or plural
     (`config`, `log`), a notebook variable (`sales`), a name the workspace's code defines
-    (`greet`, with its file), as a word (case aside); stems and names of under 3 letters only
+    (`greet`, with its file), as a word (case aside), not only after "a" or "an" ("what's a
+    requirements.txt for" asks about any such file); stems and names of under 3 letters only
     in backticks. One linear pass over the words; at most `MAX_NAMED`. What each is tells a
     small model which tool looks at it: a 1.5B model asked about `greet` described a notebook
     variable of that name."""
-    words = {word.lower() for word in WORD.findall(text[:MESSAGE_SCAN])}
+    words = _specific_words(text[:MESSAGE_SCAN])
     quoted = {word.lower() for word in QUOTED.findall(text[:MESSAGE_SCAN])}
     found: list[str] = []
     for path in paths:
@@ -219,6 +224,22 @@ def named_in(
         if len(name) >= 3 and name.lower() in words:
             found.append(f"{name} (defined in the file {where})")
     return found[:MAX_NAMED]
+
+
+# "a log file", "an app.py": any such thing, not the one here ("what's a requirements.txt for").
+INDEFINITE = frozenset({"a", "an"})
+
+
+def _specific_words(text: str) -> set[str]:
+    """The words of `text`, lower-cased, but for a word said only after "a" or "an"."""
+    words: set[str] = set()
+    previous = ""
+    for match in WORD.finditer(text):
+        word = match.group().lower()
+        if previous not in INDEFINITE:
+            words.add(word)
+        previous = word
+    return words
 
 
 def router_messages(
@@ -380,13 +401,20 @@ def round_choice(
     return None
 
 
+# A first step that leaned to answering, but by less than the leaning asks: it looks, with the
+# tool the model is then asked to name (`none` not allowed).
+ANY_TOOL = ""
+
+
 def step_choice(chosen: str, answer_share: float, leaning: Leaning = Leaning()) -> str:
-    """The round's `tool_choice` from the model's first step: "none", or the tool it named.
-    A first token giving answering `leaning.answer_share` of its probability or more
-    answers."""
-    if chosen == NO_TOOL or answer_share >= leaning.answer_share:
+    """The round's `tool_choice` from the model's first step: "none", the tool it named, or
+    `ANY_TOOL` when it chose to answer by less than `leaning.answer_share` of its first token
+    (its likeliest single choice, but not likely enough: a message naming a file here that got
+    40% for answering and 20% for each of three tools looks). A first token giving answering
+    that share or more answers."""
+    if answer_share >= leaning.answer_share:
         return NO_TOOL
-    return chosen
+    return ANY_TOOL if chosen == NO_TOOL else chosen
 
 
 def only_repeats(rows: Sequence[Row]) -> bool:
@@ -420,6 +448,18 @@ class Here:
     python: str = "python"
 
 
+def _file_named(pattern: object, here: Here) -> str | None:
+    """The file here that a search `pattern` is the name of: its path (`src/app.py`, `./src/app.py`)
+    or, when only one file has it, its last part (`server.log`). None for any other pattern."""
+    text = str(pattern or "").strip().removeprefix("./")
+    if text in here.files:
+        return text
+    if "/" in text or not text:
+        return None
+    found = [path for path in here.files if path.rsplit("/", 1)[-1] == text]
+    return found[0] if len(found) == 1 else None
+
+
 # A distribution's name as pip spells it: nothing a shell would read as more than a word.
 PACKAGE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
 
@@ -435,6 +475,8 @@ def aimed_call(
         if pattern in here.variables and pattern not in here.symbols:
             return "describe_variable", {"name": pattern}
     if "read_file" in allowed:
+        if name == "search_files" and (file := _file_named(arguments.get("pattern"), here)):
+            return "read_file", {"path": file}
         if name == "list_files":
             path = str(arguments.get("path", "")).removeprefix("./")
             if path in here.files:
