@@ -99,26 +99,6 @@ def test_a_first_step_that_leans_to_a_tool_writes_its_call_on_its_own_prompt(
     assert saved[-1] == Row("assistant", "It is on Thursday.")
 
 
-def test_a_first_step_that_answers_by_too_little_for_a_named_file_is_asked_for_its_tool(
-    make_settings: Any, store: Store
-) -> None:
-    settings = small(make_settings, max_tool_turns=2, workspace_overview=True)
-    (settings.workspace / "notes.txt").write_text("Meeting on Thursday.\n")
-    # Answering is the likeliest single choice, but under the share a named file needs.
-    leaning = Reply(first_step={"none": 0.4, "read_file": 0.35, "list_files": 0.25})
-    with FakeServer() as server:
-        server.enqueue(leaning, leaning, ARGS, Reply(text="On Thursday."))
-        events = run(conversation_on(server, store, settings), "anything new in notes.txt")
-        first, again, arguments = server.first_steps()
-    assert "none" in allowed(first) and "none" not in allowed(again)
-    assert again["messages"] == first["messages"]
-    assert arguments["response_format"]["json_schema"]["schema"]["properties"]["tool"] == {
-        "const": "read_file"
-    }
-    saved = [e.row for e in events if isinstance(e, RowSaved)]
-    assert [row.role for row in saved] == ["user", "assistant_full", "tool", "assistant"]
-
-
 def test_the_answer_after_a_tool_result_is_told_what_the_user_asked_in_their_words(
     make_settings: Any, store: Store
 ) -> None:

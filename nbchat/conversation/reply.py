@@ -49,8 +49,8 @@ from nbchat.llm.reader import ReasoningDelta, TextDelta, TextWithdrawn
 from nbchat.store.store import Store
 from nbchat.tools.arithmetic import work_out
 from nbchat.tools.executor import is_failed_result
+from nbchat.tools.filewords import describe_found
 from nbchat.tools.offer import (
-    ANY_TOOL,
     NO_TOOL,
     Here,
     Leaning,
@@ -341,11 +341,6 @@ def choose_first_step(
     try:
         step = ask_first_step(client, messages, model=model, names=allowed, stop=stop)
         choice = None if step is None else step_choice(step.chosen, step.answer_share, leaning)
-        if choice == ANY_TOOL:
-            step = ask_first_step(
-                client, messages, model=model, names=allowed, stop=stop, answering=False
-            )
-            choice = None if step is None else step.chosen
         if choice is None or choice == NO_TOOL:
             return None if choice is None else FirstStep(NO_TOOL)
         schema = next(s for s in offered if s["function"]["name"] == choice)
@@ -395,6 +390,7 @@ def first_step_messages(
         workspace=parts.overview.text() if parts.overview.enabled else "",
         notes=[sight.line for sight in sights],
         named=_named(parts, rows, sights),
+        found=describe_found(parts.overview.files_holding(last_user_text(rows))),
     )
 
 

@@ -21,6 +21,8 @@ instead of answering (issue 19). So whether a turn looks first is asked separate
 - what the message names of the workspace and the notebook (`named_in`: "the logs" names
   `logs/`, "my todo list" `todo.md`, "big" the variable `big`), which also makes the caller lean
   to looking (the choice, below);
+- which files hold the message's rarer words (`nbchat.tools.filewords`: "the review meeting"
+  is in `notes.txt`), only for the model to read: it does not lean the choice;
 - the user's message; the reply is then opened as `{"tool": "` for the model to continue.
 
 The chat's own prompt stays the user's prompt (and the overview): the answer is written as in
@@ -38,8 +40,7 @@ in the prompt (the offer above), and how its first step is weighed:
   `ANSWER_SHARE_AFTER_RESULT`: it looks again only when sure; for a message naming a file,
   folder or variable that is here, `ANSWER_SHARE_NAMED`: it looks unless it leans to
   answering), and otherwise calls the tool it named, forced, so the call cannot come out as
-  prose or as a tool that does not exist; when answering was its likeliest choice but got
-  less than that share, it is asked again with answering left out, for the tool;
+  prose or as a tool that does not exist;
 - a tool that runs or changes something (a "dangerous" one: the shell, writing, editing) is
   not allowed in a turn whose message tells the assistant not to run, delete or change things
   (`forbids_changes`), whatever the model would choose: "Please do NOT run `rm -rf build/`"
@@ -84,7 +85,6 @@ __all__ = [
     "ANSWER_SHARE_AFTER_RESULT",
     "ANSWER_SHARE_HOW_TO",
     "ANSWER_SHARE_NAMED",
-    "ANY_TOOL",
     "EXAMPLES",
     "FOLLOW_UPS",
     "Here",
@@ -249,11 +249,13 @@ def router_messages(
     workspace: str = "",
     notes: Sequence[str] = (),
     named: Sequence[str] = (),
+    found: str = "",
 ) -> list[dict[str, Any]]:
     """The messages the first step is asked on (the opened reply is added by the caller):
     the prompt and examples (the same every time), the workspace and what the tools can see
     (`notes`: the notebook's variable names), the conversation so far in brief, what the
-    message names of those (`named_in`), and the user's last message."""
+    message names of those (`named_in`), which files hold its words (`found`,
+    `nbchat.tools.filewords`), and the user's last message."""
     names = {str((schema.get("function") or {}).get("name")) for schema in schemas}
     messages: list[dict[str, Any]] = [
         {"role": "system", "content": ROUTER_PROMPT.format(tools=describe_tools(schemas))}
@@ -269,7 +271,7 @@ def router_messages(
         messages.append({"role": "user", "content": text})
         messages.append({"role": "assistant", "content": json.dumps(step)})
     mentions = f"The message names: {', '.join(named)}." if named else ""
-    parts = (workspace, *notes, recent_exchange(rows), mentions)
+    parts = (workspace, *notes, recent_exchange(rows), mentions, found)
     context = "\n".join(part for part in parts if part)
     if context:
         messages.append({"role": "system", "content": context})
@@ -401,20 +403,13 @@ def round_choice(
     return None
 
 
-# A first step that leaned to answering, but by less than the leaning asks: it looks, with the
-# tool the model is then asked to name (`none` not allowed).
-ANY_TOOL = ""
-
-
 def step_choice(chosen: str, answer_share: float, leaning: Leaning = Leaning()) -> str:
-    """The round's `tool_choice` from the model's first step: "none", the tool it named, or
-    `ANY_TOOL` when it chose to answer by less than `leaning.answer_share` of its first token
-    (its likeliest single choice, but not likely enough: a message naming a file here that got
-    40% for answering and 20% for each of three tools looks). A first token giving answering
-    that share or more answers."""
-    if answer_share >= leaning.answer_share:
+    """The round's `tool_choice` from the model's first step: "none", or the tool it named.
+    A first token giving answering `leaning.answer_share` of its probability or more
+    answers."""
+    if chosen == NO_TOOL or answer_share >= leaning.answer_share:
         return NO_TOOL
-    return ANY_TOOL if chosen == NO_TOOL else chosen
+    return chosen
 
 
 def only_repeats(rows: Sequence[Row]) -> bool:

@@ -29,8 +29,9 @@ line of its own.
 turn, and the text only changes when the listing does, so the prompt stays byte-identical for
 the server's prompt cache.
 
-Must not: run code, read file contents (but `.gitignore` and the listed source files' first
-bytes, for their names), or list anything below the top-level folders.
+Must not: run code, read file contents (but `.gitignore`, the listed source files' first
+bytes, for their names, and the listed files' first bytes for their words,
+`nbchat.tools.filewords`), or list anything below the top-level folders.
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ from pathlib import Path, PurePosixPath
 
 from nbchat.errors import NbchatError
 from nbchat.tools.fileaccess import open_folder, open_regular
+from nbchat.tools.filewords import FileWords
 from nbchat.tools.listing import (
     HERE,
     SKIPPED_DIRS,
@@ -264,12 +266,15 @@ class WorkspaceOverview:
         self._listing: Listing | None = None
         self._text: str | None = None
         self._symbols = SymbolIndex(workspace)
+        self._words = FileWords(workspace)
 
     def refresh(self) -> None:
         """List the workspace again (at a turn's start); the text changes only if it did."""
         self._listing = list_workspace(self.workspace) if self.enabled else None
         self._text = describe_listing(self._listing) if self.enabled else ""
-        self._symbols.refresh(self._listing.paths if self._listing is not None else ())
+        paths = self._listing.paths if self._listing is not None else ()
+        self._symbols.refresh(paths)
+        self._words.refresh(paths)
 
     def text(self) -> str:
         if self._text is None:
@@ -287,6 +292,13 @@ class WorkspaceOverview:
         if self._text is None:
             self.refresh()
         return self._symbols.names()
+
+    def files_holding(self, text: str) -> dict[str, list[str]]:
+        """The words of `text` that few listed files hold, each with those files
+        (`nbchat.tools.filewords`)."""
+        if self._text is None:
+            self.refresh()
+        return self._words.holding(text)
 
     def system_prompt(self, system_prompt: str, *, tools_offered: bool) -> str:
         """What a request sends as its system prompt: with the overview when it offers tools."""
