@@ -10,10 +10,10 @@ the model's decision: this only adds a line to what its first step reads
 (`nbchat.tools.offer.router_messages`).
 
 Bounded and safe like the overview it follows: only the files the overview lists (at most
-`MAX_FILES`), each opened inside the workspace without following links
-(`fileaccess.open_regular`), its first `MAX_BYTES` read, a file with a NUL byte in them taken as
-binary and skipped, one linear pattern over the bytes, at most `MAX_WORDS` words kept a file; a
-file is read again only when its size or modification time changed. Words only, and only the
+`MAX_FILES`), each opened inside the workspace without following links, its first `MAX_BYTES`
+read, and again only when it changed (`nbchat.tools.filedigests`); a file with a NUL byte in them
+taken as binary and skipped, one linear pattern over the bytes, at most `MAX_WORDS` words kept a
+file. Words only, and only the
 message's own: no file text leaves this module.
 
 A word most of the files hold (more than `COMMON_SHARE` of them, and at least
@@ -25,13 +25,11 @@ hold which of the message's words.
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-from nbchat.errors import NbchatError
-from nbchat.tools.fileaccess import open_regular
+from nbchat.tools.filedigests import FileDigests
 
 __all__ = ["FileWords", "describe_found"]
 
@@ -55,60 +53,40 @@ class FileWords:
     """The words of a workspace's listed files, by file, kept between turns."""
 
     def __init__(self, workspace: Path) -> None:
-        self.workspace = workspace
-        self._files: dict[str, tuple[tuple[int, int], frozenset[str]]] = {}
+        self._files = FileDigests(workspace, _words, max_bytes=MAX_BYTES)
 
     def refresh(self, paths: Iterable[str]) -> None:
         """Read again the listed files among `paths` (workspace-relative) that changed."""
-        files = [path for path in paths if not path.endswith("/")][:MAX_FILES]
-        kept: dict[str, tuple[tuple[int, int], frozenset[str]]] = {}
-        for path in files:
-            found = self._read(path)
-            if found is not None:
-                kept[path] = found
-        self._files = kept
+        self._files.refresh([path for path in paths if not path.endswith("/")][:MAX_FILES])
 
     def holding(self, text: str) -> dict[str, list[str]]:
         """Each word of `text` (case aside, `MIN_LETTERS` letters or more) that some listed
         files hold and most do not, with those files; at most `MAX_FOUND` words, in the
         message's order. Linear in `text` (read up to `MESSAGE_CHARS`) and the index."""
-        files = len(self._files)
-        common = max(COMMON_FILES, int(files * COMMON_SHARE))
+        common = max(COMMON_FILES, int(len(self._files) * COMMON_SHARE))
         found: dict[str, list[str]] = {}
         for match in MESSAGE_WORD.finditer(text[:MESSAGE_CHARS]):
             word = match.group().lower()
             if word in found:
                 continue
-            where = [path for path, (_stamp, words) in self._files.items() if word in words]
+            where = [path for path, words in self._files.items() if word in words]
             if where and len(where) < common:
                 found[word] = where[:FILES_PER_WORD]
                 if len(found) >= MAX_FOUND:
                     break
         return found
 
-    def _read(self, path: str) -> tuple[tuple[int, int], frozenset[str]] | None:
-        try:
-            fd, status = open_regular(self.workspace, path)
-        except (OSError, NbchatError):
-            return None  # gone, unreadable, or no longer a regular file inside the workspace
-        stamp = (status.st_size, status.st_mtime_ns)
-        try:
-            known = self._files.get(path)
-            if known is not None and known[0] == stamp:
-                return known
-            data = os.read(fd, MAX_BYTES)
-        except OSError:
-            return None
-        finally:
-            os.close(fd)
-        if b"\0" in data:
-            return stamp, frozenset()  # binary: nothing a message's words could name
-        words: dict[str, None] = {}
-        for match in WORD.finditer(data):
-            words[match.group().decode("ascii").lower()] = None
-            if len(words) >= MAX_WORDS:
-                break
-        return stamp, frozenset(words)
+
+def _words(data: bytes) -> frozenset[str]:
+    """The words of a file's first bytes (none for a binary file: a NUL byte among them)."""
+    if b"\0" in data:
+        return frozenset()
+    words: dict[str, None] = {}
+    for match in WORD.finditer(data):
+        words[match.group().decode("ascii").lower()] = None
+        if len(words) >= MAX_WORDS:
+            break
+    return frozenset(words)
 
 
 def describe_found(found: Mapping[str, list[str]]) -> str:

@@ -46,7 +46,8 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from nbchat.errors import NbchatError
-from nbchat.tools.fileaccess import open_folder, open_regular
+from nbchat.tools.fileaccess import open_folder
+from nbchat.tools.filedigests import FileDigests
 from nbchat.tools.filewords import FileWords
 from nbchat.tools.listing import (
     HERE,
@@ -88,46 +89,25 @@ class SymbolIndex:
     """Names defined in a workspace's source files, by file, kept between turns."""
 
     def __init__(self, workspace: Path) -> None:
-        self.workspace = workspace
-        self._files: dict[str, tuple[tuple[int, int], tuple[str, ...]]] = {}
+        self._files = FileDigests(workspace, _definitions, max_bytes=MAX_BYTES)
 
     def refresh(self, paths: Iterable[str]) -> None:
         """Read again the source files among `paths` (workspace-relative) that changed."""
-        sources = [p for p in paths if p.lower().endswith(SOURCE_SUFFIXES)][:MAX_FILES]
-        kept: dict[str, tuple[tuple[int, int], tuple[str, ...]]] = {}
-        for path in sources:
-            found = self._read(path)
-            if found is not None:
-                kept[path] = found
-        self._files = kept
+        self._files.refresh([p for p in paths if p.lower().endswith(SOURCE_SUFFIXES)][:MAX_FILES])
 
     def names(self) -> dict[str, str]:
         """Each defined name with the (first) file defining it, at most `MAX_SYMBOLS`."""
         found: dict[str, str] = {}
-        for path, (_stamp, names) in self._files.items():
+        for path, names in self._files.items():
             for name in names:
                 found.setdefault(name, path)
                 if len(found) >= MAX_SYMBOLS:
                     return found
         return found
 
-    def _read(self, path: str) -> tuple[tuple[int, int], tuple[str, ...]] | None:
-        try:
-            fd, status = open_regular(self.workspace, path)
-        except (OSError, NbchatError):
-            return None  # gone, unreadable, or no longer a regular file inside the workspace
-        stamp = (status.st_size, status.st_mtime_ns)
-        try:
-            known = self._files.get(path)
-            if known is not None and known[0] == stamp:
-                return known
-            data = os.read(fd, MAX_BYTES)
-        except OSError:
-            return None
-        finally:
-            os.close(fd)
-        names = tuple(dict.fromkeys(m.decode() for m in DEFINITION.findall(data)))
-        return stamp, names
+
+def _definitions(data: bytes) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(m.decode() for m in DEFINITION.findall(data)))
 
 
 MAX_NAMES = 30
