@@ -22,9 +22,11 @@ the time to the first visible token and to the end of the turn.
     python bench/default_model_eval.py --base-url http://127.0.0.1:PORT/v1 --model NAME
 
 `--start N` leaves out each split's first N cases (to run cases added to the dev split since the
-last full run); `--limit N` then runs the first N cases (plain and tool cases in turn). `--write` puts
-the side-by-side table in `docs/results.md`, section `default-model-eval/<model>` (`results`),
-so each model's table sits beside the others'. `main()` returns the rows as dicts for
+last full run); `--limit N` then runs the first N cases (plain and tool cases in turn).
+`--verbose` prints a line a case as it ends, marking what it missed (`WRONG-CALL`,
+`TOOL-ON-PLAIN`, `NO-FACT`, `UNGROUNDED`, ...): for the dev split, the one tuned on. `--write`
+puts the side-by-side table in `docs/results.md`, section `default-model-eval/<model>`
+(`results`), so each model's table sits beside the others'. `main()` returns the rows as dicts for
 `bench/run_all.py` (each figure once per split, named `test: …`, `dev: …`); figures only, no
 assertion.
 """
@@ -260,12 +262,17 @@ def warm_up(settings: Settings, tools: ToolRegistry) -> float:
     return time.monotonic() - started
 
 
-def describe(number: int, outcome: Outcome, workspace: Path) -> str:
+def describe(number: int, outcome: Outcome, workspace: Path, registry: ToolRegistry) -> str:
+    """One line a case: its prompt, first call, times, what it missed, its answer's start."""
     call = f" call={outcome.calls[0][0]}({outcome.calls[0][1]})" if outcome.calls else ""
     first = f"{outcome.first_token:.1f}" if outcome.first_token is not None else "-"
     answer = outcome.answer.strip().replace("\n", " ")[:100]
     claims = outcome.claims(ENTRIES, workspace)
+    case = outcome.case
     marks = [
+        "WRONG-CALL" * (case.needs_tool and not outcome.is_right_call(registry, workspace)),
+        "TOOL-ON-PLAIN" * (not case.needs_tool and not outcome.is_direct()),
+        "NO-FACT" * (not outcome.has_fact()),
         "FAKE" * outcome.fake_json,
         "MAX" * outcome.hit_max_tokens,
         "EMPTY-AFTER-TOOL" * outcome.empty_after_tool,
@@ -330,7 +337,8 @@ def run_split(
         for number, case in enumerate(cases, 1):
             outcome = run_case(settings, store, case, tools=tools)
             if verbose:
-                print(describe(number, outcome, settings.workspace), file=sys.stderr, flush=True)
+                line = describe(number, outcome, settings.workspace, tools)
+                print(line, file=sys.stderr, flush=True)
             outcomes.append(outcome)
     finally:
         store.close()
