@@ -99,6 +99,28 @@ def test_a_first_step_that_leans_to_a_tool_writes_its_call_on_its_own_prompt(
     assert saved[-1] == Row("assistant", "It is on Thursday.")
 
 
+@pytest.mark.parametrize(
+    ("message", "told"),
+    [
+        ("when's the review meeting", True),  # names nothing here: told where its words are
+        ("anything about the meeting in notes.txt", False),  # names a file: nothing more
+        ("how do I run a good review meeting", False),  # how-to: general knowledge
+    ],
+)
+def test_a_first_step_is_told_which_files_hold_the_words_of_a_message_naming_nothing(
+    make_settings: Any, store: Store, message: str, told: bool
+) -> None:
+    settings = small(make_settings, workspace_overview=True)
+    (settings.workspace / "notes.txt").write_text("The review meeting is on Thursday.\n")
+    (settings.workspace / "plan.md").write_text("Ship in March.\n")
+    with FakeServer(default_reply=Reply(text="Thursday.")) as server:
+        run(conversation_on(server, store, settings), message)
+        (step,) = server.first_steps()
+    context = step["messages"][-3]["content"]
+    line = "Words of the message found in the workspace's files: review (notes.txt); meeting"
+    assert (line in context) is told
+
+
 def test_the_answer_after_a_tool_result_is_told_what_the_user_asked_in_their_words(
     make_settings: Any, store: Store
 ) -> None:

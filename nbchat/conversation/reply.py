@@ -129,11 +129,15 @@ STOPPED_NOTICE = "Stopped by you; the reply so far was kept."
 WORKED_OUT = "Worked out by code, exactly: "
 # Told what the user asked, in their words, just before answering: with only "the user's last
 # message" to go on, a 1.5B model narrated ("The user asked if there was anything left on their
-# todo list. The tool response shows…") instead of answering.
+# todo list. The tool response shows…") instead of answering. Told to answer from the results
+# above, it answered "ok now the todo" from the notes an earlier turn had read; and it answered
+# with a bare "Yes, there are tests" or "The script is safe to run", naming nothing it read.
 AFTER_RESULTS = (
     "The user asked: {asked}\n"
-    "Answer them now, speaking to them, from the tool results above: what they show, quoted "
-    "where they asked to see something. Do not describe the tool call or restate the question."
+    "Answer them now, speaking to them, from the results of the tools called since they asked "
+    "(earlier results answered earlier questions): name the files, items, values or lines "
+    "those results show, quoted where they asked to see something, not a bare yes or no. Do "
+    "not describe the tool call or restate the question."
 )
 # When every call of the round was refused or failed there is nothing to answer from, and the
 # question is not repeated: told it, the same model answered a refused `python --version` with
@@ -384,14 +388,26 @@ def first_step_messages(
     tools, the workspace, what the tools can see, the conversation in `rows`."""
     names = [str(schema["function"]["name"]) for schema in offered]
     sights = parts.tools.sights(names)
+    named = _named(parts, rows, sights)
     return router_messages(
         offered,
         rows,
         workspace=parts.overview.text() if parts.overview.enabled else "",
         notes=[sight.line for sight in sights],
-        named=_named(parts, rows, sights),
-        found=describe_found(parts.overview.files_holding(last_user_text(rows))),
+        named=named,
+        found="" if named else _files_holding(parts, last_user_text(rows)),
     )
+
+
+def _files_holding(parts: TurnParts, text: str) -> str:
+    """Which files hold the words of a message that names nothing here and does not ask how
+    to do something (`nbchat.tools.filewords`). With a file named, a 1.5B model told that
+    "server" was in config.yaml searched the logs for it instead of reading the log it was
+    asked about; asked how to do something, it is general knowledge whatever words it shares
+    with the files."""
+    if asks_how_to(text):
+        return ""
+    return describe_found(parts.overview.files_holding(text))
 
 
 def _named(parts: TurnParts, rows: Sequence[Row], sights: Sequence[Sight]) -> list[str]:
