@@ -52,3 +52,12 @@ def test_a_match_over_several_lines_hides_no_later_line_that_matches_alone() -> 
     data = b"a x\nb a b\nzzz\n"
     found = list(search.find_lines(io.BytesIO(data), search.Pattern(r"a[\s\S]*b"), CONTEXT))
     assert found == [(2, "b a b")]
+
+
+def test_a_pattern_without_a_capital_matches_any_case_and_one_with_a_capital_exactly() -> None:
+    """ripgrep's smart case: asked for Bergen's population, a 1.5B model searched for 'bergen'."""
+    assert search.Pattern("bergen").found_in("Bergen,291000", CONTEXT)
+    assert search.Pattern(r"berg\w+,\d+").found_in("BERGEN,291000", CONTEXT)  # \w, \d: syntax
+    assert not search.Pattern("Bergen").found_in("BERGEN,291000", CONTEXT)
+    assert not search.Pattern("TODO").found_in("todo: buy milk", CONTEXT)
+    assert search.Pattern("todo(").found_in("call TODO(x)", CONTEXT)  # as plain text, too

@@ -10,7 +10,8 @@ threads, Stop and the widget keep running) and gives up after a timeout, so a pa
 backtracks exponentially (`(a|aa)+$`) costs at most `PATTERN_SLICE` of one line before the
 model is told; and a pattern in the wrong dialect is answered with what is expected: a glob of
 file names (`*.py`, invalid as a regular expression) or a regular expression for names (`.*py`,
-which as a search matches nearly every line) points to `list_files` and the `glob` argument.
+which as a search matches nearly every line) points to `list_files` and the `glob` argument; a
+pattern with no capital letter matches any case (`smart_case`, as ripgrep's).
 
 Must not: open files (nbchat.tools.fileaccess does) or format results for the model.
 """
@@ -33,6 +34,7 @@ __all__ = [
     "Pattern",
     "find_lines",
     "read_lines",
+    "smart_case",
 ]
 
 MAX_LINE_BYTES = 64 * 1024  # a searched line is cut here; a match is shown in 300 characters
@@ -80,8 +82,9 @@ class Pattern:
     def __init__(self, text: str) -> None:
         self.text = text
         _refuse_wrong_dialect(text)
+        flags = smart_case(text)
         try:
-            self.compiled = regex.compile(text)
+            self.compiled = regex.compile(text, flags)
         except (regex.error, OverflowError, RecursionError):
             if _looks_like_glob(text):
                 raise ToolError(
@@ -89,10 +92,12 @@ class Pattern:
                     f"names. To list files by name, call list_files with pattern={text!r}; to "
                     f"search only such files, give the text to find as pattern and glob={text!r}."
                 ) from None
-            self.compiled = regex.compile(regex.escape(text))
+            self.compiled = regex.compile(regex.escape(text), flags)
         # In MULTILINE mode ^ and $ match at every line of a batch as they do in one line.
         batchable = not any(mark in text for mark in LINE_BOUND_SYNTAX)
-        self.batch = regex.compile(self.compiled.pattern, regex.MULTILINE) if batchable else None
+        self.batch = (
+            regex.compile(self.compiled.pattern, flags | regex.MULTILINE) if batchable else None
+        )
 
     def search_block(self, block: str, position: int, ctx: ToolContext) -> int | None:
         """Where the pattern next occurs in `block` (lines joined by "\\n") from `position`,
@@ -123,6 +128,18 @@ class Pattern:
                 f"than {PATTERN_SLICE:g} s and was given up. Nested repetition such as (a|aa)+ "
                 "or (x+x+)+ backtracks exponentially; use a simpler pattern or plain text."
             ) from None
+
+
+# A backslash and what it escapes (`\S`, `\D`): regex syntax, not a letter of the text.
+ESCAPE = regex.compile(r"\\.", regex.DOTALL)
+
+
+def smart_case(text: str) -> int:
+    """`regex.IGNORECASE` for a pattern with no capital letter, as ripgrep's smart case: asked
+    for the population of Bergen, a 1.5B model searched for 'bergen' and found nothing. A
+    capital anywhere (outside an escape) searches exactly as written."""
+    plain = ESCAPE.sub("", text)
+    return 0 if any(char.isupper() for char in plain) else regex.IGNORECASE
 
 
 def _refuse_wrong_dialect(text: str) -> None:
