@@ -24,6 +24,7 @@ from nbchat.tools.offer import (
     describe_tools,
     forbids_changes,
     named_in,
+    points_at_something,
     recent_exchange,
     round_choice,
     router_messages,
@@ -281,3 +282,18 @@ def test_a_message_naming_something_here_leans_to_looking() -> None:
     assert step_choice("read_file", 0.03, Leaning(after_result=True)) == "none"
     assert step_choice("read_file", 0.01, Leaning(after_result=True, named=True)) == "read_file"
     assert step_choice("none", 0.4, Leaning(named=True)) == "none"  # its likeliest choice
+
+
+@pytest.mark.parametrize(
+    ("text", "points"),
+    [
+        ("when's the review meeting", True),
+        ("is my config ok", True),
+        ("anything in here about ports", True),
+        ("what port does postgres listen on by default?", False),
+        ("capital of australia", False),
+        ("", False),
+    ],
+)
+def test_a_message_points_at_something_particular_by_its_words(text: str, points: bool) -> None:
+    assert points_at_something(text) is points

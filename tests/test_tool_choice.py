@@ -105,6 +105,7 @@ def test_a_first_step_that_leans_to_a_tool_writes_its_call_on_its_own_prompt(
         ("when's the review meeting", True),  # names nothing here: told where its words are
         ("anything about the meeting in notes.txt", False),  # names a file: nothing more
         ("how do I run a good review meeting", False),  # how-to: general knowledge
+        ("tips for a review meeting", False),  # about no meeting in particular
     ],
 )
 def test_a_first_step_is_told_which_files_hold_the_words_of_a_message_naming_nothing(

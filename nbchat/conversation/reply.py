@@ -59,6 +59,7 @@ from nbchat.tools.offer import (
     asks_how_to,
     brief,
     named_in,
+    points_at_something,
     router_messages,
     step_choice,
 )
@@ -400,12 +401,13 @@ def first_step_messages(
 
 
 def _files_holding(parts: TurnParts, text: str) -> str:
-    """Which files hold the words of a message that names nothing here and does not ask how
-    to do something (`nbchat.tools.filewords`). With a file named, a 1.5B model told that
-    "server" was in config.yaml searched the logs for it instead of reading the log it was
-    asked about; asked how to do something, it is general knowledge whatever words it shares
-    with the files."""
-    if asks_how_to(text):
+    """Which files hold the words of a message that names nothing here, points at something
+    particular and does not ask how to do something (`nbchat.tools.filewords`). With a file
+    named, a 1.5B model told that "server" was in config.yaml searched the logs for it
+    instead of reading the log it was asked about; asked how to do something, or about no
+    thing in particular ("what port does postgres listen on by default"), it is general
+    knowledge whatever words it shares with the files."""
+    if asks_how_to(text) or not points_at_something(text):
         return ""
     return describe_found(parts.overview.files_holding(text))
 

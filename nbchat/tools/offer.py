@@ -98,6 +98,7 @@ __all__ = [
     "describe_tools",
     "forbids_changes",
     "named_in",
+    "points_at_something",
     "only_repeats",
     "recent_exchange",
     "round_choice",
@@ -380,6 +381,18 @@ HOW_TO_REACH = 80
 def asks_how_to(text: str) -> bool:
     """True when `text` asks how to do something: for instructions, not for an action."""
     return HOW_TO.search(text[:HOW_TO_REACH]) is not None
+
+
+# Words that point at a particular thing, the user's or one already in the conversation: "the
+# review meeting", "my todo list", "this project", "in here". A message with none of them asks
+# about things in general.
+POINTING = frozenset({"the", "my", "our", "this", "these", "that", "those", "here", "we", "i"})
+
+
+def points_at_something(text: str) -> bool:
+    """True when `text` (its first `MESSAGE_SCAN` characters) holds a word that points at a
+    particular thing (`POINTING`)."""
+    return any(word.lower() in POINTING for word in WORD.findall(text[:MESSAGE_SCAN]))
 
 
 def allowed_tools(names: Sequence[str], dangerous: Collection[str], text: str) -> list[str]:
