@@ -395,3 +395,30 @@ def test_a_search_for_a_last_part_two_files_share_stays_a_search() -> None:
         "read_file",
         {"path": "web/app.py"},
     )
+
+
+def test_a_search_inside_one_small_file_reads_it_whole() -> None:
+    here = Here(files=frozenset({"data.csv", "big.log"}), small=lambda path: path == "data.csv")
+    search = {"pattern": "city", "path": "./data.csv"}
+    assert aimed_call("search_files", search, here, READING) == ("read_file", {"path": "data.csv"})
+    inside_big = {"pattern": "ERROR", "path": "big.log"}
+    assert aimed_call("search_files", inside_big, here, READING) == ("search_files", inside_big)
+    everywhere = {"pattern": "city"}
+    assert aimed_call("search_files", everywhere, here, READING) == ("search_files", everywhere)
+
+
+@pytest.mark.parametrize(("size", "made"), [(100, "read_file"), (50_000, "search_files")])
+def test_a_first_step_searching_inside_a_small_workspace_file_reads_it(
+    make_settings: Any, store: Store, size: int, made: str
+) -> None:
+    settings = small(make_settings, max_tool_turns=2, workspace_overview=True)
+    (settings.workspace / "data.csv").write_text("city,population\n" + "x" * size + "\n")
+    searches = Reply(first_step={"search_files": 0.97, "none": 0.01, "read_file": 0.02})
+    where = Reply(
+        text='{"tool": "search_files", "arguments": {"pattern": "city", "path": "data.csv"}}'
+    )
+    with FakeServer() as server:
+        server.enqueue(searches, where, Reply(text="Oslo."))
+        events = run(conversation_on(server, store, settings), "biggest city in my data?")
+    (call,) = [e.row for e in events if isinstance(e, RowSaved) and e.row.role == "assistant_full"]
+    assert json.loads(call.tool_args)[0]["function"]["name"] == made

@@ -21,11 +21,13 @@ from __future__ import annotations
 
 import importlib.metadata
 import json
+import os
 import sys
 import threading
 import time
 from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Protocol
 
 from nbchat.compaction.cacheform import RequestShape
@@ -49,6 +51,7 @@ from nbchat.llm.reader import ReasoningDelta, TextDelta, TextWithdrawn
 from nbchat.store.store import Store
 from nbchat.tools.arithmetic import work_out
 from nbchat.tools.executor import is_failed_result
+from nbchat.tools.fileaccess import open_regular
 from nbchat.tools.filewords import describe_found
 from nbchat.tools.offer import (
     NO_TOOL,
@@ -370,7 +373,29 @@ def _here(parts: TurnParts, sights: Sequence[Sight]) -> Here:
     overview = parts.overview
     files = frozenset(path for path in overview.paths() if not path.endswith("/"))
     variables = frozenset(name for sight in sights for name in sight.names)
-    return Here(files, variables, overview.symbols(), installed=_installed, python=sys.executable)
+    workspace = parts.settings.workspace
+    return Here(
+        files,
+        variables,
+        overview.symbols(),
+        installed=_installed,
+        python=sys.executable,
+        small=lambda path: _is_small(workspace, path),
+    )
+
+
+# A file this small is read whole rather than searched inside: it fits any tool output limit.
+SMALL_FILE_BYTES = 4_096
+
+
+def _is_small(workspace: Path, path: str) -> bool:
+    """Whether `path` is a regular file inside `workspace` of at most `SMALL_FILE_BYTES`."""
+    try:
+        fd, status = open_regular(workspace, path)
+    except (OSError, NbchatError):
+        return False
+    os.close(fd)
+    return status.st_size <= SMALL_FILE_BYTES
 
 
 def _installed(name: str) -> bool:

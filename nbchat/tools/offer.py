@@ -55,7 +55,9 @@ A first step's call aimed at the wrong kind of thing is turned to the tool that 
 name the notebook does not hold but the workspace's code defines reads the file defining it (a
 1.5B model asked about a function of the user's code described a notebook variable);
 `search_files` for exactly the name of a file here reads that file (asked what a log or a
-config held, a 1.5B model searched the files' contents for the file's own name and found nothing);
+config held, a 1.5B model searched the files' contents for the file's own name and found nothing),
+and so does a search inside one small file (asked which city of a CSV was the biggest, it
+searched it for "city", saw the header line alone and named a city the file does not hold);
 `search_files` for exactly the name of a notebook variable that the code does not define
 describes the variable (asked what a DataFrame held, it searched the files for its name);
 `describe_variable` of a name that is neither but an installed package's asks pip about it, with
@@ -454,6 +456,8 @@ class Here:
     # name that is no variable and nothing the code defines), and that kernel's interpreter.
     installed: Callable[[str], bool] = field(default=lambda name: False)
     python: str = "python"
+    # Whether a file here is small enough to read whole (a search inside it shows less).
+    small: Callable[[str], bool] = field(default=lambda path: False)
 
 
 def _file_named(pattern: object, here: Here) -> str | None:
@@ -466,6 +470,12 @@ def _file_named(pattern: object, here: Here) -> str | None:
         return None
     found = [path for path in here.files if path.rsplit("/", 1)[-1] == text]
     return found[0] if len(found) == 1 else None
+
+
+def _small_file(path: object, here: Here) -> str | None:
+    """The file here a search is bounded to, when it is small enough to read whole."""
+    text = str(path or "").strip().removeprefix("./")
+    return text if text in here.files and here.small(text) else None
 
 
 # A distribution's name as pip spells it: nothing a shell would read as more than a word.
@@ -484,6 +494,8 @@ def aimed_call(
             return "describe_variable", {"name": pattern}
     if "read_file" in allowed:
         if name == "search_files" and (file := _file_named(arguments.get("pattern"), here)):
+            return "read_file", {"path": file}
+        if name == "search_files" and (file := _small_file(arguments.get("path"), here)):
             return "read_file", {"path": file}
         if name == "list_files":
             path = str(arguments.get("path", "")).removeprefix("./")
