@@ -441,8 +441,9 @@ def _named(parts: TurnParts, rows: Sequence[Row], sights: Sequence[Sight]) -> li
     """What the user's last message names of the workspace and the notebook."""
     last_user = last_user_text(rows)
     names = [name for sight in sights for name in sight.names]
+    columns = {column: name for sight in sights for column, name in sight.columns}
     overview = parts.overview
-    return named_in(last_user, overview.paths(), names, overview.symbols())
+    return named_in(last_user, overview.paths(), names, overview.symbols(), columns)
 
 
 def _is_dangerous(parts: TurnParts, name: str) -> bool:

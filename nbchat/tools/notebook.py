@@ -21,6 +21,7 @@ by their classes in `sys.modules` and only their own methods are called).
 from __future__ import annotations
 
 import dataclasses
+import re
 import sys
 import threading
 import time
@@ -189,11 +190,12 @@ def notebook_tools(
 
 def variable_names(namespace: dict[Any, Any], limit: int = NAMES_SHOWN) -> Sight:
     """What a small model's first step is told of the notebook: "The notebook's variables:
-    sales (DataFrame), threshold (int)." (at most `limit`, enough for it to know `sales` is
-    one) and those names. Runs no user code (`is_user_variable`, `type()`); an empty line when
-    there are none."""
+    sales (DataFrame: region, units), threshold (int)." (at most `limit`, enough for it to
+    know `sales` is one and what "the revenue" may be a column of) and those names and
+    columns. Runs no user code (`is_user_variable`, `type()`, `frame_columns`); an empty line
+    when there are none."""
     found = sorted(
-        (name, type(value).__name__)
+        (name, type(value).__name__, frame_columns(value))
         for name, value in list(namespace.items())
         if is_user_variable(name, value) and not issubclass(type(value), DEFINITIONS)
     )
@@ -201,8 +203,36 @@ def variable_names(namespace: dict[Any, Any], limit: int = NAMES_SHOWN) -> Sight
         return Sight("")
     shown = found[:limit]
     more = f" and {len(found) - limit} more" if len(found) > limit else ""
-    listed = ", ".join(f"{name} ({kind})" for name, kind in shown)
-    return Sight(f"The notebook's variables: {listed}{more}.", tuple(n for n, _ in shown))
+    listed = ", ".join(
+        f"{name} ({kind}: {', '.join(columns)})" if columns else f"{name} ({kind})"
+        for name, kind, columns in shown
+    )
+    return Sight(
+        f"The notebook's variables: {listed}{more}.",
+        tuple(name for name, _, _ in shown),
+        tuple((column, name) for name, _, columns in shown for column in columns),
+    )
+
+
+COLUMNS_SHOWN = 8  # of one DataFrame
+# A column's name as the first step is shown it: one plain word, nothing a prompt could read as
+# more (a column may be named anything, an instruction too).
+COLUMN_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,39}")
+
+
+def frame_columns(value: Any) -> tuple[str, ...]:
+    """The first `COLUMNS_SHOWN` column names of a pandas DataFrame that are plain words, () for
+    any other value. Only for exactly `pandas.DataFrame`, already imported by the user: a
+    subclass's `columns` may be the user's code; pandas' own reads an index, no user code."""
+    pandas = sys.modules.get("pandas")
+    frame = getattr(pandas, "DataFrame", None)
+    if frame is None or type(value) is not frame:
+        return ()
+    try:
+        names = list(value.columns[:COLUMNS_SHOWN])
+    except Exception:  # a frame being changed by the user's cell meanwhile: nothing to show
+        return ()
+    return tuple(name for name in names if type(name) is str and COLUMN_NAME.fullmatch(name))
 
 
 _MISSING = object()

@@ -199,11 +199,14 @@ def named_in(
     paths: Sequence[str],
     names: Sequence[str],
     symbols: Mapping[str, str] | None = None,
+    columns: Mapping[str, str] | None = None,
 ) -> list[str]:
     """What the user's `text` names of what is here, each with what it is: a workspace path
     by its last part (`config.yaml`, `logs/`) or that part's stem, singular or plural
     (`config`, `log`), a notebook variable (`sales`), a name the workspace's code defines
-    (`greet`, with its file), as a word (case aside), not only after "a" or "an" ("what's a
+    (`greet`, with its file), a column of a notebook DataFrame (`columns`: column → variable;
+    "the total revenue" names `sales`, with a column `revenue`), as a word (case aside), not
+    only after "a" or "an" ("what's a
     requirements.txt for" asks about any such file); stems and names of under 3 letters only
     in backticks. One linear pass over the words; at most `MAX_NAMED`. What each is tells a
     small model which tool looks at it: a 1.5B model asked about `greet` described a notebook
@@ -226,6 +229,9 @@ def named_in(
     for name, where in (symbols or {}).items():
         if len(name) >= 3 and name.lower() in words:
             found.append(f"{name} (defined in the file {where})")
+    for column, variable in (columns or {}).items():
+        if len(column) >= 3 and column.lower() in words:
+            found.append(f"{variable} (a variable in the notebook, with a column {column})")
     return found[:MAX_NAMED]
 
 

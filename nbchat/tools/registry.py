@@ -73,10 +73,12 @@ class ArgumentCheck(Protocol):
 @dataclass(frozen=True)
 class Sight:
     """What a tool can look at now, for a small model's first step: one line to show it, and
-    the names in that line a user's message may mention (a notebook's variables)."""
+    the names in that line a user's message may mention (a notebook's variables, and the
+    columns of its DataFrames as (column, variable) pairs)."""
 
     line: str
     names: tuple[str, ...] = ()
+    columns: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)
