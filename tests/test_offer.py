@@ -291,6 +291,7 @@ def test_a_message_naming_something_here_leans_to_looking() -> None:
         ("is my config ok", True),
         ("anything in here about ports", True),
         ("what port does postgres listen on by default?", False),
+        ("I'm curious, what port does postgres use?", False),
         ("capital of australia", False),
         ("", False),
     ],

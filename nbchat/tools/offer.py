@@ -393,8 +393,8 @@ def asks_how_to(text: str) -> bool:
 
 # Words that point at a particular thing, the user's or one already in the conversation: "the
 # review meeting", "my todo list", "this project", "in here". A message with none of them asks
-# about things in general.
-POINTING = frozenset({"the", "my", "our", "this", "these", "that", "those", "here", "we", "i"})
+# about things in general. Not "I": "I'm curious, what port does postgres use?" is general.
+POINTING = frozenset({"the", "my", "our", "this", "these", "that", "those", "here", "we"})
 
 
 def points_at_something(text: str) -> bool:
