@@ -187,6 +187,8 @@ READING = ["read_file", "list_files", "describe_variable"]
         (("describe_variable", {"name": "area"}), READING, ("describe_variable", None)),
         (("describe_variable", {"name": "df"}), READING, ("describe_variable", None)),
         (("list_files", {"path": "./plan.md"}), READING, ("read_file", "plan.md")),
+        # A file's name described as a variable: the file is read.
+        (("describe_variable", {"name": "plan.md"}), READING, ("read_file", "plan.md")),
         (("list_files", {"path": "src"}), READING, ("list_files", None)),
         # Never to a tool the turn does not allow.
         (("list_files", {"path": "plan.md"}), ["list_files"], ("list_files", None)),

@@ -60,7 +60,8 @@ and so does a search inside one small file (asked which city of a CSV was the bi
 searched it for "city", saw the header line alone and named a city the file does not hold);
 `search_files` for exactly the name of a notebook variable that the code does not define
 describes the variable (asked what a DataFrame held, it searched the files for its name);
-`describe_variable` of a name that is neither but an installed package's asks pip about it, with
+`describe_variable` of a file's name reads the file; `describe_variable` of a name that is
+neither but an installed package's asks pip about it, with
 the kernel's own interpreter (asked which pandas version was installed, it described a variable
 `pandas` there was none of).
 
@@ -511,6 +512,8 @@ def aimed_call(
             variable = str(arguments.get("name", ""))
             if variable not in here.variables and variable in here.symbols:
                 return "read_file", {"path": here.symbols[variable]}
+            if variable not in here.variables and (file := _file_named(variable, here)):
+                return "read_file", {"path": file}
     if name == "describe_variable" and "run_shell" in allowed:
         package = str(arguments.get("name", ""))
         if (
