@@ -28,7 +28,9 @@ The modules behind them:
                 its output
     offer       which tools a request offers (on small models, only when asked for) and which
                 tools each round of a turn may use there
-    overview    the workspace's top-level names and the names its source files define
+    overview    the workspace's top-level names and the names its source files define;
+                filewords which listed files hold a message's rarer words; filedigests reads
+                the listed files' first bytes for both, again only when a file changed
     arithmetic  the expressions in a message worked out exactly, for a small model to state
     mcp         tools from the user's MCP servers (the optional `mcp` SDK): mcplink holds one
                 server's session on its own event loop, mcpcall checks a call's arguments
