@@ -134,8 +134,8 @@ WORKED_OUT = "Worked out by code, exactly: "
 # Told what the user asked, in their words, just before answering: with only "the user's last
 # message" to go on, a 1.5B model narrated ("The user asked if there was anything left on their
 # todo list. The tool response shows…") instead of answering. Told to answer from the results
-# above, it answered "ok now the todo" from the notes an earlier turn had read; and it answered
-# with a bare "Yes, there are tests" or "The script is safe to run", naming nothing it read.
+# above, it answered a follow-up asking for the todo list from notes an earlier turn had read;
+# and it answered with a bare yes ("there are tests", "the script is safe"), naming nothing.
 AFTER_RESULTS = (
     "The user asked: {asked}\n"
     "Answer them now, speaking to them, from the results of the tools called since they asked "
@@ -430,7 +430,7 @@ def _files_holding(parts: TurnParts, text: str) -> str:
     particular and does not ask how to do something (`nbchat.tools.filewords`). With a file
     named, a 1.5B model told that "server" was in config.yaml searched the logs for it
     instead of reading the log it was asked about; asked how to do something, or about no
-    thing in particular ("what port does postgres listen on by default"), it is general
+    thing in particular (which port a database server listens on by default), it is general
     knowledge whatever words it shares with the files."""
     if asks_how_to(text) or not points_at_something(text):
         return ""

@@ -1,6 +1,6 @@
 """Which of the workspace's files hold the words of a message: for a question about the user's
-things that names no file ("when's the review meeting?", "what does the config say about the
-port"), the files those words are in.
+things that names no file (when a meeting in the user's notes is, which version a package is
+pinned at), the files those words are in.
 
 A small model deciding whether to look knows the workspace's file names and the names its code
 defines (`nbchat.tools.overview`); asked about a meeting its notes hold, or a package its

@@ -136,7 +136,8 @@ ESCAPE = regex.compile(r"\\.", regex.DOTALL)
 
 def smart_case(text: str) -> int:
     """`regex.IGNORECASE` for a pattern with no capital letter, as ripgrep's smart case: asked
-    for the population of Bergen, a 1.5B model searched for 'bergen' and found nothing. A
+    for a number a CSV held about a city, a 1.5B model searched for the city's name in lower
+    case and found nothing. A
     capital anywhere (outside an escape) searches exactly as written."""
     plain = ESCAPE.sub("", text)
     return 0 if any(char.isupper() for char in plain) else regex.IGNORECASE

@@ -21,7 +21,7 @@ instead of answering (issue 19). So whether a turn looks first is asked separate
 - what the message names of the workspace and the notebook (`named_in`: "the logs" names
   `logs/`, "my todo list" `todo.md`, "big" the variable `big`), which also makes the caller lean
   to looking (the choice, below);
-- which files hold the message's rarer words (`nbchat.tools.filewords`: "the review meeting"
+- which files hold the message's rarer words (`nbchat.tools.filewords`: a meeting's name
   is in `notes.txt`), only for the model to read: it does not lean the choice;
 - the user's message; the reply is then opened as `{"tool": "` for the model to continue.
 
@@ -206,12 +206,11 @@ def named_in(
     by its last part (`config.yaml`, `logs/`) or that part's stem, singular or plural
     (`config`, `log`), a notebook variable (`sales`), a name the workspace's code defines
     (`greet`, with its file), a column of a notebook DataFrame (`columns`: column → variable;
-    "the total revenue" names `sales`, with a column `revenue`), as a word (case aside), not
-    only after "a" or "an" ("what's a
-    requirements.txt for" asks about any such file); stems and names of under 3 letters only
-    in backticks. One linear pass over the words; at most `MAX_NAMED`. What each is tells a
-    small model which tool looks at it: a 1.5B model asked about `greet` described a notebook
-    variable of that name."""
+    a message about revenue names `sales`, with a column `revenue`), as a word (case aside), not
+    only after "a" or "an" (asking what a setup.cfg is for asks about any such file); stems and
+    names of under 3 letters only in backticks. One linear pass over the words; at most
+    `MAX_NAMED`. What each is tells a small model which tool looks at it: a 1.5B model asked
+    about `greet` described a notebook variable of that name."""
     words = _specific_words(text[:MESSAGE_SCAN])
     quoted = {word.lower() for word in QUOTED.findall(text[:MESSAGE_SCAN])}
     found: list[str] = []
@@ -236,7 +235,7 @@ def named_in(
     return found[:MAX_NAMED]
 
 
-# "a log file", "an app.py": any such thing, not the one here ("what's a requirements.txt for").
+# "a log file", "an app.py": any such thing, not the one here (what is a setup.cfg for?).
 INDEFINITE = frozenset({"a", "an"})
 
 
@@ -393,8 +392,8 @@ def asks_how_to(text: str) -> bool:
 
 
 # Words that point at a particular thing, the user's or one already in the conversation: "the
-# review meeting", "my todo list", "this project", "in here". A message with none of them asks
-# about things in general. Not "I": "I'm curious, what port does postgres use?" is general.
+# weekly meeting", "my todo list", "this project", "in here". A message with none of them asks
+# about things in general. Not "I", which general questions use as often ("I need a regex").
 POINTING = frozenset({"the", "my", "our", "this", "these", "that", "those", "here", "we"})
 
 
