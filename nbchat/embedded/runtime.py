@@ -50,6 +50,7 @@ __all__ = [
     "is_running",
     "lock",
     "log_tail",
+    "metric_values",
     "parse_metrics",
     "post_json",
     "read_record",
@@ -271,17 +272,25 @@ LONGEST_NAP = 30.0
 METRICS_TIMEOUT = 5.0
 
 
-def parse_metrics(text: str) -> tuple[float, ...]:
-    """The `COUNTERS` from a Prometheus text answer (0 for any that is missing)."""
-    values = dict.fromkeys(COUNTERS, 0.0)
+def metric_values(text: str, names: Iterable[str]) -> dict[str, float]:
+    """The metrics among `names` that a Prometheus text answer gives a number (a missing one, or
+    one whose value is not a number, is left out)."""
+    wanted = set(names)
+    values: dict[str, float] = {}
     for line in text.splitlines():
         name, _, value = line.partition(" ")
-        if name in values:
+        if name in wanted:
             try:
                 values[name] = float(value.split()[0])
             except (ValueError, IndexError):
                 continue
-    return tuple(values.values())
+    return values
+
+
+def parse_metrics(text: str) -> tuple[float, ...]:
+    """The `COUNTERS` from a Prometheus text answer (0 for any that is missing)."""
+    values = metric_values(text, COUNTERS)
+    return tuple(values.get(name, 0.0) for name in COUNTERS)
 
 
 def activity(url: str) -> tuple[float, ...] | None:

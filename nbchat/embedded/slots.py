@@ -311,16 +311,11 @@ def _why_busy(url: str) -> str | None:
         text = runtime.fetch_text(url + "/metrics", timeout=runtime.METRICS_TIMEOUT)
     except (OSError, HTTPException) as error:  # HTTPException: a body cut short
         return f"its /metrics could not be read: {error}"
-    values: dict[str, str] = {}
-    for line in text.splitlines():
-        name, _, value = line.partition(" ")
-        values[name] = value.strip()
-    try:
-        gauges = {name: float(values[name].split()[0]) for name in BUSY_GAUGES}
-    except (KeyError, ValueError, IndexError):
+    gauges = runtime.metric_values(text, BUSY_GAUGES)
+    if len(gauges) < len(BUSY_GAUGES):
         return "its /metrics has no gauge of requests processing or deferred"
     if any(gauges.values()):
-        return ", ".join(f"{name.split(':')[1]} {count:g}" for name, count in gauges.items())
+        return ", ".join(f"{name.split(':')[1]} {gauges[name]:g}" for name in BUSY_GAUGES)
     return None
 
 
