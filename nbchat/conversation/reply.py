@@ -340,11 +340,11 @@ def choose_first_step(
     if not allowed:
         return FirstStep(NO_TOOL)
     offered = [schema for schema in plan.schemas if schema["function"]["name"] in allowed]
-    messages = first_step_messages(parts, offered, parts.history.rows)
     sights = parts.tools.sights(allowed)  # read once: they call into the user's notebook
-    named = bool(_named(parts, parts.history.rows, sights))
+    named = _named(parts, parts.history.rows, sights)
+    messages = first_step_messages(parts, offered, parts.history.rows, sights=sights, named=named)
     how_to = asks_how_to(last_user)
-    leaning = Leaning(after_result=_after_tool(parts), named=named, how_to=how_to)
+    leaning = Leaning(after_result=_after_tool(parts), named=bool(named), how_to=how_to)
     client, model = parts.budget.connect().client, parts.settings.model
     try:
         step = ask_first_step(client, messages, model=model, names=allowed, stop=stop)
@@ -408,13 +408,20 @@ def _installed(name: str) -> bool:
 
 
 def first_step_messages(
-    parts: TurnParts, offered: Sequence[Mapping[str, Any]], rows: Sequence[Row]
+    parts: TurnParts,
+    offered: Sequence[Mapping[str, Any]],
+    rows: Sequence[Row],
+    *,
+    sights: Sequence[Sight] | None = None,
+    named: Sequence[str] | None = None,
 ) -> list[dict[str, Any]]:
     """What a first step is asked on (`nbchat.tools.offer.router_messages`): the `offered`
-    tools, the workspace, what the tools can see, the conversation in `rows`."""
-    names = [str(schema["function"]["name"]) for schema in offered]
-    sights = parts.tools.sights(names)
-    named = _named(parts, rows, sights)
+    tools, the workspace, what the tools can see (`sights`, read here unless the caller read
+    them), the conversation in `rows` and what its last message names (`named`, likewise)."""
+    if sights is None:
+        sights = parts.tools.sights([str(schema["function"]["name"]) for schema in offered])
+    if named is None:
+        named = _named(parts, rows, sights)
     return router_messages(
         offered,
         rows,
