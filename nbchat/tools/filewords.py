@@ -54,15 +54,21 @@ class FileWords:
 
     def __init__(self, workspace: Path) -> None:
         self._files = FileDigests(workspace, _words, max_bytes=MAX_BYTES)
+        self._pending: list[str] | None = None
 
     def refresh(self, paths: Iterable[str]) -> None:
-        """Read again the listed files among `paths` (workspace-relative) that changed."""
-        self._files.refresh([path for path in paths if not path.endswith("/")][:MAX_FILES])
+        """Take the listed files among `paths` (workspace-relative); those that changed are
+        read again when a message is next looked up, not here: most turns never look one up
+        (a message naming a file, a how-to, a model that chooses its own tools)."""
+        self._pending = [path for path in paths if not path.endswith("/")][:MAX_FILES]
 
     def holding(self, text: str) -> dict[str, list[str]]:
         """Each word of `text` (case aside, `MIN_LETTERS` letters or more) that some listed
         files hold and most do not, with those files; at most `MAX_FOUND` words, in the
         message's order. Linear in `text` (read up to `MESSAGE_CHARS`) and the index."""
+        if self._pending is not None:
+            self._files.refresh(self._pending)
+            self._pending = None
         common = max(COMMON_FILES, int(len(self._files) * COMMON_SHARE))
         found: dict[str, list[str]] = {}
         for match in MESSAGE_WORD.finditer(text[:MESSAGE_CHARS]):
