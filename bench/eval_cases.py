@@ -12,9 +12,9 @@ scored) and what a right turn does:
 - `plain(prompt, *facts)`: answered without any tool call; when `facts` are given, the answer
   holds at least one of them (case-insensitive substring);
 - `tool(prompt, calls, *facts)`: the turn's first tool call names one of the tools in `calls`
-  with the argument values given there (`path`: the workspace entry it names; any other
-  argument: a substring of it); `facts` are then looked for in the final answer, which comes
-  after the tool's result.
+  with the argument values given there (`path`: the workspace entry it names, or `ANY_PATH`
+  for any; any other argument: a substring of it); `facts` are then looked for in the final
+  answer, which comes after the tool's result.
 
 Every prompt is a user's words: nothing in `nbchat/` may quote one (a test checks).
 This module must stay free of the harness (it is imported by the split files and the harness).
@@ -26,6 +26,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 __all__ = [
+    "ANY_PATH",
     "FILES",
     "NOTEBOOK_CELLS",
     "HIDDEN_FACTS",
@@ -72,6 +73,11 @@ NOTEBOOK_CELLS: tuple[str, ...] = (
     "threshold = 100\nbig = sales[sales['units'] > threshold]",
     "sales['discount'].mean()",
 )
+
+# A `path` a case accepts whatever it is: a search of `logs/` and one of the whole workspace both
+# look in the right place for "which ip was the database at". (A folder tool's call with no
+# `path` in the case must name the workspace itself.)
+ANY_PATH = "<any path>"
 
 # Text that only the workspace or the notebook can tell: an answer that states one of these
 # with no tool result in its turn that holds it made it up or guessed it (an ungrounded claim).

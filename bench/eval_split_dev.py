@@ -7,7 +7,7 @@ path against them, so they can only ever be dev). Case kinds and the workspace t
 
 from __future__ import annotations
 
-from eval_cases import Case, plain, tool
+from eval_cases import ANY_PATH, Case, plain, tool
 
 READ = "read_file"
 SHELL = "run_shell"
@@ -412,7 +412,7 @@ CASES: tuple[Case, ...] = (
     ),
     tool(
         "when's the review meeting",
-        {"read_file": {"path": "notes.txt"}, "search_files": {}},
+        {"read_file": {"path": "notes.txt"}, "search_files": {"path": ANY_PATH}},
         "Thursday",
     ),
     tool(
@@ -503,7 +503,7 @@ CASES: tuple[Case, ...] = (
     ),
     tool(
         "pls check what ip address the database connection was going to in the log",
-        {"read_file": {"path": "logs/server.log"}, "search_files": {}},
+        {"read_file": {"path": "logs/server.log"}, "search_files": {"path": ANY_PATH}},
         "10.0.0.7",
     ),
     tool(
@@ -513,7 +513,11 @@ CASES: tuple[Case, ...] = (
     ),
     tool(
         "do we have any tests at all in this repo",
-        {"list_files": {}, "search_files": {"pattern": "test"}, "run_shell": {"command": "test"}},
+        {
+            "list_files": {"path": ANY_PATH},
+            "search_files": {"pattern": "test"},
+            "run_shell": {"command": "test"},
+        },
         "test_greet",
         "test_app",
     ),
@@ -568,7 +572,7 @@ CASES: tuple[Case, ...] = (
     ),
     tool(
         "is the port in config.yaml the same one the log says the server started on?",
-        {"read_file": {"path": "config.yaml"}, "search_files": {}},
+        {"read_file": {"path": "config.yaml"}, "search_files": {"path": ANY_PATH}},
         "8042",
     ),
     tool(
@@ -614,7 +618,7 @@ CASES: tuple[Case, ...] = (
     tool(
         "so I'm prepping for a meeting tomorrow and I kinda forgot which room it's in, pretty "
         "sure I jotted it down somewhere in this project folder, could you dig it up for me",
-        {"read_file": {"path": "notes.txt"}, "search_files": {}},
+        {"read_file": {"path": "notes.txt"}, "search_files": {"path": ANY_PATH}},
         "B12",
     ),
     tool(

@@ -208,6 +208,26 @@ def test_a_describe_variable_call_holds_the_name(
     assert not right({})  # the schema requires a name
 
 
+def test_a_folder_tool_names_the_workspace_unless_the_case_takes_any_path(
+    scoring: ModuleType, cases: ModuleType
+) -> None:
+    registry = default_registry()
+
+    def right(calls: dict[str, Any], arguments: dict[str, Any]) -> bool:
+        case = cases.tool("Where did the server log its errors?", calls)
+        outcome = scoring.Outcome(case, calls=[("search_files", json.dumps(arguments))])
+        return bool(outcome.is_right_call(registry, Path("/work/space")))
+
+    workspace = {"search_files": {"pattern": "ERROR"}}
+    assert right(workspace, {"pattern": "ERROR"})
+    assert right(workspace, {"pattern": "ERROR", "path": "./"})
+    assert not right(workspace, {"pattern": "ERROR", "path": "logs"})
+    anywhere = {"search_files": {"pattern": "ERROR", "path": cases.ANY_PATH}}
+    assert right(anywhere, {"pattern": "ERROR", "path": "logs"})
+    assert right(anywhere, {"pattern": "ERROR"})
+    assert not right(anywhere, {"pattern": "WARNING", "path": "logs"})
+
+
 @pytest.mark.parametrize(
     "text",
     [
