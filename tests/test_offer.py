@@ -1,6 +1,6 @@
 """The pure rules of a small model's turn (issue 19): the tools described in its system prompt
 (`nbchat.tools.offer`), which tool choice each round sends, how the model's first step is
-weighed, and the user's "don't run it" that no first step can override (`nbchat.tools.offer`);
+weighed, and the user's "don't run it" that no first step can override (`nbchat.tools.choice`);
 `read_archived_output` offered only once something was pruned."""
 
 from __future__ import annotations
@@ -15,20 +15,22 @@ from nbchat.compaction.prune import to_placeholder
 from nbchat.conversation.reply import ARCHIVE_TOOL, offerable
 from nbchat.history import Row
 from nbchat.tools import default_registry
-from nbchat.tools.offer import (
+from nbchat.tools.choice import (
     ANSWER_SHARE,
     ANSWER_SHARE_HOW_TO,
     Leaning,
     allowed_tools,
     asks_how_to,
-    describe_tools,
     forbids_changes,
+    round_choice,
+    step_choice,
+)
+from nbchat.tools.offer import (
+    describe_tools,
     named_in,
     points_at_something,
     recent_exchange,
-    round_choice,
     router_messages,
-    step_choice,
 )
 
 SCHEMAS = default_registry().schemas()

@@ -30,7 +30,7 @@ from nbchat.llm.firststep import FIRST_STEP_OPENING
 from nbchat.stopping import StopSignal
 from nbchat.store.rowsql import CompactionRecord
 from nbchat.store.store import Store
-from nbchat.tools.offer import Here, aimed_call
+from nbchat.tools.choice import Here, aimed_call
 
 CALL = '{"name": "read_file", "arguments": {"path": "notes.txt"}}'
 LOOK = Reply(first_step={"read_file": 0.97, "none": 0.01, "list_files": 0.02})

@@ -52,9 +52,9 @@ from nbchat.llm.endpoint import LOCAL, Connection, destination_of
 from nbchat.store.store import Store
 from nbchat.tools import ToolRegistry, default_registry
 from nbchat.tools.cells import Document
+from nbchat.tools.choice import round_choice
 from nbchat.tools.executor import Approver
 from nbchat.tools.mcp import McpTools
-from nbchat.tools.offer import round_choice
 from nbchat.tools.overview import WorkspaceOverview
 
 __all__ = ["Conversation"]
@@ -423,7 +423,7 @@ class Conversation:
         return last_request(self.store, self.session_id)
 
     def _round_choice(self, number: int, requested: str | None) -> str | None:
-        """The rule of `nbchat.tools.offer`: the caller's choice first, words on the last round
+        """The rule of `nbchat.tools.choice`: the caller's choice first, words on the last round
         and after repeated calls; None lets the model (or, on a small one, its first step)
         choose."""
         rounds = self.settings.max_tool_turns

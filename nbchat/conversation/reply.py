@@ -50,22 +50,19 @@ from nbchat.llm.firststep import ask_arguments, ask_first_step
 from nbchat.llm.reader import ReasoningDelta, TextDelta, TextWithdrawn
 from nbchat.store.store import Store
 from nbchat.tools.arithmetic import work_out
-from nbchat.tools.executor import is_failed_result
-from nbchat.tools.fileaccess import open_regular
-from nbchat.tools.filewords import describe_found
-from nbchat.tools.offer import (
+from nbchat.tools.choice import (
     NO_TOOL,
     Here,
     Leaning,
     aimed_call,
     allowed_tools,
     asks_how_to,
-    brief,
-    named_in,
-    points_at_something,
-    router_messages,
     step_choice,
 )
+from nbchat.tools.executor import is_failed_result
+from nbchat.tools.fileaccess import open_regular
+from nbchat.tools.filewords import describe_found
+from nbchat.tools.offer import brief, named_in, points_at_something, router_messages
 from nbchat.tools.registry import Sight
 
 __all__ = [
@@ -330,7 +327,7 @@ def choose_first_step(
     parts: TurnParts, plan: RequestPlan, stop: threading.Event
 ) -> FirstStep | None:
     """The model's first step (`nbchat.llm.firststep`, weighed by
-    `nbchat.tools.offer.step_choice`) among the tools this turn allows, asked on its own
+    `nbchat.tools.choice.step_choice`) among the tools this turn allows, asked on its own
     prompt (`nbchat.tools.offer.router_messages`); for a tool, the call's arguments too. None
     after Stop. Arguments the tool refuses leave the call to the chat, forced to that tool."""
     last_user = last_user_text(parts.history.rows)

@@ -26,8 +26,10 @@ The modules behind them:
                 from IPython's events), kernelrun runs code through its KernelQueue (the
                 kernel's main thread, between executions; interrupts), execution captures
                 its output
-    offer       which tools a request offers (on small models, only when asked for) and which
-                tools each round of a turn may use there
+    offer       what a small model's first step is shown to choose from (the tools in one
+                line each, examples, the workspace, what the message names); choice which
+                tools each round of a turn may use, how the first step is weighed, and the
+                tool a misaimed first call is turned to
     overview    the workspace's top-level names and the names its source files define;
                 filewords which listed files hold a message's rarer words; filedigests reads
                 the listed files' first bytes for both, again only when a file changed

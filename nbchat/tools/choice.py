@@ -1,0 +1,266 @@
+"""Which tools each round of a turn may use on a model that gets its tools described in the prompt
+(the offer, `nbchat.tools.offer`), and how its first step is weighed:
+
+- the caller's choice wins on the first round (`send(..., tool_choice=...)`);
+- a later round answers in words ("none") when it is the turn's last round, or when the model's
+  last calls only repeated calls already made in this turn, whose results it has (a 0.5B model
+  called the same tool again instead of answering until the turn ran out, issue 12);
+- otherwise the model's own first step decides (`nbchat.llm.firststep`): it answers in words
+  when at least `ANSWER_SHARE` of its first token went to answering (after a tool result,
+  `ANSWER_SHARE_AFTER_RESULT`: it looks again only when sure; for a message naming a file,
+  folder or variable that is here, `ANSWER_SHARE_NAMED`: it looks unless it leans to
+  answering), and otherwise calls the tool it named, forced, so the call cannot come out as
+  prose or as a tool that does not exist;
+- a tool that runs or changes something (a "dangerous" one: the shell, writing, editing) is
+  not allowed in a turn whose message tells the assistant not to run, delete or change things
+  (`forbids_changes`), whatever the model would choose: "Please do NOT run `rm -rf build/`"
+  never leads to `run_shell`. Reading stays allowed;
+- a message asking how to do something ("how do I …", "how to …", "what's the best way to …",
+  `asks_how_to`) asks for instructions, not for the assistant to act: the dangerous tools are
+  not allowed either, and it answers in words at `ANSWER_SHARE_HOW_TO` unless it names
+  something that is here (a small model ran `run_code` for "how do I group by in pandas").
+
+A first step's call aimed at the wrong kind of thing is turned to the tool that looks at it
+(`aimed_call`): `list_files` on a path that is a file reads the file; `describe_variable` of a
+name the notebook does not hold but the workspace's code defines reads the file defining it (a
+1.5B model asked about a function of the user's code described a notebook variable);
+`search_files` for exactly the name of a file here reads that file (asked what a log or a
+config held, a 1.5B model searched the files' contents for the file's own name and found nothing),
+and so does a search inside one small file (asked which city of a CSV was the biggest, it
+searched it for "city", saw the header line alone and named a city the file does not hold);
+`search_files` for exactly the name of a notebook variable that the code does not define
+describes the variable (asked what a DataFrame held, it searched the files for its name);
+`describe_variable` of a file's name reads the file; `describe_variable` of a name that is
+neither but an installed package's asks pip about it, with
+the kernel's own interpreter (asked which pandas version was installed, it described a variable
+`pandas` there was none of).
+
+`forbids_changes` reads the user's text with one bounded pattern: a negation followed, within
+three words, by an action verb; `asks_how_to` one more over the message's start. Linear time,
+whatever the text.
+
+Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from nbchat.history import Row, last_user_index, stored_calls
+
+__all__ = [
+    "ANSWER_SHARE",
+    "ANSWER_SHARE_AFTER_RESULT",
+    "ANSWER_SHARE_HOW_TO",
+    "ANSWER_SHARE_NAMED",
+    "Here",
+    "Leaning",
+    "NO_TOOL",
+    "aimed_call",
+    "allowed_tools",
+    "asks_how_to",
+    "forbids_changes",
+    "only_repeats",
+    "round_choice",
+    "step_choice",
+]
+
+
+NO_TOOL = "none"
+# The share of the first token that must go to answering for the model to answer in words:
+# a small model's first token leans to tools even for "capital of France?" (a third of it), and
+# to answering for what it has to look up only rarely. Tuned on the eval's dev split
+# (bench/eval_split_dev.py), never on its test split.
+ANSWER_SHARE = 0.2
+# After a tool result the question is whether to look again: only when the model is sure.
+ANSWER_SHARE_AFTER_RESULT = 0.02
+# A message that names a file, folder or variable that is here leans to looking: it answers
+# only when the model leans to answering itself.
+ANSWER_SHARE_NAMED = 0.5
+# A question about how to do something, naming nothing that is here, is general knowledge
+# unless the model is nearly sure it must look.
+ANSWER_SHARE_HOW_TO = 0.05
+
+
+@dataclass(frozen=True)
+class Leaning:
+    """What tips the weighing of a first step: the round follows a tool result; the user's
+    message names something that is here (`nbchat.tools.offer.named_in`)."""
+
+    after_result: bool = False
+    named: bool = False
+    how_to: bool = False  # the message asks how to do something (`asks_how_to`)
+
+    @property
+    def answer_share(self) -> float:
+        if self.after_result:
+            return ANSWER_SHARE_AFTER_RESULT
+        if self.named:
+            return ANSWER_SHARE_NAMED
+        return ANSWER_SHARE_HOW_TO if self.how_to else ANSWER_SHARE
+
+
+# "don't run", "do NOT delete anything", "never touch", "without changing", "no need to run".
+NEGATION = r"(?:\bdo\s+not|\bdon['’]?t|\bnever|\bwithout|\bno\s+need\s+to)"
+# Verb stems, so "changing", "deleting", "written" count too.
+ACTION = (
+    r"(?:run|execut|launch|start|delet|remov|rm|eras|chang|edit|modif|touch|writ|overwrit|"
+    r"mov|renam|instal|commit|push)"
+)
+GAP = r"[\s,;:]+"  # between words: spaces and the punctuation of an aside
+# "I don't know how to run it", "don't forget to run the tests" forbid nothing.
+NOT_A_BAN = r"(?!(?:know|understand|remember|forget|think|see|get)\b)"
+FORBIDS = re.compile(
+    rf"{NEGATION}{GAP}{NOT_A_BAN}(?:[\w'’-]{{1,40}}{GAP}){{0,3}}?{ACTION}\w*\b", re.IGNORECASE
+)
+
+
+def forbids_changes(text: str) -> bool:
+    """True when `text` tells the assistant not to run, delete or change something."""
+    return FORBIDS.search(text) is not None
+
+
+# "how do I …", "in bash, how can you …", "how to …" (within two words of the start), "what's
+# the best way to …", "is there a way to …": asked near the start of the message (its first
+# `HOW_TO_REACH` characters). "How does this function work" and "how many rows" ask about
+# something, not how to do it.
+HOW_TO = re.compile(
+    r"\bhow\s+(?:do|can|could|would|should|might)\s+(?:i|you|one)\b"
+    r"|^\W*(?:[\w'’-]+\W+){0,2}?how\s+to\b"  # not "I don't know how to run it"
+    r"|\b(?:what['’]?s|what\s+is|is\s+there)\s+(?:the\s+|an?\s+)?"
+    r"(?:best\s+|easiest\s+|simplest\s+|quickest\s+|right\s+|proper\s+|good\s+)?way\s+to\b",
+    re.IGNORECASE,
+)
+HOW_TO_REACH = 80
+
+
+def asks_how_to(text: str) -> bool:
+    """True when `text` asks how to do something: for instructions, not for an action."""
+    return HOW_TO.search(text[:HOW_TO_REACH]) is not None
+
+
+def allowed_tools(names: Sequence[str], dangerous: Collection[str], text: str) -> list[str]:
+    """`names` without the dangerous ones when the user's `text` forbids changes or asks how
+    to do something."""
+    if not (forbids_changes(text) or asks_how_to(text)):
+        return list(names)
+    return [name for name in names if name not in dangerous]
+
+
+def round_choice(
+    rows: Sequence[Row], *, number: int, rounds: int, requested: str | None
+) -> str | None:
+    """The `tool_choice` of round `number` of `rounds` (1-based) when rules decide it: the
+    caller's request on the first round, "none" on the last round or after repeated calls;
+    None when the model's first step decides."""
+    if number == 1:
+        return requested
+    if number >= rounds or only_repeats(rows):
+        return NO_TOOL
+    return None
+
+
+def step_choice(chosen: str, answer_share: float, leaning: Leaning = Leaning()) -> str:
+    """The round's `tool_choice` from the model's first step: "none", or the tool it named.
+    A first token giving answering `leaning.answer_share` of its probability or more
+    answers."""
+    if chosen == NO_TOOL or answer_share >= leaning.answer_share:
+        return NO_TOOL
+    return chosen
+
+
+def only_repeats(rows: Sequence[Row]) -> bool:
+    """True when the turn's last assistant row only repeats calls (same tool, same arguments)
+    that an earlier row of the same turn made."""
+    start = last_user_index(rows)
+    turn = rows if start is None else rows[start + 1 :]
+    made = [row for row in turn if row.role == "assistant_full"]
+    if len(made) < 2:
+        return False
+    earlier = {_key(name, args) for row in made[:-1] for _id, name, args in stored_calls(row)}
+    last = [_key(name, args) for _id, name, args in stored_calls(made[-1])]
+    return bool(last) and all(key in earlier for key in last)
+
+
+def _key(name: str, arguments: object) -> str:
+    return f"{name}:{json.dumps(arguments, sort_keys=True)}"
+
+
+@dataclass(frozen=True)
+class Here:
+    """What is here for a call to aim at: the workspace's files (paths as the overview lists
+    them), the notebook's variables, the names the workspace's code defines with their file."""
+
+    files: frozenset[str] = frozenset()
+    variables: frozenset[str] = frozenset()
+    symbols: Mapping[str, str] = field(default_factory=dict)
+    # Whether a distribution of that name is installed where the kernel runs (asked only of a
+    # name that is no variable and nothing the code defines), and that kernel's interpreter.
+    installed: Callable[[str], bool] = field(default=lambda name: False)
+    python: str = "python"
+    # Whether a file here is small enough to read whole (a search inside it shows less).
+    small: Callable[[str], bool] = field(default=lambda path: False)
+
+
+def _file_named(pattern: object, here: Here) -> str | None:
+    """The file here that a search `pattern` is the name of: its path (`src/app.py`, `./src/app.py`)
+    or, when only one file has it, its last part (`server.log`). None for any other pattern."""
+    text = str(pattern or "").strip().removeprefix("./")
+    if text in here.files:
+        return text
+    if "/" in text or not text:
+        return None
+    found = [path for path in here.files if path.rsplit("/", 1)[-1] == text]
+    return found[0] if len(found) == 1 else None
+
+
+def _small_file(path: object, here: Here) -> str | None:
+    """The file here a search is bounded to, when it is small enough to read whole."""
+    text = str(path or "").strip().removeprefix("./")
+    return text if text in here.files and here.small(text) else None
+
+
+# A distribution's name as pip spells it: nothing a shell would read as more than a word.
+PACKAGE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
+
+
+def aimed_call(
+    name: str, arguments: Mapping[str, Any], here: Here, allowed: Collection[str]
+) -> tuple[str, dict[str, Any]]:
+    """The call to make for a first step's `name(arguments)`: itself, or the tool that looks at
+    what it aimed at (`read_file` of a file, `describe_variable` of a notebook variable; see
+    the module docstring); only to an `allowed` tool."""
+    if name == "search_files" and "describe_variable" in allowed:
+        pattern = str(arguments.get("pattern", "")).strip()
+        if pattern in here.variables and pattern not in here.symbols:
+            return "describe_variable", {"name": pattern}
+    if "read_file" in allowed:
+        if name == "search_files" and (file := _file_named(arguments.get("pattern"), here)):
+            return "read_file", {"path": file}
+        if name == "search_files" and (file := _small_file(arguments.get("path"), here)):
+            return "read_file", {"path": file}
+        if name == "list_files":
+            path = str(arguments.get("path", "")).removeprefix("./")
+            if path in here.files:
+                return "read_file", {"path": path}
+        if name == "describe_variable":
+            variable = str(arguments.get("name", ""))
+            if variable not in here.variables and variable in here.symbols:
+                return "read_file", {"path": here.symbols[variable]}
+            if variable not in here.variables and (file := _file_named(variable, here)):
+                return "read_file", {"path": file}
+    if name == "describe_variable" and "run_shell" in allowed:
+        package = str(arguments.get("name", ""))
+        if (
+            package not in here.variables
+            and package not in here.symbols
+            and PACKAGE_NAME.fullmatch(package)
+            and here.installed(package)
+        ):
+            return "run_shell", {"command": f"{shlex.quote(here.python)} -m pip show {package}"}
+    return name, dict(arguments)
