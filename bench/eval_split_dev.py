@@ -639,4 +639,431 @@ CASES: tuple[Case, ...] = (
         {"list_files": {}, "run_shell": {"command": "ls"}},
         "config.yaml",
     ),
+    # Written after the 2026-11-27 stop by a helper who had read neither split nor the rules,
+    # from the workspace and the notebook alone (index 197 on); committed before any tuning.
+    plain("hey there"),
+    tool(
+        "whats in teh config",
+        {
+            "read_file": {"path": "config.yaml"},
+            "run_shell": {"command": "config.yaml"},
+        },
+        "8042",
+    ),
+    plain("how many km is 26.2 miles", "42"),
+    tool(
+        "port?",
+        {
+            "read_file": {"path": "config.yaml"},
+            "search_files": {"pattern": "port", "path": ANY_PATH},
+        },
+        "8042",
+    ),
+    plain("whats 17 times 23", "391"),
+    tool(
+        "don't run anything, just tell me what cleanup.sh would delete",
+        {
+            "read_file": {"path": "scripts/cleanup.sh"},
+            "search_files": {"pattern": "rm", "path": ANY_PATH},
+        },
+        "build",
+        "dist",
+        "egg-info",
+    ),
+    plain("how do i rename a column in a pandas dataframe", "rename"),
+    tool(
+        "which python packages does this project pin",
+        {
+            "read_file": {"path": "requirements.txt"},
+            "run_shell": {"command": "requirements"},
+        },
+        "pandas",
+        "flask",
+    ),
+    plain(
+        "what's the shortcut to run a cell in jupyter and jump to the next one",
+        "shift",
+    ),
+    tool(
+        "could you have a look at the server log and tell me why it keeps failing?",
+        {
+            "read_file": {"path": "logs/server.log"},
+            "search_files": {"pattern": "ERROR", "path": ANY_PATH},
+            "run_shell": {"command": "server.log"},
+        },
+        "Connection refused",
+        "ConnectionRefused",
+        "Errno 111",
+        "10.0.0.7",
+    ),
+    plain(
+        "don't look at my files, just tell me in general what a requirements.txt is for",
+        "depend",
+        "package",
+    ),
+    tool(
+        "where is slugify defined",
+        {
+            "search_files": {"pattern": "slugify", "path": ANY_PATH},
+            "read_file": {"path": "src/utils.py"},
+        },
+        "utils",
+    ),
+    plain("git: how do I undo my last commit but keep the changes", "reset"),
+    tool(
+        "remind me whats still on my todo list",
+        {
+            "read_file": {"path": "todo.md"},
+            "run_shell": {"command": "todo"},
+        },
+        "milk",
+        "domain",
+        "release notes",
+    ),
+    plain("regex that roughly matches an email address?", "@"),
+    tool(
+        "when's the review meeting again and where",
+        {
+            "read_file": {"path": "notes.txt"},
+            "search_files": {"pattern": "review", "path": ANY_PATH},
+        },
+        "Thursday",
+        "B12",
+        "10:00",
+    ),
+    plain("sql - how to count rows per group", "group by"),
+    tool(
+        "what's inside the src folder",
+        {
+            "list_files": {"path": "src"},
+            "run_shell": {"command": "ls"},
+        },
+        "app.py",
+        "utils.py",
+    ),
+    tool(
+        "show me what variables i've got in the notebook right now",
+        {
+            "list_notebook_variables": {},
+            "run_code": {},
+        },
+        "sales",
+        "threshold",
+        "big",
+    ),
+    plain("capital of australia?", "canberra"),
+    tool(
+        "why did my last cell blow up?",
+        {
+            "last_error": {},
+            "read_cell": {"number": "5"},
+            "list_cells": {},
+        },
+        "discount",
+        "KeyError",
+    ),
+    plain("who are you and what kinds of things can you help me with?"),
+    tool(
+        "total revenue across all regions in sales?",
+        {
+            "run_code": {"code": "revenue"},
+            "describe_variable": {"name": "sales"},
+        },
+        "4800",
+        "4,800",
+    ),
+    plain("is a list comprehension better than a plain for loop in python? your honest opinion"),
+    tool(
+        "what code did i put in cell 3",
+        {
+            "read_cell": {"number": "3"},
+            "list_cells": {},
+        },
+        "revenue",
+    ),
+    plain(
+        "in general, not about my notebook, what does a KeyError mean in python?",
+        "key",
+    ),
+    tool(
+        "mean price across the regions?",
+        {
+            "run_code": {"code": "price"},
+            "describe_variable": {"name": "sales"},
+        },
+        "10.9375",
+        "10.94",
+    ),
+    plain("whats a yaml file", "config", "human", "data"),
+    tool(
+        "what version of pandas is actually installed here",
+        {
+            "run_shell": {"command": "pandas"},
+            "run_code": {"code": "__version__"},
+        },
+    ),
+    plain("how to sort a dataframe by one column, biggest first", "sort_values", "ascending"),
+    tool(
+        "which python am i running? the version and where it lives",
+        {
+            "run_shell": {"command": "python"},
+            "run_code": {"code": "sys"},
+        },
+    ),
+    plain("time complexity of binary search?", "log"),
+    tool(
+        "add a farewell function to src/app.py next to greet",
+        {
+            "read_file": {"path": "src/app.py"},
+            "edit_file": {"path": "src/app.py"},
+            "write_file": {"path": "src/app.py"},
+        },
+    ),
+    plain("how many seconds are there in a day", "86400", "86,400", "86 400"),
+    tool(
+        "put 'call the plumber' on my todo list",
+        {
+            "read_file": {"path": "todo.md"},
+            "edit_file": {"path": "todo.md"},
+            "write_file": {"path": "todo.md"},
+        },
+    ),
+    plain(
+        "what command would i type in a terminal to see my python version? i'll run it myself",
+        "python",
+    ),
+    tool(
+        "insert a cell after cell 4 that plots units by region as a bar chart",
+        {
+            "insert_cell": {"after": "4"},
+            "list_cells": {},
+            "read_cell": {"number": "4"},
+        },
+    ),
+    tool(
+        "which city in data.csv has the most people",
+        {
+            "read_file": {"path": "data.csv"},
+            "run_code": {"code": "data.csv"},
+        },
+        "Oslo",
+    ),
+    plain("what's the difference between == and is in python", "identity", "same object"),
+    tool(
+        "whats bergens population in my data",
+        {
+            "read_file": {"path": "data.csv"},
+            "search_files": {"pattern": "Bergen", "path": ANY_PATH},
+        },
+        "291000",
+        "291,000",
+        "291 000",
+    ),
+    plain("write me a python function that reverses a string", "[::-1]", "reversed", "reverse"),
+    tool(
+        "is there a test for greet?",
+        {
+            "search_files": {"pattern": "greet", "path": ANY_PATH},
+            "list_files": {"path": ANY_PATH},
+            "read_file": {"path": "tests/test_app.py"},
+        },
+        "test_greet",
+        "test_app",
+    ),
+    plain("how do i follow a log file live as it grows on linux", "tail"),
+    tool(
+        "what does the area function do exactly",
+        {
+            "read_file": {"path": "src/utils.py"},
+            "search_files": {"pattern": "area", "path": ANY_PATH},
+        },
+        "pi",
+        "radius",
+    ),
+    plain("whats 15% of 80", "12"),
+    tool(
+        "and the requirements file?",
+        {
+            "read_file": {"path": "requirements.txt"},
+            "run_shell": {"command": "requirements"},
+        },
+        "pandas",
+        "flask",
+        "requests",
+        before=("what does the readme say?",),
+    ),
+    plain("translate 'good night' into french", "bonne nuit"),
+    tool(
+        "ok now check the log",
+        {
+            "read_file": {"path": "logs/server.log"},
+            "list_files": {"path": "logs"},
+            "search_files": {"path": ANY_PATH},
+        },
+        "ERROR",
+        "refused",
+        before=("what's in notes.txt",),
+    ),
+    plain("can you explain what a merge conflict is in git, like i'm five", "conflict"),
+    tool(
+        "according to the config which database does the app talk to",
+        {
+            "read_file": {"path": "config.yaml"},
+            "search_files": {"pattern": "database", "path": ANY_PATH},
+        },
+        "sqlite",
+        "inventory.db",
+    ),
+    plain("how to drop rows that have NaN in a pandas df", "dropna"),
+    tool(
+        "so I came back from lunch and the server wasn't up, my colleague muttered something "
+        "about the database, no idea really. could you dig through whatever log we have and "
+        "tell me what happened and what address it was trying?",
+        {
+            "read_file": {"path": "logs/server.log"},
+            "list_files": {"path": ANY_PATH},
+            "search_files": {"path": ANY_PATH},
+        },
+        "10.0.0.7",
+    ),
+    plain("what does the -p flag do for mkdir", "parent"),
+    tool(
+        "list everything in here",
+        {
+            "list_files": {},
+            "run_shell": {"command": "ls"},
+        },
+        "README",
+        "config.yaml",
+        "requirements",
+    ),
+    plain(
+        "how would i find every file ending in .log under some folder from the shell",
+        "find",
+        "glob",
+    ),
+    tool(
+        "any TODOs left in the code?",
+        {
+            "search_files": {"pattern": "TODO", "path": ANY_PATH},
+            "read_file": {"path": "src/app.py"},
+        },
+        "farewell",
+    ),
+    plain(
+        "thinking of learning rust or go next, mostly for small cli tools. which would you pick?"
+    ),
+    tool(
+        "can u run the tests",
+        {
+            "run_shell": {"command": "test"},
+            "run_code": {"code": "test"},
+        },
+    ),
+    plain("what does `if __name__ == '__main__':` actually do", "import", "directly"),
+    tool(
+        "what's the shape of the sales dataframe",
+        {
+            "describe_variable": {"name": "sales"},
+            "run_code": {"code": "shape"},
+        },
+        "(4, 4)",
+        "4 rows",
+        "four rows",
+    ),
+    plain("how do I pin an exact package version with pip", "=="),
+    tool(
+        "show me the code of the cell where threshold got set",
+        {
+            "read_cell": {"number": "4"},
+            "list_cells": {},
+        },
+        "100",
+    ),
+    plain("list vs tuple, whats the actual difference", "immutable", "mutable", "change"),
+    tool(
+        "which region sold the most units",
+        {
+            "run_code": {"code": "units"},
+            "describe_variable": {"name": "sales"},
+        },
+        "east",
+    ),
+    plain(
+        "I'm new to jupyter and keep getting confused: when I run a cell the number in the "
+        "brackets on the left changes. what does that number mean? not my notebook "
+        "specifically, just in general",
+        "execution",
+        "order",
+        "run",
+    ),
+    tool(
+        "fix cell 5 so it stops crashing, just use price instead of discount",
+        {
+            "edit_cell": {"cell": "5"},
+            "read_cell": {"number": "5"},
+            "list_cells": {},
+        },
+    ),
+    plain("what port does https use by default", "443"),
+    tool(
+        "I wonder whether debug mode is switched on in this project, could you check?",
+        {
+            "read_file": {"path": "config.yaml"},
+            "search_files": {"pattern": "debug", "path": ANY_PATH},
+        },
+        "false",
+        "off",
+        "not",
+    ),
+    plain(
+        "is there a magic command that lists the variables in a jupyter session?", "%who", "whos"
+    ),
+    tool(
+        "what's in the scripts folder and what does it do",
+        {
+            "list_files": {"path": "scripts"},
+            "read_file": {"path": "scripts/cleanup.sh"},
+        },
+        "cleanup",
+    ),
+    plain(
+        "cool. unrelated: how do i make a checkbox list in markdown?",
+        "[ ]",
+        before=("what's in todo.md",),
+    ),
+    tool(
+        "how much revenue did north bring in",
+        {
+            "run_code": {"code": "north"},
+            "describe_variable": {"name": "sales"},
+        },
+        "1140",
+        "1,140",
+    ),
+    plain(
+        "thanks! and generally speaking, what's postgres's default port?",
+        "5432",
+        before=("what port is the server on?",),
+    ),
+    tool(
+        "and the other file in src?",
+        {
+            "read_file": {"path": "src/utils.py"},
+            "list_files": {"path": "src"},
+        },
+        "area",
+        "slugify",
+        before=("what's in src/app.py",),
+    ),
+    plain("thx, that helped a lot"),
+    tool(
+        "what columns does sales have",
+        {
+            "describe_variable": {"name": "sales"},
+            "run_code": {"code": "columns"},
+            "list_notebook_variables": {},
+        },
+        "revenue",
+    ),
 )
