@@ -156,6 +156,10 @@ def test_the_rule_takes_linear_time_on_hostile_text() -> None:
         "what's the best way to read a big json file in chunks",
         "Is there a way to pin a package to a minor version?",
         "how would one profile a slow loop",
+        "which command would I type to see free disk space",
+        "is there a magic command that times a cell?",
+        "what's the keyboard shortcut for commenting out lines in vscode",
+        "what flag do I pass to grep to ignore case",
     ],
 )
 def test_a_question_asking_how_to_do_something_asks_for_instructions(text: str) -> None:
@@ -173,6 +177,8 @@ def test_a_question_asking_how_to_do_something_asks_for_instructions(text: str) 
         "I don't know how to run the tests, can you run them?",
         "run the linter and tell me how to fix what it finds",
         "what is the way forward here",
+        "what command does the deploy script run",
+        "which option in setup.cfg sets the line length",
         "a very long message about many things " * 3 + "how do I do that",
     ],
 )

@@ -30,6 +30,7 @@ from nbchat.llm.firststep import FIRST_STEP_OPENING
 from nbchat.stopping import StopSignal
 from nbchat.store.rowsql import CompactionRecord
 from nbchat.store.store import Store
+from nbchat.tools import ToolContext, default_registry
 from nbchat.tools.choice import Here, aimed_call
 
 CALL = '{"name": "read_file", "arguments": {"path": "notes.txt"}}'
@@ -136,7 +137,7 @@ def test_the_answer_after_a_tool_result_is_told_what_the_user_asked_in_their_wor
     assert result["role"] == "tool" and "Meeting on Thursday." in result["content"]
     # Not stored, sent last: the question on one line, so the model answers it.
     assert note["role"] == "system"
-    assert note["content"].startswith("The user asked: peek at my notes, when's the meeting?\n")
+    assert '("peek at my notes, when\'s the meeting?")' in note["content"]
 
 
 def test_after_a_refused_call_the_answer_is_told_to_say_so_not_what_was_asked(
@@ -422,5 +423,73 @@ def test_a_first_step_searching_inside_a_small_workspace_file_reads_it(
     with FakeServer() as server:
         server.enqueue(searches, where, Reply(text="Oslo."))
         events = run(conversation_on(server, store, settings), "biggest city in my data?")
+    (call,) = [e.row for e in events if isinstance(e, RowSaved) and e.row.role == "assistant_full"]
+    assert json.loads(call.tool_args)[0]["function"]["name"] == made
+
+
+ACTING = ["read_file", "insert_cell", "edit_cell", "run_cell", "run_code"]
+
+
+def test_a_cell_tool_for_a_message_naming_one_file_reads_that_file() -> None:
+    insert = ("insert_cell", {"source": "- call the dentist"})
+    assert aimed_call(*insert, HERE, ACTING, named_files=["plan.md"]) == (
+        "read_file",
+        {"path": "plan.md"},
+    )
+    # Two files named, or none (a message that speaks of the notebook passes none): as chosen.
+    assert aimed_call(*insert, HERE, ACTING, named_files=["plan.md", "src/shapes.py"]) == insert
+    assert aimed_call(*insert, HERE, ACTING) == insert
+    assert aimed_call(*insert, HERE, ["insert_cell"], named_files=["plan.md"]) == insert
+
+
+@pytest.mark.parametrize(
+    ("cell", "made"),
+    [
+        ("df.groupby('city')['n'].sum()", ("run_code", {"code": "df.groupby('city')['n'].sum()"})),
+        ("3", ("run_cell", {"cell": "3"})),
+        ("a1b2c3d4", ("run_cell", {"cell": "a1b2c3d4"})),
+    ],
+)
+def test_run_cell_given_code_instead_of_a_cell_runs_it_as_code(
+    cell: str, made: tuple[str, dict[str, Any]]
+) -> None:
+    assert aimed_call("run_cell", {"cell": cell}, HERE, ACTING) == made
+    assert aimed_call("run_cell", {"cell": cell}, HERE, ["run_cell"]) == (
+        "run_cell",
+        {"cell": cell},
+    )
+
+
+@pytest.mark.parametrize(
+    ("message", "made"),
+    [
+        ("jot 'call the dentist' into plan.md", "read_file"),
+        ("put 'call the dentist' in a new cell below, it's from plan.md", "insert_cell"),
+    ],
+)
+def test_a_first_step_inserting_a_cell_for_a_file_reads_the_file_unless_the_notebook_is_named(
+    make_settings: Any, store: Store, message: str, made: str
+) -> None:
+    settings = small(make_settings, max_tool_turns=2, workspace_overview=True)
+    (settings.workspace / "plan.md").write_text("- ship it\n")
+    tools = default_registry()
+
+    @tools.register(dangerous=True)
+    def insert_cell(ctx: ToolContext, source: str) -> str:
+        """Insert a new cell into the user's notebook.
+
+        Args:
+            source: the new cell's code.
+        """
+        return "inserted"
+
+    inserts = Reply(first_step={"insert_cell": 0.95, "none": 0.05})
+    source = Reply(text='{"tool": "insert_cell", "arguments": {"source": "call the dentist"}}')
+    with FakeServer(default_reply=Reply(text="Done.")) as server:
+        server.enqueue(inserts, source, Reply(text="Noted."))
+        client = openai.OpenAI(base_url=server.url + "/v1", api_key="test", max_retries=0)
+        chat = Conversation(settings, store, client=client, tools=tools)
+        chat.new_session("t")
+        events = run(chat, message)
     (call,) = [e.row for e in events if isinstance(e, RowSaved) and e.row.role == "assistant_full"]
     assert json.loads(call.tool_args)[0]["function"]["name"] == made

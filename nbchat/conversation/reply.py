@@ -57,12 +57,19 @@ from nbchat.tools.choice import (
     aimed_call,
     allowed_tools,
     asks_how_to,
+    speaks_of_the_notebook,
     step_choice,
 )
 from nbchat.tools.executor import is_failed_result
 from nbchat.tools.fileaccess import open_regular
 from nbchat.tools.filewords import describe_found
-from nbchat.tools.offer import brief, named_in, points_at_something, router_messages
+from nbchat.tools.offer import (
+    brief,
+    named_in,
+    paths_named,
+    points_at_something,
+    router_messages,
+)
 from nbchat.tools.registry import Sight
 
 __all__ = [
@@ -124,21 +131,23 @@ def offerable(schemas: Sequence[dict[str, Any]], rows: Sequence[Row]) -> list[di
 
 
 STOPPED_NOTICE = "Stopped by you; the reply so far was kept."
-# Sent after a small model's tool results (not stored): shown a file it was asked to show, a
-# 1.5B model answered "I have read the README.md file" without it.
 # Before a small model answers arithmetic (a 1.5B model said 125 × 64 = 7500): the values.
 WORKED_OUT = "Worked out by code, exactly: "
+# Sent after a small model's tool results (not stored): shown a file it was asked to show, a
+# 1.5B model answered "I have read the README.md file" without it.
 # Told what the user asked, in their words, just before answering: with only "the user's last
 # message" to go on, a 1.5B model narrated ("The user asked if there was anything left on their
 # todo list. The tool response shows…") instead of answering. Told to answer from the results
 # above, it answered a follow-up asking for the todo list from notes an earlier turn had read;
 # and it answered with a bare yes ("there are tests", "the script is safe"), naming nothing.
+# The message is quoted inside the instruction, not under a label of its own: after a line
+# "The user asked: …" the same model began some answers with that line and the result.
 AFTER_RESULTS = (
-    "The user asked: {asked}\n"
-    "Answer them now, speaking to them, from the results of the tools called since they asked "
-    "(earlier results answered earlier questions): name the files, items, values or lines "
-    "those results show, quoted where they asked to see something, not a bare yes or no. Do "
-    "not describe the tool call or restate the question."
+    'Now answer the user\'s last message ("{asked}"), speaking to them, from the results of '
+    "the tools called since they sent it (earlier results answered earlier questions). Begin "
+    "with the answer: name the files, items, values or lines those results show, quoted where "
+    "they asked to see something, not a bare yes or no. Do not describe the tool call, restate "
+    "the question or repeat this note."
 )
 # When every call of the round was refused or failed there is nothing to answer from, and the
 # question is not repeated: told it, the same model answered a refused `python --version` with
@@ -359,7 +368,10 @@ def choose_first_step(
         return None
     if arguments is None or not parts.tools.accepts(choice, arguments):
         return FirstStep(choice)
-    choice, arguments = aimed_call(choice, arguments, _here(parts, sights), allowed)
+    files = _files_named(parts, last_user)
+    choice, arguments = aimed_call(
+        choice, arguments, _here(parts, sights), allowed, named_files=files
+    )
     call = ToolCall(new_call_id(), choice, json.dumps(arguments, ensure_ascii=False))
     return FirstStep(choice, call)
 
@@ -448,6 +460,14 @@ def _named(parts: TurnParts, rows: Sequence[Row], sights: Sequence[Sight]) -> li
     columns = {column: name for sight in sights for column, name in sight.columns}
     overview = parts.overview
     return named_in(last_user, overview.paths(), names, overview.symbols(), columns)
+
+
+def _files_named(parts: TurnParts, text: str) -> list[str]:
+    """The workspace files `text` names, when it says nothing of the notebook (then a cell
+    tool may be what it asks for)."""
+    if speaks_of_the_notebook(text):
+        return []
+    return [path for path in paths_named(text, parts.overview.paths()) if not path.endswith("/")]
 
 
 def _is_dangerous(parts: TurnParts, name: str) -> bool:

@@ -33,7 +33,10 @@ describes the variable (asked what a DataFrame held, it searched the files for i
 `describe_variable` of a file's name reads the file; `describe_variable` of a name that is
 neither but an installed package's asks pip about it, with
 the kernel's own interpreter (asked which pandas version was installed, it described a variable
-`pandas` there was none of).
+`pandas` there was none of); a tool acting on the notebook's cells, for a message that names
+one file here and says nothing of the notebook, reads that file (asked to add a function to a
+file, it inserted a notebook cell holding it); `run_cell` given code instead of a cell runs it
+as `run_code`.
 
 `forbids_changes` reads the user's text with one bounded pattern: a negation followed, within
 three words, by an action verb; `asks_how_to` one more over the message's start. Linear time,
@@ -67,6 +70,7 @@ __all__ = [
     "forbids_changes",
     "only_repeats",
     "round_choice",
+    "speaks_of_the_notebook",
     "step_choice",
 ]
 
@@ -126,14 +130,19 @@ def forbids_changes(text: str) -> bool:
 
 
 # "how do I …", "in bash, how can you …", "how to …" (within two words of the start), "what's
-# the best way to …", "is there a way to …": asked near the start of the message (its first
-# `HOW_TO_REACH` characters). "How does this function work" and "how many rows" ask about
-# something, not how to do it.
+# the best way to …", "is there a way to …", and asking for a command, shortcut or flag that
+# does something ("which command would I type to …", "is there a magic command that …",
+# "what's the keyboard shortcut for …"): asked near the start of the message (its first
+# `HOW_TO_REACH` characters). "How does this function work", "how many rows" and "what command
+# does the script run" ask about something, not how to do it.
 HOW_TO = re.compile(
     r"\bhow\s+(?:do|can|could|would|should|might)\s+(?:i|you|one)\b"
     r"|^\W*(?:[\w'’-]+\W+){0,2}?how\s+to\b"  # not "I don't know how to run it"
     r"|\b(?:what['’]?s|what\s+is|is\s+there)\s+(?:the\s+|an?\s+)?"
-    r"(?:best\s+|easiest\s+|simplest\s+|quickest\s+|right\s+|proper\s+|good\s+)?way\s+to\b",
+    r"(?:best\s+|easiest\s+|simplest\s+|quickest\s+|right\s+|proper\s+|good\s+)?way\s+to\b"
+    r"|\b(?:what['’]?s|what(?:\s+is)?|which|is\s+there)\s+(?:the\s+|an?\s+|any\s+)?"
+    r"(?:[\w-]+\s+)?(?:command|shortcut|hotkey|keybinding|magic|syntax|flag|option|switch)s?\s+"
+    r"(?:to|for|that|which|would|do|should|can|i|you)\b",
     re.IGNORECASE,
 )
 HOW_TO_REACH = 80
@@ -225,16 +234,47 @@ def _small_file(path: object, here: Here) -> str | None:
     return text if text in here.files and here.small(text) else None
 
 
+# The tools that act on the notebook's cells: turned to reading a file the message names when
+# the message says nothing of the notebook (asked to add a function to a file or an item to a
+# list, a 1.5B model inserted a notebook cell holding it).
+CELL_TOOLS = frozenset({"insert_cell", "edit_cell", "run_cell"})
+NOTEBOOK_WORDS = frozenset({"cell", "cells", "notebook", "notebooks", "jupyter", "kernel"})
+WORDS = re.compile(r"[A-Za-z]+")
+NOTEBOOK_SCAN = 4_000
+# What `run_cell` takes: a cell's id or its position. Anything else is code (a 1.5B model sent
+# an expression as the cell to run); it runs as `run_code`, the tool for code.
+CELL_REFERENCE = re.compile(r"[\w-]{1,64}")
+
+
+def speaks_of_the_notebook(text: str) -> bool:
+    """True when `text` (its first `NOTEBOOK_SCAN` characters) says cell, notebook, Jupyter or
+    kernel."""
+    return any(word.lower() in NOTEBOOK_WORDS for word in WORDS.findall(text[:NOTEBOOK_SCAN]))
+
+
 # A distribution's name as pip spells it: nothing a shell would read as more than a word.
 PACKAGE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
 
 
 def aimed_call(
-    name: str, arguments: Mapping[str, Any], here: Here, allowed: Collection[str]
+    name: str,
+    arguments: Mapping[str, Any],
+    here: Here,
+    allowed: Collection[str],
+    *,
+    named_files: Sequence[str] = (),
 ) -> tuple[str, dict[str, Any]]:
     """The call to make for a first step's `name(arguments)`: itself, or the tool that looks at
     what it aimed at (`read_file` of a file, `describe_variable` of a notebook variable; see
-    the module docstring); only to an `allowed` tool."""
+    the module docstring); only to an `allowed` tool. `named_files`: the workspace files the
+    user's message names, when it says nothing of the notebook (`speaks_of_the_notebook`)."""
+    if name in CELL_TOOLS and len(named_files) == 1 and "read_file" in allowed:
+        return "read_file", {"path": named_files[0]}
+    if name == "run_cell" and "run_code" in allowed:
+        cell = str(arguments.get("cell", "")).strip()
+        if cell and not CELL_REFERENCE.fullmatch(cell):
+            timeout = {"timeout": arguments["timeout"]} if "timeout" in arguments else {}
+            return "run_code", {"code": cell, **timeout}
     if name == "search_files" and "describe_variable" in allowed:
         pattern = str(arguments.get("pattern", "")).strip()
         if pattern in here.variables and pattern not in here.symbols:

@@ -50,6 +50,7 @@ __all__ = [
     "brief",
     "describe_tools",
     "named_in",
+    "paths_named",
     "points_at_something",
     "recent_exchange",
     "router_messages",
@@ -160,13 +161,9 @@ def named_in(
     words = _specific_words(text[:MESSAGE_SCAN])
     quoted = {word.lower() for word in QUOTED.findall(text[:MESSAGE_SCAN])}
     found: list[str] = []
-    for path in paths:
-        last = path.rstrip("/").rsplit("/", 1)[-1].lower()
-        stem = last.split(".", 1)[0]
-        forms = {last, stem, stem + "s", stem.removesuffix("s")} if len(stem) >= 3 else {last}
-        if forms & (words | quoted):
-            kind = "a folder in the workspace" if path.endswith("/") else "a file in the workspace"
-            found.append(f"{path} ({kind})")
+    for path in _paths_in(words | quoted, paths):
+        kind = "a folder in the workspace" if path.endswith("/") else "a file in the workspace"
+        found.append(f"{path} ({kind})")
     found += [
         f"{name} (a variable in the notebook)"
         for name in names
@@ -179,6 +176,26 @@ def named_in(
         if len(column) >= 3 and column.lower() in words:
             found.append(f"{variable} (a variable in the notebook, with a column {column})")
     return found[:MAX_NAMED]
+
+
+def paths_named(text: str, paths: Sequence[str]) -> list[str]:
+    """The workspace `paths` that `text` names (as `named_in` reads them), in their order."""
+    words = _specific_words(text[:MESSAGE_SCAN])
+    quoted = {word.lower() for word in QUOTED.findall(text[:MESSAGE_SCAN])}
+    return _paths_in(words | quoted, paths)
+
+
+def _paths_in(words: set[str], paths: Sequence[str]) -> list[str]:
+    """The `paths` one of `words` names: by the last part, or by that part's stem, singular or
+    plural, when the stem has 3 letters or more."""
+    found = []
+    for path in paths:
+        last = path.rstrip("/").rsplit("/", 1)[-1].lower()
+        stem = last.split(".", 1)[0]
+        forms = {last, stem, stem + "s", stem.removesuffix("s")} if len(stem) >= 3 else {last}
+        if forms & words:
+            found.append(path)
+    return found
 
 
 # "a log file", "an app.py": any such thing, not the one here (what is a setup.cfg for?).
