@@ -3,6 +3,8 @@
     loop         `Conversation`: send a message, stream the reply, run tools, compact, store
     reply        one reply: the request built, streamed, recorded; an overflow's one retry; the
                  tool that reads a pruned tool output back from the store
+    routing      a small model's first step in a round: what it is asked on, how its choice
+                 is weighed, where a misaimed call is turned
     turn         the rest of a turn: its small state (the streamed reply, the failure guard),
                  what its parts share (`TurnParts`, saving rows, posting a notice), the tool
                  round, and the compactions a turn makes on its own (budget, overflow)

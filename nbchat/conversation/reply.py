@@ -3,7 +3,7 @@ while one is archived).
 
 One reply of the chat model: the request planned (the tools, sent or described in the system
 prompt, the system prompt, the messages), on a small model its first step asked (answer, or
-which tool), the reply streamed, recorded as sent, and saved with its usage; after a context
+which tool: `nbchat.conversation.routing`), the reply streamed, recorded as sent, and saved with its usage; after a context
 overflow, one forced compaction and one more try (`request_reply`).
 
 A stream that fails keeps what arrived as complete rows and then raises.
@@ -19,20 +19,16 @@ Must not import the loop, widgets, or SQL.
 
 from __future__ import annotations
 
-import importlib.metadata
-import json
-import os
-import sys
 import threading
 import time
 from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Protocol
 
 from nbchat.compaction.cacheform import RequestShape
 from nbchat.compaction.prune import is_placeholder
 from nbchat.conversation.events import Event, Notice, RequestStarted, UsageReported
+from nbchat.conversation.routing import after_tool, choose_first_step
 from nbchat.conversation.turn import (
     Round,
     Steps,
@@ -44,47 +40,29 @@ from nbchat.conversation.turn import (
     warn_over_budget,
 )
 from nbchat.errors import ContextOverflowError, NbchatError, ServerUnavailableError
-from nbchat.history import Row, ToolCall, build_messages, last_user_text, new_call_id
+from nbchat.history import Row, build_messages, last_user_text
 from nbchat.llm.client import stream_chat
-from nbchat.llm.firststep import ask_arguments, ask_first_step
 from nbchat.llm.reader import ReasoningDelta, TextDelta, TextWithdrawn
 from nbchat.store.store import Store
 from nbchat.tools.arithmetic import work_out
 from nbchat.tools.choice import (
     NO_TOOL,
-    Here,
-    Leaning,
-    aimed_call,
-    allowed_tools,
-    asks_how_to,
-    speaks_of_the_notebook,
-    step_choice,
 )
 from nbchat.tools.executor import is_failed_result
-from nbchat.tools.fileaccess import open_regular
-from nbchat.tools.filewords import describe_found
 from nbchat.tools.offer import (
     brief,
-    named_in,
-    paths_named,
-    points_at_something,
-    router_messages,
 )
-from nbchat.tools.registry import Sight
 
 __all__ = [
     "AFTER_FAILURES",
     "AFTER_RESULTS",
     "ARCHIVE_TOOL",
     "EMPTY_REPLY_NOTICE",
-    "FirstStep",
     "RequestPlan",
     "STOPPED_NOTICE",
     "SessionSource",
     "WORKED_OUT",
     "archived_output_tool",
-    "choose_first_step",
-    "first_step_messages",
     "offerable",
     "plan_request",
     "request_reply",
@@ -172,7 +150,7 @@ def request_reply(
         yield RequestStarted(state.number, 2 if state.overflow_retried else 1)
         try:
             reply = yield from stream_reply(parts, stop, choice)
-            if reply.is_empty and not reply.stopped and _after_tool(parts) and choice != NO_TOOL:
+            if reply.is_empty and not reply.stopped and after_tool(parts) and choice != NO_TOOL:
                 choice = NO_TOOL  # models answered nothing after a read (issue 19): ask again
                 continue
             break
@@ -189,11 +167,6 @@ def request_reply(
             yield from compact_after_overflow(parts, exc, stop)
     yield from save_reply(parts, reply)
     return reply
-
-
-def _after_tool(parts: TurnParts) -> bool:
-    rows = parts.history.rows
-    return bool(rows) and rows[-1].role == "tool"
 
 
 @dataclass(frozen=True)
@@ -278,7 +251,7 @@ def stream_reply(
     reply = StreamedReply(request_rows=len(parts.history))
     plan = plan_request(parts)
     if plan.in_prompt and tool_choice is None:
-        step = choose_first_step(parts, plan, stop)
+        step = choose_first_step(parts, plan.schemas, stop)
         if step is None:  # Stop came first
             reply.finish = "stopped"
             return reply
@@ -321,158 +294,6 @@ def stream_reply(
         yield from post_notice(parts.session, f"The reply was cut off: {exc}")
         raise  # the client's message already says the partial reply was kept
     return reply
-
-
-@dataclass(frozen=True)
-class FirstStep:
-    """A small model's choice for a round: "none" (words) or a tool, with the call when the
-    first step wrote its arguments."""
-
-    choice: str
-    call: ToolCall | None = None
-
-
-def choose_first_step(
-    parts: TurnParts, plan: RequestPlan, stop: threading.Event
-) -> FirstStep | None:
-    """The model's first step (`nbchat.llm.firststep`, weighed by
-    `nbchat.tools.choice.step_choice`) among the tools this turn allows, asked on its own
-    prompt (`nbchat.tools.offer.router_messages`); for a tool, the call's arguments too. None
-    after Stop. Arguments the tool refuses leave the call to the chat, forced to that tool."""
-    last_user = last_user_text(parts.history.rows)
-    dangerous = {name for name in parts.tools.names() if _is_dangerous(parts, name)}
-    names = [schema["function"]["name"] for schema in plan.schemas]
-    allowed = allowed_tools(names, dangerous, last_user)
-    if not allowed:
-        return FirstStep(NO_TOOL)
-    offered = [schema for schema in plan.schemas if schema["function"]["name"] in allowed]
-    sights = parts.tools.sights(allowed)  # read once: they call into the user's notebook
-    named = _named(parts, parts.history.rows, sights)
-    messages = first_step_messages(parts, offered, parts.history.rows, sights=sights, named=named)
-    how_to = asks_how_to(last_user)
-    leaning = Leaning(after_result=_after_tool(parts), named=bool(named), how_to=how_to)
-    client, model = parts.budget.connect().client, parts.settings.model
-    try:
-        step = ask_first_step(client, messages, model=model, names=allowed, stop=stop)
-        choice = None if step is None else step_choice(step.chosen, step.answer_share, leaning)
-        if choice is None or choice == NO_TOOL:
-            return None if choice is None else FirstStep(NO_TOOL)
-        schema = next(s for s in offered if s["function"]["name"] == choice)
-        parameters = schema["function"].get("parameters") or {}
-        arguments = ask_arguments(
-            client, messages, model=model, name=choice, parameters=parameters, stop=stop
-        )
-    except ServerUnavailableError as exc:
-        raise parts.budget.lost(exc) from exc
-    if stop.is_set():
-        return None
-    if arguments is None or not parts.tools.accepts(choice, arguments):
-        return FirstStep(choice)
-    files = _files_named(parts, last_user)
-    choice, arguments = aimed_call(
-        choice, arguments, _here(parts, sights), allowed, named_files=files
-    )
-    call = ToolCall(new_call_id(), choice, json.dumps(arguments, ensure_ascii=False))
-    return FirstStep(choice, call)
-
-
-def _here(parts: TurnParts, sights: Sequence[Sight]) -> Here:
-    """What a first step's call may aim at: the listed files, the notebook's variables, the
-    names the code defines."""
-    overview = parts.overview
-    files = frozenset(path for path in overview.paths() if not path.endswith("/"))
-    variables = frozenset(name for sight in sights for name in sight.names)
-    workspace = parts.settings.workspace
-    return Here(
-        files,
-        variables,
-        overview.symbols(),
-        installed=_installed,
-        python=sys.executable,
-        small=lambda path: _is_small(workspace, path),
-    )
-
-
-# A file this small is read whole rather than searched inside: it fits any tool output limit.
-SMALL_FILE_BYTES = 4_096
-
-
-def _is_small(workspace: Path, path: str) -> bool:
-    """Whether `path` is a regular file inside `workspace` of at most `SMALL_FILE_BYTES`."""
-    try:
-        fd, status = open_regular(workspace, path)
-    except (OSError, NbchatError):
-        return False
-    os.close(fd)
-    return status.st_size <= SMALL_FILE_BYTES
-
-
-def _installed(name: str) -> bool:
-    """Whether a distribution called `name` is installed in this kernel's environment."""
-    try:
-        importlib.metadata.distribution(name)
-    except (importlib.metadata.PackageNotFoundError, ValueError, OSError):
-        return False
-    return True
-
-
-def first_step_messages(
-    parts: TurnParts,
-    offered: Sequence[Mapping[str, Any]],
-    rows: Sequence[Row],
-    *,
-    sights: Sequence[Sight] | None = None,
-    named: Sequence[str] | None = None,
-) -> list[dict[str, Any]]:
-    """What a first step is asked on (`nbchat.tools.offer.router_messages`): the `offered`
-    tools, the workspace, what the tools can see (`sights`, read here unless the caller read
-    them), the conversation in `rows` and what its last message names (`named`, likewise)."""
-    if sights is None:
-        sights = parts.tools.sights([str(schema["function"]["name"]) for schema in offered])
-    if named is None:
-        named = _named(parts, rows, sights)
-    return router_messages(
-        offered,
-        rows,
-        workspace=parts.overview.text() if parts.overview.enabled else "",
-        notes=[sight.line for sight in sights],
-        named=named,
-        found="" if named else _files_holding(parts, last_user_text(rows)),
-    )
-
-
-def _files_holding(parts: TurnParts, text: str) -> str:
-    """Which files hold the words of a message that names nothing here, points at something
-    particular and does not ask how to do something (`nbchat.tools.filewords`). With a file
-    named, a 1.5B model told that "server" was in config.yaml searched the logs for it
-    instead of reading the log it was asked about; asked how to do something, or about no
-    thing in particular (which port a database server listens on by default), it is general
-    knowledge whatever words it shares with the files."""
-    if asks_how_to(text) or not points_at_something(text):
-        return ""
-    return describe_found(parts.overview.files_holding(text))
-
-
-def _named(parts: TurnParts, rows: Sequence[Row], sights: Sequence[Sight]) -> list[str]:
-    """What the user's last message names of the workspace and the notebook."""
-    last_user = last_user_text(rows)
-    names = [name for sight in sights for name in sight.names]
-    columns = {column: name for sight in sights for column, name in sight.columns}
-    overview = parts.overview
-    return named_in(last_user, overview.paths(), names, overview.symbols(), columns)
-
-
-def _files_named(parts: TurnParts, text: str) -> list[str]:
-    """The workspace files `text` names, when it says nothing of the notebook (then a cell
-    tool may be what it asks for)."""
-    if speaks_of_the_notebook(text):
-        return []
-    return [path for path in paths_named(text, parts.overview.paths()) if not path.endswith("/")]
-
-
-def _is_dangerous(parts: TurnParts, name: str) -> bool:
-    found = parts.tools.get(name)
-    return found is not None and found.dangerous
 
 
 def _record_sent(

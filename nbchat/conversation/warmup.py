@@ -40,7 +40,8 @@ from typing import Any
 
 import openai
 
-from nbchat.conversation.reply import first_step_messages, plan_request
+from nbchat.conversation.reply import plan_request
+from nbchat.conversation.routing import first_step_messages
 from nbchat.conversation.turn import TurnParts
 from nbchat.embedded.slots import SavedSlots
 from nbchat.errors import NbchatError
