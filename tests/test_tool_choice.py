@@ -493,3 +493,36 @@ def test_a_first_step_inserting_a_cell_for_a_file_reads_the_file_unless_the_note
         events = run(chat, message)
     (call,) = [e.row for e in events if isinstance(e, RowSaved) and e.row.role == "assistant_full"]
     assert json.loads(call.tool_args)[0]["function"]["name"] == made
+
+
+def test_a_search_under_a_folder_that_is_not_here_searches_the_workspace() -> None:
+    here = Here(files=frozenset({"plan.md"}), exists=lambda path: path in {".", "src", "plan.md"})
+    assert aimed_call("search_files", {"pattern": "ship", "path": "./project"}, here, READING) == (
+        "search_files",
+        {"pattern": "ship"},
+    )
+    under_src = {"pattern": "ship", "path": "src"}
+    assert aimed_call("search_files", under_src, here, READING) == ("search_files", under_src)
+
+
+@pytest.mark.parametrize(
+    ("where", "searched"), [("./project", None), ("../notes", None), ("docs", "docs")]
+)
+def test_a_first_step_searching_a_folder_that_does_not_exist_searches_everything(
+    make_settings: Any, store: Store, where: str, searched: str | None
+) -> None:
+    settings = small(make_settings, max_tool_turns=2, workspace_overview=True)
+    (settings.workspace / "docs").mkdir()
+    (settings.workspace / "docs" / "plan.md").write_text("- ship it\n")
+    (settings.workspace.parent / "notes").mkdir(exist_ok=True)  # outside the workspace: not here
+    search = {"pattern": "ship", "path": where}
+    with FakeServer(default_reply=Reply(text="Done.")) as server:
+        server.enqueue(
+            Reply(first_step={"search_files": 0.95, "none": 0.05}),
+            Reply(text=json.dumps({"tool": "search_files", "arguments": search})),
+            Reply(text="In docs/plan.md."),
+        )
+        events = run(conversation_on(server, store, settings), "where did I write about shipping")
+    (call,) = [e.row for e in events if isinstance(e, RowSaved) and e.row.role == "assistant_full"]
+    arguments = json.loads(json.loads(call.tool_args)[0]["function"]["arguments"])
+    assert arguments.get("path") == searched and arguments["pattern"] == "ship"

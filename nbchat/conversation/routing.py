@@ -132,7 +132,18 @@ def _here(parts: TurnParts, sights: Sequence[Sight]) -> Here:
         installed=_installed,
         python=sys.executable,
         small=lambda path: _is_small(workspace, path),
+        exists=lambda path: _exists(workspace, path),
     )
+
+
+def _exists(workspace: Path, path: str) -> bool:
+    """Whether `path` names an entry inside `workspace` (a link out of it names nothing)."""
+    try:
+        root = workspace.resolve()
+        target = (workspace / path).resolve()
+        return target.is_relative_to(root) and target.exists()
+    except (OSError, RuntimeError, ValueError):  # a loop of links, a NUL in the path
+        return False
 
 
 # A file this small is read whole rather than searched inside: it fits any tool output limit.

@@ -36,7 +36,7 @@ the kernel's own interpreter (asked which pandas version was installed, it descr
 `pandas` there was none of); a tool acting on the notebook's cells, for a message that names
 one file here and says nothing of the notebook, reads that file (asked to add a function to a
 file, it inserted a notebook cell holding it); `run_cell` given code instead of a cell runs it
-as `run_code`.
+as `run_code`; a search under a folder that is not here searches the whole workspace.
 
 `forbids_changes` reads the user's text with one bounded pattern: a negation followed, within
 three words, by an action verb; `asks_how_to` one more over the message's start. Linear time,
@@ -214,6 +214,9 @@ class Here:
     python: str = "python"
     # Whether a file here is small enough to read whole (a search inside it shows less).
     small: Callable[[str], bool] = field(default=lambda path: False)
+    # Whether a path names anything in the workspace (a search under one that does not searches
+    # the whole workspace instead).
+    exists: Callable[[str], bool] = field(default=lambda path: True)
 
 
 def _file_named(pattern: object, here: Here) -> str | None:
@@ -275,6 +278,10 @@ def aimed_call(
         if cell and not CELL_REFERENCE.fullmatch(cell):
             timeout = {"timeout": arguments["timeout"]} if "timeout" in arguments else {}
             return "run_code", {"code": cell, **timeout}
+    if name == "search_files" and not here.exists(str(arguments.get("path", "."))):
+        # "somewhere in this project folder": a 1.5B model searched "./project", which is not
+        # here, and was told nothing matched.
+        arguments = {key: value for key, value in arguments.items() if key != "path"}
     if name == "search_files" and "describe_variable" in allowed:
         pattern = str(arguments.get("pattern", "")).strip()
         if pattern in here.variables and pattern not in here.symbols:
