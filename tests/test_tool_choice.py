@@ -526,3 +526,36 @@ def test_a_first_step_searching_a_folder_that_does_not_exist_searches_everything
     (call,) = [e.row for e in events if isinstance(e, RowSaved) and e.row.role == "assistant_full"]
     arguments = json.loads(json.loads(call.tool_args)[0]["function"]["arguments"])
     assert arguments.get("path") == searched and arguments["pattern"] == "ship"
+
+
+def test_listing_a_named_folder_that_holds_one_file_reads_that_file() -> None:
+    sole = {"logs/": "logs/app.log"}
+    for path in ("logs", "./logs/", "logs/"):
+        assert aimed_call("list_files", {"path": path}, HERE, READING, sole_files=sole) == (
+            "read_file",
+            {"path": "logs/app.log"},
+        )
+    other = {"path": "src"}
+    assert aimed_call("list_files", other, HERE, READING, sole_files=sole) == ("list_files", other)
+
+
+@pytest.mark.parametrize(
+    ("inside", "made"),
+    [(["app.log"], "read_file"), (["app.log", "old.log"], "list_files")],
+)
+def test_a_first_step_listing_a_folder_of_one_file_the_message_names_reads_it(
+    make_settings: Any, store: Store, inside: list[str], made: str
+) -> None:
+    settings = small(make_settings, max_tool_turns=2, workspace_overview=True)
+    (settings.workspace / "logs").mkdir()
+    for name in inside:
+        (settings.workspace / "logs" / name).write_text("ERROR disk full\n")
+    with FakeServer(default_reply=Reply(text="Done.")) as server:
+        server.enqueue(
+            Reply(first_step={"list_files": 0.95, "none": 0.05}),
+            Reply(text='{"tool": "list_files", "arguments": {"path": "logs/"}}'),
+            Reply(text="The disk is full."),
+        )
+        events = run(conversation_on(server, store, settings), "anything odd in the log?")
+    (call,) = [e.row for e in events if isinstance(e, RowSaved) and e.row.role == "assistant_full"]
+    assert json.loads(call.tool_args)[0]["function"]["name"] == made

@@ -3,8 +3,9 @@ while one is archived).
 
 One reply of the chat model: the request planned (the tools, sent or described in the system
 prompt, the system prompt, the messages), on a small model its first step asked (answer, or
-which tool: `nbchat.conversation.routing`), the reply streamed, recorded as sent, and saved with its usage; after a context
-overflow, one forced compaction and one more try (`request_reply`).
+which tool: `nbchat.conversation.routing`), the reply streamed, recorded as sent, and saved
+with its usage; after a context overflow, one forced compaction and one more try
+(`request_reply`).
 
 A stream that fails keeps what arrived as complete rows and then raises.
 

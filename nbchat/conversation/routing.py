@@ -110,9 +110,10 @@ def choose_first_step(
         return None
     if arguments is None or not parts.tools.accepts(choice, arguments):
         return FirstStep(choice)
-    files = _files_named(parts, last_user)
+    here = _here(parts, sights)
+    files, sole = _files_named(parts, last_user), _sole_files(parts, last_user)
     choice, arguments = aimed_call(
-        choice, arguments, _here(parts, sights), allowed, named_files=files
+        choice, arguments, here, allowed, named_files=files, sole_files=sole
     )
     call = ToolCall(new_call_id(), choice, json.dumps(arguments, ensure_ascii=False))
     return FirstStep(choice, call)
@@ -213,6 +214,17 @@ def _named(parts: TurnParts, rows: Sequence[Row], sights: Sequence[Sight]) -> li
     columns = {column: name for sight in sights for column, name in sight.columns}
     overview = parts.overview
     return named_in(last_user, overview.paths(), names, overview.symbols(), columns)
+
+
+def _sole_files(parts: TurnParts, text: str) -> dict[str, str]:
+    """Each folder `text` names that the overview shows holding one entry, a file: that file."""
+    paths = parts.overview.paths()
+    sole = {}
+    for folder in (path for path in paths_named(text, paths) if path.endswith("/")):
+        inside = [path for path in paths if path.startswith(folder) and path != folder]
+        if len(inside) == 1 and not inside[0].endswith("/"):
+            sole[folder] = inside[0]
+    return sole
 
 
 def _files_named(parts: TurnParts, text: str) -> list[str]:

@@ -36,7 +36,8 @@ the kernel's own interpreter (asked which pandas version was installed, it descr
 `pandas` there was none of); a tool acting on the notebook's cells, for a message that names
 one file here and says nothing of the notebook, reads that file (asked to add a function to a
 file, it inserted a notebook cell holding it); `run_cell` given code instead of a cell runs it
-as `run_code`; a search under a folder that is not here searches the whole workspace.
+as `run_code`; a search under a folder that is not here searches the whole workspace; a
+listing of a folder the message names that holds one file only reads that file.
 
 `forbids_changes` reads the user's text with one bounded pattern: a negation followed, within
 three words, by an action verb; `asks_how_to` one more over the message's start. Linear time,
@@ -266,13 +267,21 @@ def aimed_call(
     allowed: Collection[str],
     *,
     named_files: Sequence[str] = (),
+    sole_files: Mapping[str, str] | None = None,
 ) -> tuple[str, dict[str, Any]]:
     """The call to make for a first step's `name(arguments)`: itself, or the tool that looks at
     what it aimed at (`read_file` of a file, `describe_variable` of a notebook variable; see
     the module docstring); only to an `allowed` tool. `named_files`: the workspace files the
-    user's message names, when it says nothing of the notebook (`speaks_of_the_notebook`)."""
+    user's message names, when it says nothing of the notebook (`speaks_of_the_notebook`);
+    `sole_files`: each folder the message names (`logs/`) that holds one file only, that file."""
     if name in CELL_TOOLS and len(named_files) == 1 and "read_file" in allowed:
         return "read_file", {"path": named_files[0]}
+    if name == "list_files" and "read_file" in allowed:
+        folder = str(arguments.get("path", "")).strip().removeprefix("./").rstrip("/") + "/"
+        if folder in (sole_files or {}):
+            # "check the log", with one file in logs/: a 1.5B model listed the folder, then
+            # wrote log lines it had never read.
+            return "read_file", {"path": (sole_files or {})[folder]}
     if name == "run_cell" and "run_code" in allowed:
         cell = str(arguments.get("cell", "")).strip()
         if cell and not CELL_REFERENCE.fullmatch(cell):
