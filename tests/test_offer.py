@@ -20,6 +20,7 @@ from nbchat.tools.choice import (
     ANSWER_SHARE_HOW_TO,
     Leaning,
     allowed_tools,
+    asks_for_a_change,
     asks_how_to,
     forbids_changes,
     round_choice,
@@ -306,3 +307,34 @@ def test_a_message_naming_something_here_leans_to_looking() -> None:
 )
 def test_a_message_points_at_something_particular_by_its_words(text: str, points: bool) -> None:
     assert points_at_something(text) is points
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "add a line about the dentist to plan.md",
+        "please put 'renew passport' on the list",
+        "ok now fix the typo in the readme",
+        "can you rename utils.py to helpers.py",
+        "Go ahead and delete the build folder",
+    ],
+)
+def test_a_request_to_change_something_keeps_the_change_pending_after_a_read(text: str) -> None:
+    assert asks_for_a_change(text)
+    pending = Leaning(after_result=True, change_pending=True)
+    assert step_choice("edit_file", 0.15, pending) == "edit_file"
+    assert step_choice("edit_file", 0.15, Leaning(after_result=True)) == "none"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "what did I add to plan.md yesterday",
+        "don't change anything, just add up the numbers in data.csv",
+        "how do I rename a branch",
+        "is the fix in utils.py right?",
+        "a long preamble about the project and its many parts before: add a line",
+    ],
+)
+def test_questions_and_bans_are_not_requests_to_change(text: str) -> None:
+    assert not asks_for_a_change(text)

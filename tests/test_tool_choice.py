@@ -559,3 +559,33 @@ def test_a_first_step_listing_a_folder_of_one_file_the_message_names_reads_it(
         events = run(conversation_on(server, store, settings), "anything odd in the log?")
     (call,) = [e.row for e in events if isinstance(e, RowSaved) and e.row.role == "assistant_full"]
     assert json.loads(call.tool_args)[0]["function"]["name"] == made
+
+
+@pytest.mark.parametrize(
+    ("message", "calls"),
+    [
+        ("add 'call Bo' to plan.md", ["read_file", "edit_file"]),  # the change is still to make
+        ("anything about Bo in plan.md?", ["read_file"]),  # a question: answered from the read
+    ],
+)
+def test_after_reading_for_a_change_the_change_is_still_made(
+    make_settings: Any, store: Store, message: str, calls: list[str]
+) -> None:
+    settings = small(make_settings, max_tool_turns=4, workspace_overview=True)
+    (settings.workspace / "plan.md").write_text("- ship it\n")
+    reads = Reply(first_step={"read_file": 0.95, "none": 0.05})
+    edits = Reply(first_step={"edit_file": 0.85, "none": 0.15})
+    edit = '{"tool": "edit_file", "arguments": {"path": "plan.md", "old": "x", "new": "y"}}'
+    with FakeServer(default_reply=Reply(text="Done.")) as server:
+        server.enqueue(reads, Reply(text='{"tool": "read_file", "arguments": {"path": "plan.md"}}'))
+        server.enqueue(edits)
+        if "edit_file" in calls:  # its arguments, then the next round's step: words
+            server.enqueue(Reply(text=edit), Reply(first_step={"none": 0.99, "edit_file": 0.01}))
+        server.enqueue(Reply(text="The edit was not allowed."))
+        events = run(conversation_on(server, store, settings), message)
+    made = [
+        json.loads(e.row.tool_args)[0]["function"]["name"]
+        for e in events
+        if isinstance(e, RowSaved) and e.row.role == "assistant_full"
+    ]
+    assert made == calls

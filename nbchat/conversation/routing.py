@@ -19,7 +19,7 @@ import json
 import os
 import sys
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,7 +28,7 @@ from nbchat.conversation.turn import (
     TurnParts,
 )
 from nbchat.errors import NbchatError, ServerUnavailableError
-from nbchat.history import Row, ToolCall, last_user_text, new_call_id
+from nbchat.history import Row, ToolCall, last_user_index, last_user_text, new_call_id, stored_calls
 from nbchat.llm.firststep import ask_arguments, ask_first_step
 from nbchat.tools.choice import (
     NO_TOOL,
@@ -36,6 +36,7 @@ from nbchat.tools.choice import (
     Leaning,
     aimed_call,
     allowed_tools,
+    asks_for_a_change,
     asks_how_to,
     speaks_of_the_notebook,
     step_choice,
@@ -91,8 +92,12 @@ def choose_first_step(
     sights = parts.tools.sights(allowed)  # read once: they call into the user's notebook
     named = _named(parts, parts.history.rows, sights)
     messages = first_step_messages(parts, offered, parts.history.rows, sights=sights, named=named)
-    how_to = asks_how_to(last_user)
-    leaning = Leaning(after_result=after_tool(parts), named=bool(named), how_to=how_to)
+    leaning = Leaning(
+        after_result=after_tool(parts),
+        named=bool(named),
+        how_to=asks_how_to(last_user),
+        change_pending=asks_for_a_change(last_user) and not _changed(parts, dangerous),
+    )
     client, model = parts.budget.connect().client, parts.settings.model
     try:
         step = ask_first_step(client, messages, model=model, names=allowed, stop=stop)
@@ -233,6 +238,19 @@ def _files_named(parts: TurnParts, text: str) -> list[str]:
     if speaks_of_the_notebook(text):
         return []
     return [path for path in paths_named(text, parts.overview.paths()) if not path.endswith("/")]
+
+
+def _changed(parts: TurnParts, dangerous: Collection[str]) -> bool:
+    """Whether a tool that runs or changes things was called since the user's last message."""
+    rows = parts.history.rows
+    start = last_user_index(rows)
+    turn = rows if start is None else rows[start + 1 :]
+    return any(
+        name in dangerous
+        for row in turn
+        if row.role == "assistant_full"
+        for _id, name, _arguments in stored_calls(row)
+    )
 
 
 def _is_dangerous(parts: TurnParts, name: str) -> bool:

@@ -7,7 +7,8 @@
   called the same tool again instead of answering until the turn ran out, issue 12);
 - otherwise the model's own first step decides (`nbchat.llm.firststep`): it answers in words
   when at least `ANSWER_SHARE` of its first token went to answering (after a tool result,
-  `ANSWER_SHARE_AFTER_RESULT`: it looks again only when sure; for a message naming a file,
+  `ANSWER_SHARE_AFTER_RESULT`: it looks again only when sure, unless the message asked for
+  a change that nothing has made yet, `asks_for_a_change`; for a message naming a file,
   folder or variable that is here, `ANSWER_SHARE_NAMED`: it looks unless it leans to
   answering), and otherwise calls the tool it named, forced, so the call cannot come out as
   prose or as a tool that does not exist;
@@ -67,6 +68,7 @@ __all__ = [
     "NO_TOOL",
     "aimed_call",
     "allowed_tools",
+    "asks_for_a_change",
     "asks_how_to",
     "forbids_changes",
     "only_repeats",
@@ -100,11 +102,15 @@ class Leaning:
     after_result: bool = False
     named: bool = False
     how_to: bool = False  # the message asks how to do something (`asks_how_to`)
+    # The message asks for a change (`asks_for_a_change`) and nothing that changes things has
+    # run in this turn yet: after reading, the change is still to make. Asked to put an item on
+    # a list, a 1.5B model read the list, answered at once and said the item was there.
+    change_pending: bool = False
 
     @property
     def answer_share(self) -> float:
         if self.after_result:
-            return ANSWER_SHARE_AFTER_RESULT
+            return ANSWER_SHARE if self.change_pending else ANSWER_SHARE_AFTER_RESULT
         if self.named:
             return ANSWER_SHARE_NAMED
         return ANSWER_SHARE_HOW_TO if self.how_to else ANSWER_SHARE
@@ -152,6 +158,25 @@ HOW_TO_REACH = 80
 def asks_how_to(text: str) -> bool:
     """True when `text` asks how to do something: for instructions, not for an action."""
     return HOW_TO.search(text[:HOW_TO_REACH]) is not None
+
+
+# "add …", "please put …", "can you rename …", "ok now fix …": a request to change something,
+# its verb within the first few words (`CHANGE_REACH` characters).
+CHANGE = re.compile(
+    r"^\W*(?:(?:please|pls|can|could|would|will|you|go|ahead|and|now|ok|okay|then|also|just)"
+    r"\W+){0,4}"
+    r"(?:add|put|append|insert|write|create|change|edit|fix|rename|delete|remove|replace|update|"
+    r"set|move|save|correct)\b",
+    re.IGNORECASE,
+)
+CHANGE_REACH = 80
+
+
+def asks_for_a_change(text: str) -> bool:
+    """True when `text` asks the assistant to change something (and neither forbids changes
+    nor asks how to)."""
+    head = text[:CHANGE_REACH]
+    return CHANGE.search(head) is not None and not forbids_changes(text) and not asks_how_to(head)
 
 
 def allowed_tools(names: Sequence[str], dangerous: Collection[str], text: str) -> list[str]:
