@@ -540,11 +540,16 @@ def test_listing_a_named_folder_that_holds_one_file_reads_that_file() -> None:
 
 
 @pytest.mark.parametrize(
-    ("inside", "made"),
-    [(["app.log"], "read_file"), (["app.log", "old.log"], "list_files")],
+    ("message", "inside", "made"),
+    [
+        ("anything odd in the log?", ["app.log"], "read_file"),
+        ("anything odd in the log?", ["app.log", "old.log"], "list_files"),
+        # The folder by its own name: asked about the folder (what it holds), not the file.
+        ("anything else in the logs folder?", ["app.log"], "list_files"),
+    ],
 )
 def test_a_first_step_listing_a_folder_of_one_file_the_message_names_reads_it(
-    make_settings: Any, store: Store, inside: list[str], made: str
+    make_settings: Any, store: Store, message: str, inside: list[str], made: str
 ) -> None:
     settings = small(make_settings, max_tool_turns=2, workspace_overview=True)
     (settings.workspace / "logs").mkdir()
@@ -556,7 +561,7 @@ def test_a_first_step_listing_a_folder_of_one_file_the_message_names_reads_it(
             Reply(text='{"tool": "list_files", "arguments": {"path": "logs/"}}'),
             Reply(text="The disk is full."),
         )
-        events = run(conversation_on(server, store, settings), "anything odd in the log?")
+        events = run(conversation_on(server, store, settings), message)
     (call,) = [e.row for e in events if isinstance(e, RowSaved) and e.row.role == "assistant_full"]
     assert json.loads(call.tool_args)[0]["function"]["name"] == made
 

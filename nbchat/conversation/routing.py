@@ -44,10 +44,12 @@ from nbchat.tools.choice import (
 from nbchat.tools.fileaccess import open_regular
 from nbchat.tools.filewords import describe_found
 from nbchat.tools.offer import (
+    MESSAGE_SCAN,
     named_in,
     paths_named,
     points_at_something,
     router_messages,
+    specific_words,
 )
 from nbchat.tools.registry import Sight
 
@@ -222,10 +224,17 @@ def _named(parts: TurnParts, rows: Sequence[Row], sights: Sequence[Sight]) -> li
 
 
 def _sole_files(parts: TurnParts, text: str) -> dict[str, str]:
-    """Each folder `text` names that the overview shows holding one entry, a file: that file."""
+    """Each folder `text` names in the singular only ("the log" for `logs/`) that the overview
+    shows holding one entry, a file: that file. Said by its own name ("the tests folder", "any
+    tests"), the folder itself is asked about: what is in it, whether it has anything."""
     paths = parts.overview.paths()
+    words = specific_words(text[:MESSAGE_SCAN])
     sole = {}
     for folder in (path for path in paths_named(text, paths) if path.endswith("/")):
+        name = folder.rstrip("/").rsplit("/", 1)[-1].lower()
+        singular = name.removesuffix("s")
+        if singular == name or singular not in words or name in words:
+            continue
         inside = [path for path in paths if path.startswith(folder) and path != folder]
         if len(inside) == 1 and not inside[0].endswith("/"):
             sole[folder] = inside[0]

@@ -38,7 +38,8 @@ the kernel's own interpreter (asked which pandas version was installed, it descr
 one file here and says nothing of the notebook, reads that file (asked to add a function to a
 file, it inserted a notebook cell holding it); `run_cell` given code instead of a cell runs it
 as `run_code`; a search under a folder that is not here searches the whole workspace; a
-listing of a folder the message names that holds one file only reads that file.
+listing of a folder the message names in the singular only ("the log") that holds one file
+only reads that file.
 
 `forbids_changes` reads the user's text with one bounded pattern: a negation followed, within
 three words, by an action verb; `asks_how_to` one more over the message's start. Linear time,

@@ -54,6 +54,7 @@ __all__ = [
     "points_at_something",
     "recent_exchange",
     "router_messages",
+    "specific_words",
 ]
 
 
@@ -158,7 +159,7 @@ def named_in(
     names of under 3 letters only in backticks. One linear pass over the words; at most
     `MAX_NAMED`. What each is tells a small model which tool looks at it: a 1.5B model asked
     about `greet` described a notebook variable of that name."""
-    words = _specific_words(text[:MESSAGE_SCAN])
+    words = specific_words(text[:MESSAGE_SCAN])
     quoted = {word.lower() for word in QUOTED.findall(text[:MESSAGE_SCAN])}
     found: list[str] = []
     for path in _paths_in(words | quoted, paths):
@@ -180,7 +181,7 @@ def named_in(
 
 def paths_named(text: str, paths: Sequence[str]) -> list[str]:
     """The workspace `paths` that `text` names (as `named_in` reads them), in their order."""
-    words = _specific_words(text[:MESSAGE_SCAN])
+    words = specific_words(text[:MESSAGE_SCAN])
     quoted = {word.lower() for word in QUOTED.findall(text[:MESSAGE_SCAN])}
     return _paths_in(words | quoted, paths)
 
@@ -202,8 +203,9 @@ def _paths_in(words: set[str], paths: Sequence[str]) -> list[str]:
 INDEFINITE = frozenset({"a", "an"})
 
 
-def _specific_words(text: str) -> set[str]:
-    """The words of `text`, lower-cased, but for a word said only after "a" or "an"."""
+def specific_words(text: str) -> set[str]:
+    """The words of `text`, lower-cased, but for a word said only after "a" or "an" (read to
+    `MESSAGE_SCAN` characters by the callers here)."""
     words: set[str] = set()
     previous = ""
     for match in WORD.finditer(text):
