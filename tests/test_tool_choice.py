@@ -137,7 +137,7 @@ def test_the_answer_after_a_tool_result_is_told_what_the_user_asked_in_their_wor
     assert result["role"] == "tool" and "Meeting on Thursday." in result["content"]
     # Not stored, sent last: the question on one line, so the model answers it.
     assert note["role"] == "system"
-    assert '("peek at my notes, when\'s the meeting?")' in note["content"]
+    assert note["content"].startswith("The user asked: peek at my notes, when's the meeting?\n")
 
 
 def test_after_a_refused_call_the_answer_is_told_to_say_so_not_what_was_asked(

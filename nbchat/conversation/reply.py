@@ -119,14 +119,15 @@ WORKED_OUT = "Worked out by code, exactly: "
 # todo list. The tool response shows…") instead of answering. Told to answer from the results
 # above, it answered a follow-up asking for the todo list from notes an earlier turn had read;
 # and it answered with a bare yes ("there are tests", "the script is safe"), naming nothing.
-# The message is quoted inside the instruction, not under a label of its own: after a line
-# "The user asked: …" the same model began some answers with that line and the result.
+# It still begins a few answers with "The user asked: …" and the result (2 of 86 answers after
+# a tool on the dev split's fresh cases); quoting the message inside the instruction instead
+# lost more answers' facts than that ("The cleanup script is safe to run.").
 AFTER_RESULTS = (
-    'Now answer the user\'s last message ("{asked}"), speaking to them, from the results of '
-    "the tools called since they sent it (earlier results answered earlier questions). Begin "
-    "with the answer: name the files, items, values or lines those results show, quoted where "
-    "they asked to see something, not a bare yes or no. Do not describe the tool call, restate "
-    "the question or repeat this note."
+    "The user asked: {asked}\n"
+    "Answer them now, speaking to them, from the results of the tools called since they asked "
+    "(earlier results answered earlier questions): name the files, items, values or lines "
+    "those results show, quoted where they asked to see something, not a bare yes or no. Do "
+    "not describe the tool call or restate the question."
 )
 # When every call of the round was refused or failed there is nothing to answer from, and the
 # question is not repeated: told it, the same model answered a refused `python --version` with
