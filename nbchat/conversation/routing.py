@@ -24,9 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from nbchat.conversation.turn import (
-    TurnParts,
-)
+from nbchat.conversation.turn import TurnParts
 from nbchat.errors import NbchatError, ServerUnavailableError
 from nbchat.history import Row, ToolCall, last_user_index, last_user_text, new_call_id, stored_calls
 from nbchat.llm.firststep import ask_arguments, ask_first_step
