@@ -139,7 +139,7 @@ def forbids_changes(text: str) -> bool:
 
 # "how do I …", "in bash, how can you …", "how to …" (within two words of the start), "what's
 # the best way to …", "is there a way to …", and asking for a command, shortcut or flag that
-# does something ("which command would I type to …", "is there a magic command that …",
+# does something ("which command shows …", "is there a shortcut for …",
 # "what's the keyboard shortcut for …"): asked near the start of the message (its first
 # `HOW_TO_REACH` characters). "How does this function work", "how many rows" and "what command
 # does the script run" ask about something, not how to do it.
@@ -314,8 +314,8 @@ def aimed_call(
             timeout = {"timeout": arguments["timeout"]} if "timeout" in arguments else {}
             return "run_code", {"code": cell, **timeout}
     if name == "search_files" and not here.exists(str(arguments.get("path", "."))):
-        # "somewhere in this project folder": a 1.5B model searched "./project", which is not
-        # here, and was told nothing matched.
+        # Told a note was "somewhere in the project", a 1.5B model searched "./project", which
+        # is not here, and was told nothing matched.
         arguments = {key: value for key, value in arguments.items() if key != "path"}
     if name == "search_files" and "describe_variable" in allowed:
         pattern = str(arguments.get("pattern", "")).strip()
