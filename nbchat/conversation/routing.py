@@ -26,7 +26,7 @@ from typing import Any
 
 from nbchat.conversation.turn import TurnParts
 from nbchat.errors import NbchatError, ServerUnavailableError
-from nbchat.history import Row, ToolCall, last_user_index, last_user_text, new_call_id, stored_calls
+from nbchat.history import Row, ToolCall, last_user_text, new_call_id, stored_calls
 from nbchat.llm.firststep import ask_arguments, ask_first_step
 from nbchat.tools.choice import (
     NO_TOOL,
@@ -38,6 +38,7 @@ from nbchat.tools.choice import (
     asks_how_to,
     speaks_of_the_notebook,
     step_choice,
+    turn_calls,
 )
 from nbchat.tools.fileaccess import open_regular
 from nbchat.tools.filewords import describe_found
@@ -249,13 +250,9 @@ def _files_named(parts: TurnParts, text: str) -> list[str]:
 
 def _changed(parts: TurnParts, dangerous: Collection[str]) -> bool:
     """Whether a tool that runs or changes things was called since the user's last message."""
-    rows = parts.history.rows
-    start = last_user_index(rows)
-    turn = rows if start is None else rows[start + 1 :]
     return any(
         name in dangerous
-        for row in turn
-        if row.role == "assistant_full"
+        for row in turn_calls(parts.history.rows)
         for _id, name, _arguments in stored_calls(row)
     )
 

@@ -76,6 +76,7 @@ __all__ = [
     "round_choice",
     "speaks_of_the_notebook",
     "step_choice",
+    "turn_calls",
 ]
 
 
@@ -210,12 +211,17 @@ def step_choice(chosen: str, answer_share: float, leaning: Leaning = Leaning()) 
     return chosen
 
 
+def turn_calls(rows: Sequence[Row]) -> list[Row]:
+    """The assistant rows holding calls since the user's last message, in order."""
+    start = last_user_index(rows)
+    turn = rows if start is None else rows[start + 1 :]
+    return [row for row in turn if row.role == "assistant_full"]
+
+
 def only_repeats(rows: Sequence[Row]) -> bool:
     """True when the turn's last assistant row only repeats calls (same tool, same arguments)
     that an earlier row of the same turn made."""
-    start = last_user_index(rows)
-    turn = rows if start is None else rows[start + 1 :]
-    made = [row for row in turn if row.role == "assistant_full"]
+    made = turn_calls(rows)
     if len(made) < 2:
         return False
     earlier = {_key(name, args) for row in made[:-1] for _id, name, args in stored_calls(row)}
