@@ -117,7 +117,12 @@ def choose_first_step(
     if arguments is None or not parts.tools.accepts(choice, arguments):
         return FirstStep(choice)
     here = _here(parts, sights)
-    files, sole = _files_named(parts, last_user), _sole_files(parts, last_user)
+    paths = parts.overview.paths()
+    said = paths_named(last_user, paths)  # read once for both rules
+    # The files a cell tool's call turns to, unless the message speaks of the notebook (then a
+    # cell tool may be what it asks for).
+    files = [] if speaks_of_the_notebook(last_user) else [p for p in said if not p.endswith("/")]
+    sole = _sole_files(said, paths, last_user)
     choice, arguments = aimed_call(
         choice, arguments, here, allowed, named_files=files, sole_files=sole
     )
@@ -222,14 +227,14 @@ def _named(parts: TurnParts, rows: Sequence[Row], sights: Sequence[Sight]) -> li
     return named_in(last_user, overview.paths(), names, overview.symbols(), columns)
 
 
-def _sole_files(parts: TurnParts, text: str) -> dict[str, str]:
-    """Each folder `text` names in the singular only ("the log" for `logs/`) that the overview
-    shows holding one entry, a file: that file. Said by its own name ("the tests folder", "any
-    tests"), the folder itself is asked about: what is in it, whether it has anything."""
-    paths = parts.overview.paths()
+def _sole_files(said: Sequence[str], paths: Sequence[str], text: str) -> dict[str, str]:
+    """Each folder of `said` (the paths `text` names) named in the singular only ("the log" for
+    `logs/`) that `paths` (the overview's) show holding one entry, a file: that file. Said by
+    its own name ("the tests folder", "any tests"), the folder itself is asked about: what is
+    in it, whether it has anything."""
     words = specific_words(text[:MESSAGE_SCAN])
     sole = {}
-    for folder in (path for path in paths_named(text, paths) if path.endswith("/")):
+    for folder in (path for path in said if path.endswith("/")):
         name = folder.rstrip("/").rsplit("/", 1)[-1].lower()
         singular = name.removesuffix("s")
         if singular == name or singular not in words or name in words:
@@ -238,14 +243,6 @@ def _sole_files(parts: TurnParts, text: str) -> dict[str, str]:
         if len(inside) == 1 and not inside[0].endswith("/"):
             sole[folder] = inside[0]
     return sole
-
-
-def _files_named(parts: TurnParts, text: str) -> list[str]:
-    """The workspace files `text` names, when it says nothing of the notebook (then a cell
-    tool may be what it asks for)."""
-    if speaks_of_the_notebook(text):
-        return []
-    return [path for path in paths_named(text, parts.overview.paths()) if not path.endswith("/")]
 
 
 def _changed(parts: TurnParts, dangerous: Collection[str]) -> bool:
