@@ -21,6 +21,8 @@ from nbchat.llm.reader import TEXT_ONLY_GRAMMAR
         '{"names": ["a"]}',
         '[{"id": 1}]',
         "Use `{}` for an empty dict.",
+        '{"names**": 1}',
+        '{"name_of_file": "a.txt"}',
     ],
 )
 def test_words_code_and_json_are_allowed(reply: str) -> None:
@@ -38,6 +40,9 @@ def test_words_code_and_json_are_allowed(reply: str) -> None:
         "{'name': 'read_file'}",
         # The same model, the same turn, another day: the key's closing quote left out.
         '{"name: "read_file", "arguments": {"path": "src/app.py"}}',
+        # A 0.5B model's, after listing the notebook's variables: markdown's bold in the key.
+        '{"name**: "list_notebook_variables", "arguments": {}}',
+        '{"name__": "read_file"}',
         '{"tool : "none"}',
         '{ "tool": "none" }',
         "{“name”: “read_file”}",
