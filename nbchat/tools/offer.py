@@ -149,6 +149,8 @@ def named_in(
     names: Sequence[str],
     symbols: Mapping[str, str] | None = None,
     columns: Mapping[str, str] | None = None,
+    *,
+    stems: bool = True,
 ) -> list[str]:
     """What the user's `text` names of what is here, each with what it is: a workspace path
     by its last part (`config.yaml`, `logs/`) or that part's stem, singular or plural
@@ -156,13 +158,14 @@ def named_in(
     (`greet`, with its file), a column of a notebook DataFrame (`columns`: column → variable;
     a message about revenue names `sales`, with a column `revenue`), as a word (case aside), not
     only after "a" or "an" (asking what a setup.cfg is for asks about any such file); stems and
-    names of under 3 letters only in backticks. One linear pass over the words; at most
-    `MAX_NAMED`. What each is tells a small model which tool looks at it: a 1.5B model asked
-    about `greet` described a notebook variable of that name."""
+    names of under 3 letters only in backticks; with `stems` off, a path only by its whole
+    last part. One linear pass over the words; at most `MAX_NAMED`. What each is tells a
+    small model which tool looks at it: a 1.5B model asked about `greet` described a notebook
+    variable of that name."""
     words = specific_words(text[:MESSAGE_SCAN])
     quoted = {word.lower() for word in QUOTED.findall(text[:MESSAGE_SCAN])}
     found: list[str] = []
-    for path in _paths_in(words | quoted, paths):
+    for path in _paths_in(words | quoted, paths, stems=stems):
         kind = "a folder in the workspace" if path.endswith("/") else "a file in the workspace"
         found.append(f"{path} ({kind})")
     found += [
@@ -186,14 +189,17 @@ def paths_named(text: str, paths: Sequence[str]) -> list[str]:
     return _paths_in(words | quoted, paths)
 
 
-def _paths_in(words: set[str], paths: Sequence[str]) -> list[str]:
-    """The `paths` one of `words` names: by the last part, or by that part's stem, singular or
-    plural, when the stem has 3 letters or more."""
+def _paths_in(words: set[str], paths: Sequence[str], *, stems: bool = True) -> list[str]:
+    """The `paths` one of `words` names: by the last part, or (with `stems`) by that part's
+    stem, singular or plural, when the stem has 3 letters or more."""
     found = []
     for path in paths:
         last = path.rstrip("/").rsplit("/", 1)[-1].lower()
         stem = last.split(".", 1)[0]
-        forms = {last, stem, stem + "s", stem.removesuffix("s")} if len(stem) >= 3 else {last}
+        if stems and len(stem) >= 3:
+            forms = {last, stem, stem + "s", stem.removesuffix("s")}
+        else:
+            forms = {last}
         if forms & words:
             found.append(path)
     return found
