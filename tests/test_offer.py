@@ -25,6 +25,7 @@ from nbchat.tools.choice import (
     forbids_changes,
     round_choice,
     step_choice,
+    weighs_acting,
 )
 from nbchat.tools.offer import (
     describe_tools,
@@ -145,6 +146,51 @@ def test_the_rule_takes_linear_time_on_hostile_text() -> None:
     seconds(100_000)  # warm the pattern
     small, large = seconds(1_000_000), seconds(10_000_000)
     assert large / max(small, 1e-4) < 30
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "is deploy.sh safe to run on prod?",
+        "would it be ok to delete the old migrations",
+        "hm is this script actually dangerous to execute",
+        "should we rerun the failing job? should I run it again",
+        "what happens if I run make clean twice",
+        "what would happen if you ran the installer without sudo",
+        "is it a good idea to remove node_modules",
+        "a long pasted traceback " * 200 + "\nis it safe to run the fix script now?",
+    ],
+)
+def test_a_question_whether_to_act_keeps_the_acting_tools_out(text: str) -> None:
+    assert weighs_acting(text)
+    assert allowed_tools(NAMES, DANGEROUS, text) == [n for n in NAMES if n not in DANGEROUS]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "it's fine to run the tests now, go ahead",
+        "it is ok to delete build/",
+        "run it and tell me what happens",
+        "is the server running?",
+        "what happened when I ran it yesterday was odd, check the log",
+    ],
+)
+def test_leave_to_act_or_a_question_about_a_run_is_no_question_whether_to_act(text: str) -> None:
+    assert not weighs_acting(text)
+
+
+def test_the_whether_to_act_rule_reads_a_bounded_start_and_end() -> None:
+    def seconds(size: int) -> float:
+        text = "is a b " * (size // 7)
+        started = time.process_time()
+        assert not weighs_acting(text)
+        return time.process_time() - started
+
+    seconds(100_000)
+    small, large = seconds(1_000_000), seconds(10_000_000)
+    assert large / max(small, 1e-4) < 30
+    assert weighs_acting("is it safe to run it? " + "x " * 5_000_000)
 
 
 @pytest.mark.parametrize(
@@ -277,6 +323,25 @@ def test_a_message_names_what_is_here_by_name_stem_or_plural(text: str, named: l
         )
 
     assert named_in(text, PATHS, ["big", "sales", "df"]) == [kind(n) for n in named]
+
+
+@pytest.mark.parametrize(
+    ("text", "named"),
+    [
+        ("how can I parse a yaml config file with pyyaml", []),
+        ("how can I parse config.yaml with pyyaml", ["config.yaml"]),
+        ("how would I grep the logs for errors", ["logs/"]),
+        ("how do I rotate my log", []),
+    ],
+)
+def test_without_stems_a_path_is_named_only_by_its_whole_last_part(
+    text: str, named: list[str]
+) -> None:
+    found = named_in(text, PATHS, [], stems=False)
+    assert found == [
+        f"{path} (a {'folder' if path.endswith('/') else 'file'} in the workspace)"
+        for path in named
+    ]
 
 
 def test_naming_is_one_pass_over_a_bounded_start_of_the_message() -> None:

@@ -319,6 +319,31 @@ def test_a_how_to_question_is_answered_unless_the_model_is_nearly_sure_it_must_l
     assert "response_format" not in answer and "grammar" in answer  # words
 
 
+@pytest.mark.parametrize(
+    ("text", "looks"),
+    [
+        # The task's words share a stem with a file here: still a general question.
+        ("how can I parse a yaml config file with pyyaml?", False),
+        # Asked by the file's whole name: it is about this file, and the model leans to it.
+        ("how can I parse config.yaml with pyyaml?", True),
+    ],
+)
+def test_a_how_to_names_a_file_only_by_its_whole_name(
+    make_settings: Any, store: Store, text: str, looks: bool
+) -> None:
+    settings = small(make_settings, max_tool_turns=2, workspace_overview=True)
+    (settings.workspace / "config.yaml").write_text("port: 8042\n")
+    leaning = Reply(first_step={"read_file": 0.8, "none": 0.2})
+    reads = Reply(text='{"tool": "read_file", "arguments": {"path": "config.yaml"}}')
+    with FakeServer(default_reply=Reply(text="Use yaml.safe_load.")) as server:
+        server.enqueue(leaning, reads)
+        events = run(conversation_on(server, store, settings), text)
+        step = server.first_steps()[0]
+    shown = json.dumps(step["messages"])
+    assert ("config.yaml (a file in the workspace)" in shown) is looks
+    assert any(isinstance(e, RowSaved) and e.row.role == "tool" for e in events) is looks
+
+
 def test_after_a_repeated_call_the_model_answers_without_asking(
     make_settings: Any, store: Store
 ) -> None:

@@ -15,7 +15,9 @@
 - a tool that runs or changes something (a "dangerous" one: the shell, writing, editing) is
   not allowed in a turn whose message tells the assistant not to run, delete or change things
   (`forbids_changes`), whatever the model would choose: "Please do NOT run `rm -rf build/`"
-  never leads to `run_shell`. Reading stays allowed;
+  never leads to `run_shell`. Reading stays allowed. Nor in a turn whose message asks whether
+  acting is safe or wise, or what it would do (`weighs_acting`: "is it safe to run …",
+  "should I delete …"): running the thing would answer by doing it;
 - a message asking how to do something ("how do I …", "how to …", "what's the best way to …",
   `asks_how_to`) asks for instructions, not for the assistant to act: the dangerous tools are
   not allowed either, and it answers in words at `ANSWER_SHARE_HOW_TO` unless it names
@@ -77,6 +79,7 @@ __all__ = [
     "speaks_of_the_notebook",
     "step_choice",
     "turn_calls",
+    "weighs_acting",
 ]
 
 
@@ -138,6 +141,33 @@ def forbids_changes(text: str) -> bool:
     return FORBIDS.search(text) is not None
 
 
+# "is it safe to run …", "would this be ok to delete", "is cleanup.sh dangerous to run",
+# "should I run …", "what happens if I run …": a question whether to act, which running the
+# thing would answer by doing it (asked whether a script was dangerous to run, a 1.5B model ran
+# it). Asked, not said: "it's fine to run the tests" gives leave.
+WEIGHS = re.compile(
+    r"\b(?:is|are|would|will)\s+(?:[\w./'’-]{1,60}\s+){1,2}?(?:be\s+)?(?:really\s+|actually\s+)?"
+    r"(?:safe|dangerous|ok|okay|fine|risky|harmful|wise|smart|a\s+good\s+idea|a\s+bad\s+idea)"
+    rf"\s+to\s+{ACTION}"
+    rf"|\bshould\s+(?:i|we)\s+{ACTION}"
+    r"|\bwhat\s+(?:happens|would\s+happen|will\s+happen)\s+(?:if|when)\s+(?:i|we|you)\s+"
+    rf"(?:{ACTION}|ran\b)",
+    re.IGNORECASE,
+)
+
+
+# The question is asked at a message's start or its end (after a pasted script or log).
+WEIGHS_REACH = 2_000
+
+
+def weighs_acting(text: str) -> bool:
+    """True when `text` (its first and last `WEIGHS_REACH` characters) asks whether running,
+    deleting or changing something is safe or wise, or what it would do."""
+    if len(text) > 2 * WEIGHS_REACH:
+        text = text[:WEIGHS_REACH] + "\n" + text[-WEIGHS_REACH:]
+    return WEIGHS.search(text) is not None
+
+
 # "how do I …", "in bash, how can you …", "how to …" (within two words of the start), "what's
 # the best way to …", "is there a way to …", and asking for a command, shortcut or flag that
 # does something ("which command shows …", "is there a shortcut for …",
@@ -182,9 +212,9 @@ def asks_for_a_change(text: str) -> bool:
 
 
 def allowed_tools(names: Sequence[str], dangerous: Collection[str], text: str) -> list[str]:
-    """`names` without the dangerous ones when the user's `text` forbids changes or asks how
-    to do something."""
-    if not (forbids_changes(text) or asks_how_to(text)):
+    """`names` without the dangerous ones when the user's `text` forbids changes, asks how to
+    do something or asks whether to act (`weighs_acting`)."""
+    if not (forbids_changes(text) or asks_how_to(text) or weighs_acting(text)):
         return list(names)
     return [name for name in names if name not in dangerous]
 
