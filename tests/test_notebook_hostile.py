@@ -148,6 +148,18 @@ def test_a_traceback_that_shows_a_secret_reaches_the_model_masked(ipython: Any) 
     assert shown.rstrip().endswith("ValueError: refused: [masked: looks like an API key]")
 
 
+def test_the_last_error_opens_with_the_error_and_the_cell_line_that_raised_it(
+    ipython: Any,
+) -> None:
+    # Raised deep inside a library: its frames come last in the traceback, the cell's first.
+    run_cell(ipython, 'import json\nrows = json.loads("{")')
+    shown = run_tool(ipython, "last_error")
+    headline = shown.split("\n", 1)[0]
+    assert headline.startswith("The error: json.decoder.JSONDecodeError: Expecting property")
+    assert headline.endswith('raised by this line of a notebook cell: rows = json.loads("{")')
+    assert "Traceback (most recent call last)" in shown
+
+
 # 4. Every call into user code is under the time limit
 
 

@@ -33,6 +33,7 @@ from nbchat.tools.isolation import Outcome, Output, call_bounded
 from nbchat.tools.preview import (
     MARGIN,
     cut,
+    error_headline,
     format_error,
     is_secret_name,
     mask_secrets,
@@ -353,7 +354,9 @@ def _last_error(ctx: ToolContext) -> str:
 
 
 def _error_into(error: BaseException, out: Output) -> None:
-    """The traceback without the messages (no user code), then with them (`str()` of each
-    exception is user code, and may hang)."""
-    out.add(format_error(error, ANSWER_LIMIT, messages=False))
-    out.add(format_error(error, ANSWER_LIMIT))
+    """The headline and traceback without the messages (no user code), then with them
+    (`str()` of each exception is user code, and may hang)."""
+    bare = error_headline(error, messages=False)
+    out.add(bare + format_error(error, ANSWER_LIMIT - len(bare), messages=False))
+    headline = error_headline(error)
+    out.add(headline + format_error(error, ANSWER_LIMIT - len(headline)))

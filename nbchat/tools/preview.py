@@ -22,7 +22,8 @@ recognisable format (`x = "hunter2"`), one split or encoded (base64 of a key), o
 format not listed.
 
 The text of a preview: one value's one-line summary, its bounded repr, an array's statistics,
-a DataFrame's head, an exception's traceback; each cut to a size, none copying a big value.
+a DataFrame's head, an exception's traceback and its one-line headline; each cut to a size,
+none copying a big value.
 
 These run inside a bounded call (nbchat.tools.isolation), which bounds the user code they reach
 (a `repr`, pandas' formatting, `str()` of an exception). They still reach as little as they can:
@@ -53,6 +54,7 @@ from typing import Any
 
 __all__ = [
     "cut",
+    "error_headline",
     "format_error",
     "is_secret_name",
     "mask_secrets",
@@ -300,6 +302,26 @@ def format_error(error: BaseException, limit: int, *, messages: bool = True) -> 
         line = _error_line(current) if messages else _qualified_name(type(current))
         parts += [line, "\n", after]
     return cut_middle(mask_secrets("".join(parts)), limit)
+
+
+# A notebook cell's code as Python names its file: IPython's `<ipython-input-5-…>`, or
+# ipykernel's `…/ipykernel_<pid>/<hash>.py`.
+CELL_FILE = re.compile(r"<ipython-input-\d+-|[/\\]ipykernel_\d+[/\\]")
+HEADLINE_LIMIT = 300  # characters of the message, and of the cell's line, in a headline
+
+
+def error_headline(error: BaseException, *, messages: bool = True) -> str:
+    """One line for before `error`'s traceback: the error (`KeyError: 'discount'`) and the line
+    of a notebook cell that raised it, when a cell's frame is among its last frames. Under a
+    long traceback of a library's frames, a 1.5B model asked what went wrong in the last cell
+    answered about a file instead. Without `messages`, the error's type alone."""
+    frames = traceback.extract_tb(error.__traceback__, limit=-FRAMES)
+    cells = [frame for frame in frames if CELL_FILE.search(frame.filename or "")]
+    said = _error_line(error) if messages else _qualified_name(type(error))
+    headline = f"The error: {cut(said, HEADLINE_LIMIT)}"
+    if cells and (code := (cells[-1].line or "").strip()):
+        headline += f", raised by this line of a notebook cell: {cut(code, HEADLINE_LIMIT)}"
+    return headline + "\n\n"
 
 
 def cut(text: str, limit: int) -> str:
