@@ -207,6 +207,9 @@ def test_the_whether_to_act_rule_reads_a_bounded_start_and_end() -> None:
         "is there a magic command that times a cell?",
         "what's the keyboard shortcut for commenting out lines in vscode",
         "what flag do I pass to grep to ignore case",
+        "vscode shortcut to duplicate a line?",
+        "git command for undoing a pushed commit",
+        "ls option to show hidden files",
     ],
 )
 def test_a_question_asking_how_to_do_something_asks_for_instructions(text: str) -> None:
@@ -226,6 +229,7 @@ def test_a_question_asking_how_to_do_something_asks_for_instructions(text: str) 
         "what is the way forward here",
         "what command does the deploy script run",
         "which option in setup.cfg sets the line length",
+        "the shortcut key I set up yesterday stopped working, check my keybindings.json",
         "a very long message about many things " * 3 + "how do I do that",
     ],
 )

@@ -171,7 +171,8 @@ def weighs_acting(text: str) -> bool:
 # "how do I …", "in bash, how can you …", "how to …" (within two words of the start), "what's
 # the best way to …", "is there a way to …", and asking for a command, shortcut or flag that
 # does something ("which command shows …", "is there a shortcut for …",
-# "what's the keyboard shortcut for …"): asked near the start of the message (its first
+# "what's the keyboard shortcut for …", "jupyter shortcut to …", "git command for …"): asked
+# near the start of the message (its first
 # `HOW_TO_REACH` characters). "How does this function work", "how many rows" and "what command
 # does the script run" ask about something, not how to do it.
 HOW_TO = re.compile(
@@ -181,7 +182,9 @@ HOW_TO = re.compile(
     r"(?:best\s+|easiest\s+|simplest\s+|quickest\s+|right\s+|proper\s+|good\s+)?way\s+to\b"
     r"|\b(?:what['’]?s|what(?:\s+is)?|which|is\s+there)\s+(?:the\s+|an?\s+|any\s+)?"
     r"(?:[\w-]+\s+)?(?:command|shortcut|hotkey|keybinding|magic|syntax|flag|option|switch)s?\s+"
-    r"(?:to|for|that|which|would|do|should|can|i|you)\b",
+    r"(?:to|for|that|which|would|do|should|can|i|you)\b"
+    r"|^\W*(?:[\w'’-]+\W+){0,2}?(?:keyboard\s+)?"  # "jupyter shortcut to …", "git command for …"
+    r"(?:command|shortcut|hotkey|keybinding|magic|flag|option|switch)s?\s+(?:to|for)\b",
     re.IGNORECASE,
 )
 HOW_TO_REACH = 80
