@@ -520,6 +520,48 @@ def test_a_first_step_inserting_a_cell_for_a_file_reads_the_file_unless_the_note
     assert json.loads(call.tool_args)[0]["function"]["name"] == made
 
 
+@pytest.mark.parametrize(
+    ("message", "made"),
+    [
+        # Named by a function its code defines, the notebook unsaid: the file is read.
+        ("going by the code, what does perimeter give for a 2 by 3 box", "read_file"),
+        ("what did my cell computing perimeter print", "read_cell"),
+    ],
+)
+def test_a_first_step_reading_a_cell_for_a_function_of_the_code_reads_its_file(
+    make_settings: Any, store: Store, message: str, made: str
+) -> None:
+    settings = small(make_settings, max_tool_turns=2, workspace_overview=True)
+    (settings.workspace / "src").mkdir()
+    (settings.workspace / "src" / "shapes.py").write_text(
+        "def perimeter(w, h):\n    return 2 * (w + h)\n"
+    )
+    tools = default_registry()
+
+    @tools.register()
+    def read_cell(ctx: ToolContext, number: int) -> str:
+        """Read one cell of the notebook's history.
+
+        Args:
+            number: the cell's execution count.
+        """
+        return "In [1]: print(perimeter(2, 3))"
+
+    reads = Reply(first_step={"read_cell": 0.95, "none": 0.05})
+    cell = Reply(text='{"tool": "read_cell", "arguments": {"number": 1}}')
+    with FakeServer(default_reply=Reply(text="Done.")) as server:
+        server.enqueue(reads, cell, Reply(text="10."))
+        client = openai.OpenAI(base_url=server.url + "/v1", api_key="test", max_retries=0)
+        chat = Conversation(settings, store, client=client, tools=tools)
+        chat.new_session("t")
+        events = run(chat, message)
+    (call,) = [e.row for e in events if isinstance(e, RowSaved) and e.row.role == "assistant_full"]
+    function = json.loads(call.tool_args)[0]["function"]
+    assert function["name"] == made
+    if made == "read_file":
+        assert json.loads(function["arguments"]) == {"path": "src/shapes.py"}
+
+
 def test_a_search_under_a_folder_that_is_not_here_searches_the_workspace() -> None:
     here = Here(files=frozenset({"plan.md"}), exists=lambda path: path in {".", "src", "plan.md"})
     assert aimed_call("search_files", {"pattern": "ship", "path": "./project"}, here, READING) == (

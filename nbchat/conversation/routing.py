@@ -120,14 +120,26 @@ def choose_first_step(
     paths = parts.overview.paths()
     said = paths_named(last_user, paths)  # read once for both rules
     # The files a cell tool's call turns to, unless the message speaks of the notebook (then a
-    # cell tool may be what it asks for).
-    files = [] if speaks_of_the_notebook(last_user) else [p for p in said if not p.endswith("/")]
+    # cell tool may be what it asks for): named by path, or by a name their code defines that
+    # is no variable of the notebook.
+    files = [] if speaks_of_the_notebook(last_user) else _files_named(last_user, said, here)
     sole = _sole_files(said, paths, last_user)
     choice, arguments = aimed_call(
         choice, arguments, here, allowed, named_files=files, sole_files=sole
     )
     call = ToolCall(new_call_id(), choice, json.dumps(arguments, ensure_ascii=False))
     return FirstStep(choice, call)
+
+
+def _files_named(text: str, said: Sequence[str], here: Here) -> list[str]:
+    """The files `text` names: those of `said` (its paths), then the files defining the names
+    of the code it says (`greet` → `src/app.py`) that are not notebook variables; each once."""
+    words = specific_words(text[:MESSAGE_SCAN])
+    files = [path for path in said if not path.endswith("/")]
+    for name, where in here.symbols.items():
+        if len(name) >= 3 and name.lower() in words and name not in here.variables:
+            files.append(where)
+    return list(dict.fromkeys(files))
 
 
 def _here(parts: TurnParts, sights: Sequence[Sight]) -> Here:

@@ -34,14 +34,14 @@ searched it for "city", saw the header line alone and named a city the file does
 `search_files` for exactly the name of a notebook variable that the code does not define
 describes the variable (asked what a DataFrame held, it searched the files for its name);
 `describe_variable` of a file's name reads the file; `describe_variable` of a name that is
-neither but an installed package's asks pip about it, with
-the kernel's own interpreter (asked which pandas version was installed, it described a variable
-`pandas` there was none of); a tool acting on the notebook's cells, for a message that names
-one file here and says nothing of the notebook, reads that file (asked to add a function to a
-file, it inserted a notebook cell holding it); `run_cell` given code instead of a cell runs it
-as `run_code`; a search under a folder that is not here searches the whole workspace; a
-listing of a folder the message names in the singular only ("the log") that holds one file
-only reads that file.
+neither but an installed package's asks pip about it, with the kernel's own interpreter
+(asked which pandas version was installed, it described a variable `pandas` there was none
+of); a tool on the notebook's cells, for a message that names one file here (by its path, or
+by a name its code defines) and says nothing of the notebook, reads that file (asked to add a
+function to a file, it inserted a notebook cell holding it); `run_cell` given code instead of
+a cell runs it as `run_code`; a search under a folder that is not here searches the whole
+workspace; a listing of a folder the message names in the singular only ("the log") that
+holds one file only reads that file.
 
 `forbids_changes` reads the user's text with one bounded pattern: a negation followed, within
 three words, by an action verb; `asks_how_to` one more over the message's start. Linear time,
@@ -305,8 +305,9 @@ def _small_file(path: object, here: Here) -> str | None:
 
 # The tools that act on the notebook's cells: turned to reading a file the message names when
 # the message says nothing of the notebook (asked to add a function to a file or an item to a
-# list, a 1.5B model inserted a notebook cell holding it).
-CELL_TOOLS = frozenset({"insert_cell", "edit_cell", "run_cell"})
+# list, a 1.5B model inserted a notebook cell holding it; asked what a function of the code
+# would return, it read cell 1).
+CELL_TOOLS = frozenset({"insert_cell", "edit_cell", "run_cell", "read_cell"})
 NOTEBOOK_WORDS = frozenset({"cell", "cells", "notebook", "notebooks", "jupyter", "kernel"})
 WORDS = re.compile(r"[A-Za-z]+")
 NOTEBOOK_SCAN = 4_000
@@ -337,7 +338,8 @@ def aimed_call(
     """The call to make for a first step's `name(arguments)`: itself, or the tool that looks at
     what it aimed at (`read_file` of a file, `describe_variable` of a notebook variable; see
     the module docstring); only to an `allowed` tool. `named_files`: the workspace files the
-    user's message names, when it says nothing of the notebook (`speaks_of_the_notebook`);
+    user's message names (by path, or by a name their code defines), when it says nothing of
+    the notebook (`speaks_of_the_notebook`);
     `sole_files`: each folder the message names (`logs/`) that holds one file only, that file."""
     if name in CELL_TOOLS and len(named_files) == 1 and "read_file" in allowed:
         return "read_file", {"path": named_files[0]}
