@@ -33,6 +33,7 @@ from nbchat.tools.offer import (
     points_at_something,
     recent_exchange,
     router_messages,
+    with_slips,
 )
 
 SCHEMAS = default_registry().schemas()
@@ -346,6 +347,52 @@ def test_without_stems_a_path_is_named_only_by_its_whole_last_part(
         f"{path} (a {'folder' if path.endswith('/') else 'file'} in the workspace)"
         for path in named
     ]
+
+
+@pytest.mark.parametrize(
+    ("word", "slipped"),
+    [
+        ("chekcout", "checkout"),  # neighbours swapped
+        ("chckout", "checkout"),  # a letter left out
+        ("dashbord.py", "dashboard.py"),
+        ("checkou", None),  # the last letter left out: a word's other form, not a slip
+        ("chekout", "checkout"),
+        ("checkuot", "checkout"),
+        ("xheckout", None),  # a letter changed: too many words are one letter off another
+        ("chekc", None),
+    ],
+)
+def test_a_word_with_one_slip_of_typing_names_what_it_slipped_from(
+    word: str, slipped: str | None
+) -> None:
+    names = ["checkout", "dashboard.py", "check"]
+    assert with_slips({word}, names) - {word} == ({slipped} if slipped else set())
+
+
+def test_a_misspelt_name_names_the_file_variable_or_function_it_slipped_from() -> None:
+    symbols = {"checkout": "shop/cart.py"}
+    assert named_in("what does chekout return", PATHS, [], symbols) == [
+        "checkout (defined in the file shop/cart.py)"
+    ]
+    assert named_in("is the treshold high", PATHS, ["threshold"]) == [
+        "threshold (a variable in the notebook)"
+    ]
+    assert named_in("whats in the confg", PATHS, []) == ["config.yaml (a file in the workspace)"]
+    # Under six letters, only as typed: "gret" is not `greet`.
+    assert named_in("what is gret", PATHS, [], {"greet": "app.py"}) == []
+
+
+def test_slips_take_time_linear_in_the_names_whatever_the_words() -> None:
+    def seconds(count: int) -> float:
+        words = {f"w{n:07d}" for n in range(2_000)}  # one length, one first letter
+        names = [f"w{n:07d}x" for n in range(count)]
+        started = time.process_time()
+        assert with_slips(words, names) == words  # the last letter left out never slips
+        return time.process_time() - started
+
+    seconds(1_000)
+    small, large = seconds(10_000), seconds(100_000)
+    assert large / max(small, 1e-4) < 30
 
 
 def test_naming_is_one_pass_over_a_bounded_start_of_the_message() -> None:

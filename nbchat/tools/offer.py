@@ -36,9 +36,10 @@ Pure: no I/O.
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from nbchat.history import Row, last_user_text, stored_calls
@@ -55,6 +56,7 @@ __all__ = [
     "recent_exchange",
     "router_messages",
     "specific_words",
+    "with_slips",
 ]
 
 
@@ -159,10 +161,12 @@ def named_in(
     a message about revenue names `sales`, with a column `revenue`), as a word (case aside), not
     only after "a" or "an" (asking what a setup.cfg is for asks about any such file); stems and
     names of under 3 letters only in backticks; with `stems` off, a path only by its whole
-    last part. One linear pass over the words; at most `MAX_NAMED`. What each is tells a
+    last part. A word typed with one slip (`with_slips`: "slugfy", "requirments.txt") names
+    what it slipped from. One linear pass over the words; at most `MAX_NAMED`. What each is tells a
     small model which tool looks at it: a 1.5B model asked about `greet` described a notebook
     variable of that name."""
-    words = specific_words(text[:MESSAGE_SCAN])
+    known = [*_path_names(paths), *names, *(symbols or {})]
+    words = with_slips(specific_words(text[:MESSAGE_SCAN]), known)
     quoted = {word.lower() for word in QUOTED.findall(text[:MESSAGE_SCAN])}
     found: list[str] = []
     for path in _paths_in(words | quoted, paths, stems=stems):
@@ -184,9 +188,45 @@ def named_in(
 
 def paths_named(text: str, paths: Sequence[str]) -> list[str]:
     """The workspace `paths` that `text` names (as `named_in` reads them), in their order."""
-    words = specific_words(text[:MESSAGE_SCAN])
+    words = with_slips(specific_words(text[:MESSAGE_SCAN]), _path_names(paths))
     quoted = {word.lower() for word in QUOTED.findall(text[:MESSAGE_SCAN])}
     return _paths_in(words | quoted, paths)
+
+
+# A name this long is matched with a slip of typing too; shorter ones only as typed (a slip
+# away from "greet" are "gret" and "egreet", but also every five-letter word one letter off).
+SLIP_LENGTH = 6
+SLIP_MAX = 64  # a longer name is matched only as typed
+
+
+def with_slips(words: set[str], names: Iterable[str]) -> set[str]:
+    """`words` and each of `names` (of `SLIP_LENGTH` to `SLIP_MAX` letters, lower-cased) that
+    one of them is with one slip of typing: a letter left out, not the last ("slugfy" for
+    "slugify"; a last letter left out is a word's other form, "value" for "values"), or two
+    neighbouring letters swapped ("verison"). Each name's slips are looked up among the
+    words: time linear in the names (each bounded), whatever the words."""
+    slipped: set[str] = set()
+    for name in {name.lower() for name in names if SLIP_LENGTH <= len(name) <= SLIP_MAX}:
+        if name in words:
+            continue
+        left_out = (name[:at] + name[at + 1 :] for at in range(len(name) - 1))
+        swapped = (
+            name[:at] + name[at + 1] + name[at] + name[at + 2 :]
+            for at in range(len(name) - 1)
+            if name[at] != name[at + 1]
+        )
+        if any(slip in words for slip in itertools.chain(left_out, swapped)):
+            slipped.add(name)
+    return words | slipped
+
+
+def _path_names(paths: Sequence[str]) -> list[str]:
+    """What a word may name a path by: each path's last part and that part's stem."""
+    names = []
+    for path in paths:
+        last = path.rstrip("/").rsplit("/", 1)[-1]
+        names += [last, last.split(".", 1)[0]]
+    return names
 
 
 def _paths_in(words: set[str], paths: Sequence[str], *, stems: bool = True) -> list[str]:
