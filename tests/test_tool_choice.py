@@ -508,16 +508,26 @@ def test_a_first_step_inserting_a_cell_for_a_file_reads_the_file_unless_the_note
         """
         return "inserted"
 
-    inserts = Reply(first_step={"insert_cell": 0.95, "none": 0.05})
-    source = Reply(text='{"tool": "insert_cell", "arguments": {"source": "call the dentist"}}')
+    source = '{"tool": "insert_cell", "arguments": {"source": "call the dentist"}}'
+    function = first_call_made(settings, store, tools, message, "insert_cell", source)
+    assert function["name"] == made
+
+
+def first_call_made(
+    settings: Settings, store: Store, tools: Any, message: str, chosen: str, arguments: str
+) -> dict[str, Any]:
+    """The call a turn makes when the model's first step leans to `chosen` and writes
+    `arguments`: its `function` (name and arguments as sent)."""
+    leans = Reply(first_step={chosen: 0.95, "none": 0.05})
     with FakeServer(default_reply=Reply(text="Done.")) as server:
-        server.enqueue(inserts, source, Reply(text="Noted."))
+        server.enqueue(leans, Reply(text=arguments), Reply(text="Noted."))
         client = openai.OpenAI(base_url=server.url + "/v1", api_key="test", max_retries=0)
         chat = Conversation(settings, store, client=client, tools=tools)
         chat.new_session("t")
         events = run(chat, message)
     (call,) = [e.row for e in events if isinstance(e, RowSaved) and e.row.role == "assistant_full"]
-    assert json.loads(call.tool_args)[0]["function"]["name"] == made
+    function: dict[str, Any] = json.loads(call.tool_args)[0]["function"]
+    return function
 
 
 @pytest.mark.parametrize(
@@ -547,16 +557,8 @@ def test_a_first_step_reading_a_cell_for_a_function_of_the_code_reads_its_file(
         """
         return "In [1]: print(perimeter(2, 3))"
 
-    reads = Reply(first_step={"read_cell": 0.95, "none": 0.05})
-    cell = Reply(text='{"tool": "read_cell", "arguments": {"number": 1}}')
-    with FakeServer(default_reply=Reply(text="Done.")) as server:
-        server.enqueue(reads, cell, Reply(text="10."))
-        client = openai.OpenAI(base_url=server.url + "/v1", api_key="test", max_retries=0)
-        chat = Conversation(settings, store, client=client, tools=tools)
-        chat.new_session("t")
-        events = run(chat, message)
-    (call,) = [e.row for e in events if isinstance(e, RowSaved) and e.row.role == "assistant_full"]
-    function = json.loads(call.tool_args)[0]["function"]
+    cell = '{"tool": "read_cell", "arguments": {"number": 1}}'
+    function = first_call_made(settings, store, tools, message, "read_cell", cell)
     assert function["name"] == made
     if made == "read_file":
         assert json.loads(function["arguments"]) == {"path": "src/shapes.py"}
