@@ -54,10 +54,12 @@ GOALS = {"plain": 0.95, "call": 0.85, "facts": 0.90}
 FOLDER_TOOLS = frozenset({"list_files", "search_files"})
 # In any quotes a model has mixed (`{"name': 'read_file', 'arguments': …}` from a 1.5B), or
 # with the key's closing quote left out (`{"name: "read_file", …}`, the same model), or
-# markdown's emphasis after the key (`{"name**: "list_notebook_variables", …}`, a 0.5B).
+# markdown's emphasis after the key (`{"name**: "list_notebook_variables", …}`, a 0.5B), or
+# both keys in one (`{"name, arguments": {"path": "todo.md"}}`, the 1.5B).
 Q = "[\"'“”‘’]"
 FAKE_CALL = re.compile(
-    rf"{Q}name[*_]*{Q}?[*_]*\s*:\s*{Q}[^\"'“”‘’]*{Q}\s*,\s*{Q}(arguments|parameters){Q}?\s*:|<tool_call>"
+    rf"{Q}name[*_]*{Q}?[*_]*\s*:\s*{Q}[^\"'“”‘’]*{Q}\s*,\s*{Q}(arguments|parameters){Q}?\s*:"
+    rf"|{Q}name\s*,\s*(arguments|parameters){Q}\s*:|<tool_call>"
 )
 # A token: a run of characters that are not space, quotes, brackets or list punctuation. One
 # negated class, so a match never backtracks.

@@ -236,6 +236,7 @@ def test_a_folder_tool_names_the_workspace_unless_the_case_takes_any_path(
         "{'name': 'read_file', 'parameters': {}}",
         '{"name: "read_file", "arguments": {"path": "src/app.py"}}',
         '{"name**: "list_notebook_variables", "arguments": {}}',
+        '{"name, arguments": {"path": "todo.md"}}',
         "<tool_call>",
     ],
 )

@@ -43,6 +43,8 @@ def test_words_code_and_json_are_allowed(reply: str) -> None:
         # A 0.5B model's, after listing the notebook's variables: markdown's bold in the key.
         '{"name**: "list_notebook_variables", "arguments": {}}',
         '{"name__": "read_file"}',
+        # The 1.5B's, after reading a file: both keys in one.
+        '{"name, arguments": {"path": "todo.md"}}',
         '{"tool : "none"}',
         '{ "tool": "none" }',
         "{“name”: “read_file”}",

@@ -184,8 +184,9 @@ def forced_call_format(
 # between (nor `"name "`, nor typographic or single quotes: `{“name”`, `{'name'`, and a 1.5B
 # model's `{"name': 'read_file', …}`; nor a key left unclosed, its colon inside the quotes, as
 # the same model wrote `{"name: "read_file", …}`; nor markdown's emphasis between the key and
-# its quote or colon, as a 0.5B wrote `{"name**: "list_notebook_variables", …}`): so it
-# cannot be a call written as text.
+# its quote or colon, as a 0.5B wrote `{"name**: "list_notebook_variables", …}`; nor a comma
+# there, as the 1.5B wrote `{"name, arguments": {"path": "todo.md"}}`): so it cannot be a call
+# written as text.
 # After a tool result, offered no tools, a 0.5B model wrote its call again as JSON text (issue
 # 12). Any other JSON stays possible (`{"port": 8042}`, `[{"id": 1}]`), as does code (`{ x }`,
 # `{'a': 1}`). A character read while ruling a key out is never `{`, so no brace is passed
@@ -200,7 +201,7 @@ n1 ::= [^a{] | "a" ([^m{] | "m" ([^e{] | "e" end))
 t1 ::= [^o{] | "o" ([^o{] | "o" ([^l{] | "l" end))
 f1 ::= [^u{] | "u" ([^n{] | "n" ([^c{] | "c" ([^t{] | "t" f2)))
 f2 ::= [^i{] | "i" ([^o{] | "o" ([^n{] | "n" end))
-end ::= [ \t\r\n*_]* [^"”'’:*_ \t\r\n{]
+end ::= [ \t\r\n*_]* [^"”'’:,*_ \t\r\n{]
 """.strip()
 
 
