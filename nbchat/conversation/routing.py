@@ -239,9 +239,10 @@ def _files_holding(parts: TurnParts, text: str) -> str:
 def _named(parts: TurnParts, rows: Sequence[Row], sights: Sequence[Sight]) -> list[str]:
     """What the user's last message names of the workspace and the notebook. A message asking
     how to do something names a path only by its whole name (`config.yaml`, `logs`): its
-    words are the task's ("how do I load a yaml config file", "make a shell script
-    executable"), and read as naming `config.yaml` or `scripts/` they sent a 1.5B model to
-    read that file or insert a cell instead of answering."""
+    other words describe the task, and read as naming what shares their stem (a question
+    about parsing config files in general named `config.yaml`; one about making scripts
+    runnable, `scripts/`) they sent a 1.5B model to read that file or insert a cell instead
+    of answering."""
     last_user = last_user_text(rows)
     names = [name for sight in sights for name in sight.names]
     columns = {column: name for sight in sights for column, name in sight.columns}
