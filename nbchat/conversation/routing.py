@@ -49,6 +49,7 @@ from nbchat.tools.offer import (
     points_at_something,
     router_messages,
     specific_words,
+    symbols_in,
 )
 from nbchat.tools.registry import Sight
 
@@ -118,12 +119,14 @@ def choose_first_step(
         return FirstStep(choice)
     here = _here(parts, sights)
     paths = parts.overview.paths()
-    said = paths_named(last_user, paths)  # read once for both rules
+    # The message's paths and words, read once for both rules.
+    said = paths_named(last_user, paths)
+    words = specific_words(last_user[:MESSAGE_SCAN])
     # The files a cell tool's call turns to, unless the message speaks of the notebook (then a
     # cell tool may be what it asks for): named by path, or by a name their code defines that
     # is no variable of the notebook.
-    files = [] if speaks_of_the_notebook(last_user) else _files_named(last_user, said, here)
-    sole = _sole_files(said, paths, last_user)
+    files = [] if speaks_of_the_notebook(last_user) else _files_named(words, said, here)
+    sole = _sole_files(said, paths, words)
     choice, arguments = aimed_call(
         choice, arguments, here, allowed, named_files=files, sole_files=sole
     )
@@ -131,14 +134,14 @@ def choose_first_step(
     return FirstStep(choice, call)
 
 
-def _files_named(text: str, said: Sequence[str], here: Here) -> list[str]:
-    """The files `text` names: those of `said` (its paths), then the files defining the names
-    of the code it says (`greet` → `src/app.py`) that are not notebook variables; each once."""
-    words = specific_words(text[:MESSAGE_SCAN])
+def _files_named(words: set[str], said: Sequence[str], here: Here) -> list[str]:
+    """The files a message names: those of `said` (its paths), then the files defining the
+    names of the code among its `words` (`greet` → `src/app.py`) that are not notebook
+    variables; each once."""
     files = [path for path in said if not path.endswith("/")]
-    for name, where in here.symbols.items():
-        if len(name) >= 3 and name.lower() in words and name not in here.variables:
-            files.append(where)
+    files += [
+        where for name, where in symbols_in(words, here.symbols) if name not in here.variables
+    ]
     return list(dict.fromkeys(files))
 
 
@@ -257,12 +260,11 @@ def _named(parts: TurnParts, rows: Sequence[Row], sights: Sequence[Sight]) -> li
     )
 
 
-def _sole_files(said: Sequence[str], paths: Sequence[str], text: str) -> dict[str, str]:
-    """Each folder of `said` (the paths `text` names) named in the singular only ("the log" for
-    `logs/`) that `paths` (the overview's) show holding one entry, a file: that file. Said by
-    its own name ("the tests folder", "any tests"), the folder itself is asked about: what is
-    in it, whether it has anything."""
-    words = specific_words(text[:MESSAGE_SCAN])
+def _sole_files(said: Sequence[str], paths: Sequence[str], words: set[str]) -> dict[str, str]:
+    """Each folder of `said` (the paths a message names) named in its `words` in the singular
+    only ("the log" for `logs/`) that `paths` (the overview's) show holding one entry, a file:
+    that file. Said by its own name ("the tests folder", "any tests"), the folder itself is
+    asked about: what is in it, whether it has anything."""
     sole = {}
     for folder in (path for path in said if path.endswith("/")):
         name = folder.rstrip("/").rsplit("/", 1)[-1].lower()

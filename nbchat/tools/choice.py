@@ -345,10 +345,10 @@ def aimed_call(
         return "read_file", {"path": named_files[0]}
     if name == "list_files" and "read_file" in allowed:
         folder = str(arguments.get("path", "")).strip().removeprefix("./").rstrip("/") + "/"
-        if folder in (sole_files or {}):
+        if sole_files and folder in sole_files:
             # "check the log", with one file in logs/: a 1.5B model listed the folder, then
             # wrote log lines it had never read.
-            return "read_file", {"path": (sole_files or {})[folder]}
+            return "read_file", {"path": sole_files[folder]}
     if name == "run_cell" and "run_code" in allowed:
         cell = str(arguments.get("cell", "")).strip()
         if cell and not CELL_REFERENCE.fullmatch(cell):

@@ -56,6 +56,7 @@ __all__ = [
     "recent_exchange",
     "router_messages",
     "specific_words",
+    "symbols_in",
     "with_slips",
 ]
 
@@ -177,13 +178,20 @@ def named_in(
         for name in names
         if name.lower() in (words if len(name) >= 3 else quoted)
     ]
-    for name, where in (symbols or {}).items():
-        if len(name) >= 3 and name.lower() in words:
-            found.append(f"{name} (defined in the file {where})")
+    for name, where in symbols_in(words, symbols or {}):
+        found.append(f"{name} (defined in the file {where})")
     for column, variable in (columns or {}).items():
         if len(column) >= 3 and column.lower() in words:
             found.append(f"{variable} (a variable in the notebook, with a column {column})")
     return found[:MAX_NAMED]
+
+
+def symbols_in(words: set[str], symbols: Mapping[str, str]) -> list[tuple[str, str]]:
+    """The names the workspace's code defines (`symbols`: name → file) that `words` (lower-cased)
+    hold, each with its file; names of under 3 letters never."""
+    return [
+        (name, where) for name, where in symbols.items() if len(name) >= 3 and name.lower() in words
+    ]
 
 
 def paths_named(text: str, paths: Sequence[str]) -> list[str]:
@@ -220,13 +228,15 @@ def with_slips(words: set[str], names: Iterable[str]) -> set[str]:
     return words | slipped
 
 
+def _last_and_stem(path: str) -> tuple[str, str]:
+    """A workspace path's last part (`server.log`, `logs` for `logs/`) and that part's stem."""
+    last = path.rstrip("/").rsplit("/", 1)[-1]
+    return last, last.split(".", 1)[0]
+
+
 def _path_names(paths: Sequence[str]) -> list[str]:
     """What a word may name a path by: each path's last part and that part's stem."""
-    names = []
-    for path in paths:
-        last = path.rstrip("/").rsplit("/", 1)[-1]
-        names += [last, last.split(".", 1)[0]]
-    return names
+    return [name for path in paths for name in _last_and_stem(path)]
 
 
 def _paths_in(words: set[str], paths: Sequence[str], *, stems: bool = True) -> list[str]:
@@ -234,8 +244,7 @@ def _paths_in(words: set[str], paths: Sequence[str], *, stems: bool = True) -> l
     stem, singular or plural, when the stem has 3 letters or more."""
     found = []
     for path in paths:
-        last = path.rstrip("/").rsplit("/", 1)[-1].lower()
-        stem = last.split(".", 1)[0]
+        last, stem = (part.lower() for part in _last_and_stem(path))
         if stems and len(stem) >= 3:
             forms = {last, stem, stem + "s", stem.removesuffix("s")}
         else:
