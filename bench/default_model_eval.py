@@ -60,6 +60,7 @@ from nbchat.conversation.events import (
     ReasoningDelta,
     RowSaved,
     TextDelta,
+    TextWithdrawn,
     ToolStarted,
 )
 from nbchat.conversation.loop import Conversation
@@ -232,6 +233,8 @@ def record(outcome: Outcome, event: object) -> None:
             outcome.answer = event.row.content
             if outcome.after_tool is not None:
                 outcome.after_tool = event.row.content
+    elif isinstance(event, TextWithdrawn):
+        outcome.withdrawn += 1
     elif isinstance(event, Notice) and "max_tokens" in event.text:
         outcome.hit_max_tokens = True
     elif isinstance(event, Failed):
@@ -275,6 +278,7 @@ def describe(number: int, outcome: Outcome, workspace: Path, registry: ToolRegis
         "NO-FACT" * (not outcome.has_fact()),
         "FAKE" * outcome.fake_json,
         "MAX" * outcome.hit_max_tokens,
+        f"ASKED-AGAIN×{outcome.withdrawn}" * bool(outcome.withdrawn),
         "EMPTY-AFTER-TOOL" * outcome.empty_after_tool,
         f"UNGROUNDED {', '.join(claims)}" * bool(claims),
         f"ERROR {outcome.error}" * bool(outcome.error),

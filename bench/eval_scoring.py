@@ -142,6 +142,7 @@ class Outcome:
     after_tool: str | None = None
     shown: str = ""
     hit_max_tokens: bool = False
+    withdrawn: int = 0  # answers withdrawn as they streamed (asked again), for the verbose lines
     error: str = ""
 
     @property

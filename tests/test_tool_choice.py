@@ -2,7 +2,8 @@
 the system prompt, never sent as schemas; its first step asked in one token (the chat's own
 messages, the reply opened as `{"tool": "`, a grammar of the allowed names); a forced call
 when it leans to a tool, words under a text-only grammar when it leans to answering, when the
-round is the last or when it only repeated a call; the shell never forced after "don't run";
+round is the last or when it only repeated a call; an answer after a tool result that names
+nothing the result shows withdrawn and asked again, once; the shell never forced after "don't run";
 `read_archived_output` allowed once something in the session is archived; Stop during the
 first step ends the turn at once."""
 
@@ -24,9 +25,10 @@ from nbchat.compaction.prune import to_placeholder
 from nbchat.config import Settings
 from nbchat.conversation.events import Done, RowSaved
 from nbchat.conversation.loop import Conversation
-from nbchat.conversation.reply import AFTER_FAILURES
+from nbchat.conversation.reply import AFTER_FAILURES, AFTER_RESULTS, ASKED_AGAIN
 from nbchat.history import Row
 from nbchat.llm.firststep import FIRST_STEP_OPENING
+from nbchat.llm.reader import TextWithdrawn
 from nbchat.stopping import StopSignal
 from nbchat.store.rowsql import CompactionRecord
 from nbchat.store.store import Store
@@ -82,6 +84,7 @@ def test_a_first_step_that_leans_to_a_tool_writes_its_call_on_its_own_prompt(
     make_settings: Any, store: Store
 ) -> None:
     settings = small(make_settings, max_tool_turns=2)
+    (settings.workspace / "notes.txt").write_text("Meeting on Thursday.\n")
     with FakeServer() as server:
         server.enqueue(LOOK, ARGS, Reply(text="It is on Thursday."))
         events = run(conversation_on(server, store, settings), "peek at my notes")
@@ -138,6 +141,39 @@ def test_the_answer_after_a_tool_result_is_told_what_the_user_asked_in_their_wor
     # Not stored, sent last: the question on one line, so the model answers it.
     assert note["role"] == "system"
     assert note["content"].startswith("The user asked: peek at my notes, when's the meeting?\n")
+
+
+@pytest.mark.parametrize(
+    ("answers", "kept", "asked"),
+    [
+        # Naming nothing the notes show: withdrawn, asked again with the other note.
+        (["I have read your notes."], "It is on Thursday.", 2),
+        # Asked again once only: the second answer is kept whatever it names.
+        (["I have read your notes.", "They are your notes."], "They are your notes.", 2),
+        # An answer from the result is kept at once.
+        (["It is on Thursday."], "It is on Thursday.", 1),
+    ],
+)
+def test_an_answer_naming_nothing_the_result_shows_is_asked_again_once(
+    make_settings: Any, store: Store, answers: list[str], kept: str, asked: int
+) -> None:
+    settings = small(make_settings, max_tool_turns=2)
+    (settings.workspace / "notes.txt").write_text("Meeting on Thursday.\n")
+    replies = [Reply(text=text) for text in answers]
+    if len(replies) < asked:
+        replies.append(Reply(text=kept))
+    with FakeServer() as server:
+        server.enqueue(LOOK, ARGS, *replies)
+        events = run(conversation_on(server, store, settings), "when's the meeting, per my notes")
+        requests = server.chat_requests()
+    assert len(requests) == asked
+    assert sum(isinstance(event, TextWithdrawn) for event in events) == asked - 1
+    notes = [request["messages"][-1]["content"] for request in requests]
+    assert [note.split("\n")[1] for note in notes] == [
+        note.split("\n")[1] for note in ([AFTER_RESULTS] + [ASKED_AGAIN] * (asked - 1))
+    ]
+    answered = [e.row for e in events if isinstance(e, RowSaved) and e.row.role == "assistant"]
+    assert answered == [Row("assistant", kept)]  # the withdrawn answer is not stored
 
 
 def test_after_a_refused_call_the_answer_is_told_to_say_so_not_what_was_asked(
@@ -264,6 +300,7 @@ def test_arguments_the_tool_refuses_leave_the_call_to_the_chat_forced_to_that_to
 ) -> None:
     settings = small(make_settings, max_tool_turns=2)
     refused = Reply(text='{"tool": "read_file", "arguments": {"file": "notes.txt"}}')
+    (settings.workspace / "notes.txt").write_text("Meeting on Thursday.\n")
     with FakeServer() as server:
         server.enqueue(LOOK, refused, Reply(text=CALL), Reply(text="It is on Thursday."))
         events = run(conversation_on(server, store, settings), "peek at my notes")
@@ -348,6 +385,7 @@ def test_after_a_repeated_call_the_model_answers_without_asking(
     make_settings: Any, store: Store
 ) -> None:
     settings = small(make_settings, max_tool_turns=10)
+    (settings.workspace / "notes.txt").write_text("Meeting on Thursday.\n")
     with FakeServer() as server:
         server.enqueue(LOOK, ARGS, LOOK, ARGS, Reply(text="It is on Thursday."))
         events = run(conversation_on(server, store, settings), "Read notes.txt please.")

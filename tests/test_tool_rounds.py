@@ -2,7 +2,8 @@
 item 4: `tools_on_request` off, as for a llama.cpp or OpenAI-style server named by
 NBCHAT_BASE_URL), over real HTTP to the fake server: a call written as text, in Qwen's doubled
 braces too, runs; a call of a tool that exists nowhere and fits none is asked again for words;
-an empty reply after a tool result is asked again for words; grammars go only to llama.cpp."""
+an empty reply after a tool result is asked again for words, an answer naming nothing is not
+(only a small model, which gets notes, is); grammars go only to llama.cpp."""
 
 from __future__ import annotations
 
@@ -93,3 +94,14 @@ def test_an_empty_reply_after_a_tool_result_is_asked_again_for_words(
     assert "root ::=" in again["grammar"]
     assert [row.role for row in rows] == ["user", "assistant_full", "tool", "assistant"]
     assert rows[-1] == Row("assistant", "It is on Thursday.")
+
+
+def test_a_model_that_gets_no_notes_is_not_asked_again_for_an_answer_naming_nothing(
+    make_settings: Any, store: Store
+) -> None:
+    (make_settings().workspace / "notes.txt").write_text("Meeting on Thursday.\n")
+    with FakeServer(models_owner="llamacpp") as server:
+        server.enqueue(Reply(tool_calls=[CALL]), Reply(text="I have read your notes."))
+        rows = saved(run(chat_on(server, store, always(make_settings)), "peek at my notes"))
+        assert len(server.chat_requests()) == 2  # the call, the answer: none asked again
+    assert rows[-1] == Row("assistant", "I have read your notes.")

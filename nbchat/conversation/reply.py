@@ -29,6 +29,7 @@ from typing import Any, Protocol
 from nbchat.compaction.cacheform import RequestShape
 from nbchat.compaction.prune import is_placeholder
 from nbchat.conversation.events import Event, Notice, RequestStarted, UsageReported
+from nbchat.conversation.grounding import names_nothing_shown
 from nbchat.conversation.routing import after_tool, choose_first_step
 from nbchat.conversation.turn import (
     Round,
@@ -57,6 +58,7 @@ from nbchat.tools.offer import (
 __all__ = [
     "AFTER_FAILURES",
     "AFTER_RESULTS",
+    "ASKED_AGAIN",
     "ARCHIVE_TOOL",
     "EMPTY_REPLY_NOTICE",
     "RequestPlan",
@@ -129,6 +131,14 @@ AFTER_RESULTS = (
     "those results show, quoted where they asked to see something, not a bare yes or no. Do "
     "not describe the tool call or restate the question."
 )
+# Sent instead, once, when the answer to that note named nothing the results show
+# (`nbchat.conversation.grounding`): the answer is withdrawn and asked again.
+ASKED_AGAIN = (
+    "The user asked: {asked}\n"
+    "Answer them from the results of the tools called since they asked. Quote from those "
+    "results the lines, names or values that answer the question, or, if none do, say what "
+    "the results show instead. Do not describe the tool call or restate the question."
+)
 # When every call of the round was refused or failed there is nothing to answer from, and the
 # question is not repeated: told it, the same model answered a refused `python --version` with
 # "Python 3.8", and a refused `pip show pandas` with a version, even when told not to guess.
@@ -145,15 +155,21 @@ def request_reply(
     parts: TurnParts, state: Round, stop: threading.Event
 ) -> Generator[Event, None, StreamedReply]:
     """One streamed request; after an overflow, one forced compaction and one retry; after a
-    tool result, an empty reply asked once more, for words (`tool_choice="none"`)."""
+    tool result, an empty reply asked once more, for words (`tool_choice="none"`), and a small
+    model's answer that names nothing the results show withdrawn and asked once more."""
     choice = state.tool_choice
+    asked_again = False
     while True:
         yield from warn_over_budget(parts)
         yield RequestStarted(state.number, 2 if state.overflow_retried else 1)
         try:
-            reply = yield from stream_reply(parts, stop, choice)
+            reply = yield from stream_reply(parts, stop, choice, asked_again=asked_again)
             if reply.is_empty and not reply.stopped and after_tool(parts) and choice != NO_TOOL:
                 choice = NO_TOOL  # models answered nothing after a read (issue 19): ask again
+                continue
+            if not asked_again and _answered_past_results(parts, reply):
+                asked_again, choice = True, NO_TOOL
+                yield TextWithdrawn()
                 continue
             break
         except ContextOverflowError as exc:
@@ -187,20 +203,24 @@ class RequestPlan:
         return [] if self.in_prompt else self.schemas
 
 
-def plan_request(parts: TurnParts) -> RequestPlan:
-    """The next request's tools, system prompt and messages."""
+def plan_request(parts: TurnParts, *, asked_again: bool = False) -> RequestPlan:
+    """The next request's tools, system prompt and messages; `asked_again`: an answer after a
+    tool round that named nothing the results show is asked again (a small model's notes)."""
     schemas = offerable(parts.tools.schemas(), parts.history.rows)
     in_prompt = parts.settings.offers_tools_on_request() and uses_grammars(parts)
     system_prompt = system_prompt_for(parts, schemas)
     messages = build_messages(parts.history.rows, system_prompt)
     if in_prompt:
-        messages = _with_notes(messages, parts.history.rows)
+        messages = _with_notes(messages, parts.history.rows, asked_again=asked_again)
     return RequestPlan(schemas, in_prompt, system_prompt, messages)
 
 
-def _with_notes(messages: list[dict[str, Any]], rows: Sequence[Row]) -> list[dict[str, Any]]:
+def _with_notes(
+    messages: list[dict[str, Any]], rows: Sequence[Row], *, asked_again: bool = False
+) -> list[dict[str, Any]]:
     """What a small model is told besides the conversation, never stored: after a tool round,
-    to answer the user's words from the results, or, when every call failed, to say so (last);
+    to answer the user's words from the results (`asked_again`: to quote them), or, when every
+    call failed, to say so (last);
     before it answers a message, the arithmetic in it, worked out by code
     (`nbchat.tools.arithmetic`), just before that message (a note after it made a 1.5B model
     echo the question)."""
@@ -209,12 +229,31 @@ def _with_notes(messages: list[dict[str, Any]], rows: Sequence[Row]) -> list[dic
         if all(is_failed_result(row.content) for row in results):
             return [*messages, {"role": "system", "content": AFTER_FAILURES}]
         asked = last_user_text(rows)
-        told = AFTER_RESULTS.format(asked=brief(asked, ASKED_CHARS))
+        told = (ASKED_AGAIN if asked_again else AFTER_RESULTS).format(
+            asked=brief(asked, ASKED_CHARS)
+        )
         return [*messages, {"role": "system", "content": told}]
     if rows and rows[-1].role == "user" and (worked := work_out(rows[-1].content)):
         note = {"role": "system", "content": WORKED_OUT + "; ".join(worked) + "."}
         return [*messages[:-1], note, messages[-1]]
     return messages
+
+
+def _answered_past_results(parts: TurnParts, reply: StreamedReply) -> bool:
+    """Whether `reply`, a small model's words after a tool round that did not all fail, names
+    nothing its results show (`nbchat.conversation.grounding`), so it is asked again."""
+    rows = parts.history.rows
+    if reply.calls or reply.stopped or reply.finish == "length" or not after_tool(parts):
+        return False
+    if not (parts.settings.offers_tools_on_request() and uses_grammars(parts)):
+        return False  # a model that gets no notes is not asked again with one
+    results = _last_results(rows)
+    if all(is_failed_result(row.content) for row in results):
+        return False
+    start = len(rows) - len(results)
+    calls = rows[start - 1].tool_args if start > 0 else ""
+    said = (last_user_text(rows), calls or "")
+    return names_nothing_shown(reply.text, (row.content for row in results), said)
 
 
 def _last_results(rows: Sequence[Row]) -> list[Row]:
@@ -243,7 +282,7 @@ def system_prompt_for(parts: TurnParts, schemas: Sequence[Mapping[str, Any]]) ->
 
 
 def stream_reply(
-    parts: TurnParts, stop: threading.Event, tool_choice: str | None
+    parts: TurnParts, stop: threading.Event, tool_choice: str | None, *, asked_again: bool = False
 ) -> Generator[Event, None, StreamedReply]:
     """Stream one reply; a failure keeps what arrived (as complete rows), then raises.
 
@@ -251,7 +290,7 @@ def stream_reply(
     (`choose_first_step`)."""
     settings = parts.settings
     reply = StreamedReply(request_rows=len(parts.history))
-    plan = plan_request(parts)
+    plan = plan_request(parts, asked_again=asked_again)
     if plan.in_prompt and tool_choice is None:
         step = choose_first_step(parts, plan.schemas, stop)
         if step is None:  # Stop came first

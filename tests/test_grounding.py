@@ -1,0 +1,50 @@
+"""`nbchat.conversation.grounding`: an answer after a tool round that holds none of the
+results' own words (beyond what the user and the call said) names nothing shown; one that
+quotes a value, a name or a word of a line does; a text is read only up to `SCANNED`."""
+
+from __future__ import annotations
+
+import pytest
+
+from nbchat.conversation.grounding import SCANNED, names_nothing_shown, words_of
+
+SCRIPT = "#!/bin/sh\n# remove build output\nrm -rf build/ dist/ *.egg-info\n"
+CONFIG = "server:\n  port: 8042\n  debug: false\n"
+
+
+@pytest.mark.parametrize(
+    ("answer", "result", "asked", "nothing"),
+    [
+        # Past the result: none of its words.
+        ("The script is dangerous to run.", SCRIPT, "is the shell script dangerous", True),
+        ("Debug is on.", CONFIG, "is debug on in the config", True),
+        # From it: a value, a word of a line.
+        ("It deletes build/ and dist/.", SCRIPT, "is the shell script dangerous", False),
+        ("The port is 8042.", CONFIG, "which port", False),
+        ("No: debug is false.", CONFIG, "is debug on", False),
+    ],
+)
+def test_an_answer_names_something_shown_or_nothing(
+    answer: str, result: str, asked: str, nothing: bool
+) -> None:
+    assert names_nothing_shown(answer, [result], [asked, '{"path": "f"}']) is nothing
+
+
+def test_words_the_user_or_the_call_said_do_not_ground_an_answer() -> None:
+    result = "# Demo project\nA tiny project.\n"
+    # "readme" is the call's path and "setup" the user's word: neither is the result's.
+    said = ["does the readme have setup instructions", '{"path": "README.md"}']
+    assert names_nothing_shown("The README has setup instructions.", [result], said)
+    assert not names_nothing_shown("It only says: Demo project.", [result], said)
+
+
+def test_no_words_to_judge_by_is_not_judged() -> None:
+    assert not names_nothing_shown("", ["port: 8042"], ["which port"])
+    assert not names_nothing_shown("Ok.", ["port: 8042"], ["which port"])  # no word of its own
+    assert not names_nothing_shown("Nothing there.", ["the file"], ["x"])  # result: common only
+
+
+def test_a_text_is_read_only_up_to_its_bound() -> None:
+    huge = "a " * SCANNED + "zebra"
+    assert "zebra" not in words_of(huge)
+    assert words_of("Port 8042, v2 of 3 files") == {"port", "8042", "v2", "3"}
