@@ -307,6 +307,35 @@ def test_search_files_finds_regex_and_plain_text_and_respects_the_glob(workspace
     assert run(executor, "search_files", pattern="zzz").content == "No matches for 'zzz' in '.'."
 
 
+@pytest.mark.parametrize("pattern", ["release_notes", "releaseNotes", "Release-Notes"])
+def test_words_joined_one_way_find_a_line_that_joins_them_another_and_say_so(
+    workspace: Path, pattern: str
+) -> None:
+    (workspace / "todo.md").write_text("- write the release notes\n- ReleaseNotes.md\n")
+    (workspace / "x.txt").write_text("releases noted\n")
+    assert run(executor_for(workspace), "search_files", pattern=pattern).content == (
+        f"No line holds {pattern!r} as written; these hold it written another way "
+        "(they match 'release[\\\\s_.\\\\-]*notes'):\ntodo.md:1: - write the release notes\n"
+        "todo.md:2: - ReleaseNotes.md"
+    )
+
+
+def test_a_short_form_that_found_nothing_finds_its_long_form(workspace: Path) -> None:
+    (workspace / "server.log").write_text("refused (database at 10.0.0.7:5432)\n")
+    assert run(executor_for(workspace), "search_files", pattern="db").content == (
+        "No line holds 'db' as written; these hold it written another way "
+        "(they match '(?:db|database)'):\nserver.log:1: refused (database at 10.0.0.7:5432)"
+    )
+
+
+def test_one_word_or_regex_syntax_is_not_loosened(workspace: Path) -> None:
+    (workspace / "todo.md").write_text("release notes\n")
+    executor = executor_for(workspace)
+    for pattern in ("releasenotes", "release_(notes)", "release_notes$"):
+        found = run(executor, "search_files", pattern=pattern).content
+        assert found == f"No matches for {pattern!r} in '.'."
+
+
 def test_search_files_caps_its_matches(workspace: Path) -> None:
     (workspace / "many.txt").write_text("hit\n" * 500)
     lines = run(executor_for(workspace), "search_files", pattern="hit").content.splitlines()

@@ -205,9 +205,18 @@ def search_files(
     names = None if glob is None else GlobPattern(glob, taker="search_files' glob argument")
     parts = split_inside(ctx.workspace, path)
     ignoring = None if include_hidden else Ignoring(rules_above(ctx.workspace, parts))
-    with closing(_found_lines(ctx, matcher, path, names=names, ignoring=ignoring)) as lines:
-        found = list(itertools.islice(lines, MAX_MATCHES + 1))
-    note = names.note if names is not None else ""
+    found = _first_found(ctx, matcher, path, names=names, ignoring=ignoring)
+    notes = [names.note] if names is not None and names.note else []
+    if not found and (loose := matcher.loosened()) is not None:
+        # The same entries again, counted afresh (a second count would double what was left out).
+        ignoring = None if include_hidden else Ignoring(rules_above(ctx.workspace, parts))
+        found = _first_found(ctx, loose, path, names=names, ignoring=ignoring)
+        if found:
+            notes.append(
+                f"No line holds {pattern!r} as written; these hold it written another way "
+                f"(they match {loose.text!r}):"
+            )
+    note = "\n".join(notes)
     shown, unshown = _fitted(found[:MAX_MATCHES], ctx.output_limit - NOTE_ROOM - len(note))
     results = ([note] if note else []) + shown
     if unshown or len(found) > MAX_MATCHES:
@@ -224,6 +233,19 @@ def search_files(
                 "include_hidden=true searches them]"
             )
     return "\n".join(results)
+
+
+def _first_found(
+    ctx: ToolContext,
+    matcher: Pattern,
+    path: str,
+    *,
+    names: GlobPattern | None,
+    ignoring: Ignoring | None,
+) -> list[str]:
+    """The first `MAX_MATCHES` + 1 matching lines (one more says there are more)."""
+    with closing(_found_lines(ctx, matcher, path, names=names, ignoring=ignoring)) as lines:
+        return list(itertools.islice(lines, MAX_MATCHES + 1))
 
 
 def _found_lines(

@@ -11,7 +11,9 @@ backtracks exponentially (`(a|aa)+$`) costs at most `PATTERN_SLICE` of one line 
 model is told; and a pattern in the wrong dialect is answered with what is expected: a glob of
 file names (`*.py`, invalid as a regular expression) or a regular expression for names (`.*py`,
 which as a search matches nearly every line) points to `list_files` and the `glob` argument; a
-pattern with no capital letter matches any case (`smart_case`, as ripgrep's).
+pattern with no capital letter matches any case (`smart_case`, as ripgrep's); plain words that
+found nothing as written are tried again apart or joined another way (`Pattern.loosened`:
+`release_notes` finds "release notes").
 
 Must not: open files (nbchat.tools.fileaccess does) or format results for the model.
 """
@@ -42,6 +44,25 @@ PATTERN_SLICE = 0.5  # seconds one line may take to match; `regex` may overrun i
 CHECK_EVERY = 256  # lines between two looks at the deadline and Stop
 BLOCK_BYTES = 256 * 1024  # a search reads and first tries this much at once (memory stays ~1 MiB)
 SLOW_BLOCK = -1  # `Pattern.search_block`: gave up on the block, try its lines one by one
+# `Pattern.loosened`: words and the separators between them, the parts of a camelCase word,
+# and what joins them in the loosened pattern.
+PLAIN_WORDS = regex.compile(r"[A-Za-z0-9]+(?:[ _.\-]+[A-Za-z0-9]+)*")
+CAMEL_PARTS = regex.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|[0-9]+")
+LOOSE_JOIN = r"[\s_.\-]*"
+# Short forms programmers type for words a file may spell out.
+SHORT_FOR = {  # none is the start of its long form, which a search for it already finds
+    "db": "database",
+    "cfg": "config",
+    "deps": "dependencies",
+    "pkg": "package",
+    "msg": "message",
+    "pwd": "password",
+    "img": "image",
+    "idx": "index",
+    "cnt": "count",
+    "src": "source",
+    "fn": "function",
+}
 # Where a pattern can tell a line from a block of lines, the batch is not a fair test.
 LINE_BOUND_SYNTAX = ("\\A", "\\Z", "\\z", "\\G", "(?<", "(?m", "(?s", "(?-")
 
@@ -99,6 +120,21 @@ class Pattern:
             regex.compile(self.compiled.pattern, flags | regex.MULTILINE) if batchable else None
         )
 
+    def loosened(self) -> Pattern | None:
+        """For plain words of two or more parts (`release_notes`, `release notes`,
+        `releaseNotes`), the pattern that finds them apart or joined by any of space, `_`,
+        `-` or `.`, in any case, a common short form also written out (`db`: `database`);
+        None for anything else (one word with no short form, regex syntax). Identifiers and
+        prose name the same thing: asked whether writing the release notes was still to do, a
+        1.5B model searched for `release_notes` in a list saying "release notes"; asked for
+        the db's address from a log, for `db` in a log saying "database at …"."""
+        if not PLAIN_WORDS.fullmatch(self.text):
+            return None
+        words = [word.lower() for word in CAMEL_PARTS.findall(self.text)]
+        if len(words) < 2 and not any(word in SHORT_FOR for word in words):
+            return None
+        return Pattern(LOOSE_JOIN.join(_either_form(word) for word in words))
+
     def search_block(self, block: str, position: int, ctx: ToolContext) -> int | None:
         """Where the pattern next occurs in `block` (lines joined by "\\n") from `position`,
         or None; `SLOW_BLOCK` when the block takes too long (its lines are then tried alone,
@@ -132,6 +168,12 @@ class Pattern:
 
 # A backslash and what it escapes (`\S`, `\D`): regex syntax, not a letter of the text.
 ESCAPE = regex.compile(r"\\.", regex.DOTALL)
+
+
+def _either_form(word: str) -> str:
+    """`word` as a pattern, or its short form or the written-out word (`db|database`)."""
+    long = SHORT_FOR.get(word)
+    return f"(?:{word}|{long})" if long else regex.escape(word)
 
 
 def smart_case(text: str) -> int:
