@@ -350,6 +350,25 @@ def test_without_stems_a_path_is_named_only_by_its_whole_last_part(
 
 
 @pytest.mark.parametrize(
+    ("text", "named"),
+    [
+        ("our deps, anything old?", ["requirements.txt", "pyproject.toml"]),
+        ("which of our packages are pinned", ["requirements.txt", "pyproject.toml"]),
+        ("are we on the latest libraries", ["requirements.txt", "pyproject.toml"]),
+        ("what packages are good for plotting", []),  # not ours: nothing here
+        ("which libraries do people use for plots", []),
+    ],
+)
+def test_a_message_about_our_dependencies_names_the_files_that_declare_them(
+    text: str, named: list[str]
+) -> None:
+    paths = (*PATHS, "requirements.txt", "pyproject.toml", "web/package-lock.txt")
+    listing = "a file in the workspace listing the project's dependencies"
+    assert named_in(text, paths, []) == [f"{path} ({listing})" for path in named]
+    assert named_in(text, paths, [], stems=False) == []  # asked how to: general knowledge
+
+
+@pytest.mark.parametrize(
     ("word", "slipped"),
     [
         ("chekcout", "checkout"),  # neighbours swapped

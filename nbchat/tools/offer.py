@@ -170,9 +170,16 @@ def named_in(
     words = with_slips(specific_words(text[:MESSAGE_SCAN]), known)
     quoted = {word.lower() for word in QUOTED.findall(text[:MESSAGE_SCAN])}
     found: list[str] = []
-    for path in _paths_in(words | quoted, paths, stems=stems):
+    by_name = _paths_in(words | quoted, paths, stems=stems)
+    for path in by_name:
         kind = "a folder in the workspace" if path.endswith("/") else "a file in the workspace"
         found.append(f"{path} ({kind})")
+    if stems and speaks_of_dependencies(words):
+        found += [
+            f"{path} (a file in the workspace listing the project's dependencies)"
+            for path in paths
+            if path not in by_name and is_manifest(path)
+        ]
     found += [
         f"{name} (a variable in the notebook)"
         for name in names
@@ -184,6 +191,43 @@ def named_in(
         if len(column) >= 3 and column.lower() in words:
             found.append(f"{variable} (a variable in the notebook, with a column {column})")
     return found[:MAX_NAMED]
+
+
+# Words that speak of what a project depends on; "packages" and "libraries" only when said of
+# ours ("which of our packages are pinned"): what packages are good for plotting asks nothing
+# of the workspace.
+DEPENDENCY_WORDS = frozenset(
+    {"deps", "dependencies", "dependency", "pinned", "pin", "pins", "pinning", "requirements"}
+)
+PACKAGE_WORDS = frozenset({"packages", "libraries", "libs"})
+OURS = frozenset({"our", "we", "we're", "were", "us", "project", "project's", "repo"})
+# The files in which projects declare their dependencies (`requirements*.txt` too).
+MANIFESTS = frozenset(
+    {
+        "pyproject.toml",
+        "setup.py",
+        "setup.cfg",
+        "pipfile",
+        "environment.yml",
+        "environment.yaml",
+        "package.json",
+        "cargo.toml",
+        "go.mod",
+        "gemfile",
+    }
+)
+
+
+def speaks_of_dependencies(words: set[str]) -> bool:
+    """Whether `words` (lower-cased) speak of the project's dependencies: "deps", "pinned",
+    "dependencies", or packages or libraries said to be ours."""
+    return bool(words & DEPENDENCY_WORDS) or bool(words & PACKAGE_WORDS and words & OURS)
+
+
+def is_manifest(path: str) -> bool:
+    """Whether a workspace file is one that declares a project's dependencies."""
+    last = path.rsplit("/", 1)[-1].lower()
+    return last in MANIFESTS or (last.startswith("requirements") and last.endswith(".txt"))
 
 
 def symbols_in(words: set[str], symbols: Mapping[str, str]) -> list[tuple[str, str]]:
