@@ -211,6 +211,9 @@ def test_the_whether_to_act_rule_reads_a_bounded_start_and_end() -> None:
         "vscode shortcut to duplicate a line?",
         "git command for undoing a pushed commit",
         "ls option to show hidden files",
+        "bash one-liner to count lines in every csv",
+        "python snippet for timing a block of code",
+        "regex that matches an email address?",
     ],
 )
 def test_a_question_asking_how_to_do_something_asks_for_instructions(text: str) -> None:
@@ -230,6 +233,7 @@ def test_a_question_asking_how_to_do_something_asks_for_instructions(text: str) 
         "what is the way forward here",
         "what command does the deploy script run",
         "which option in setup.cfg sets the line length",
+        "the regex in utils.py that strips tags, what does it match",
         "the shortcut key I set up yesterday stopped working, check my keybindings.json",
         "a very long message about many things " * 3 + "how do I do that",
     ],

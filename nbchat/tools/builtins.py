@@ -213,8 +213,7 @@ def search_files(
         found = _first_found(ctx, loose, path, names=names, ignoring=ignoring)
         if found:
             notes.append(
-                f"No line holds {pattern!r} as written; these hold it written another way "
-                f"(they match {loose.text!r}):"
+                f"No line holds {pattern!r} as written; these hold {loose.described}:"
             )
     note = "\n".join(notes)
     shown, unshown = _fitted(found[:MAX_MATCHES], ctx.output_limit - NOTE_ROOM - len(note))

@@ -184,7 +184,8 @@ HOW_TO = re.compile(
     r"(?:[\w-]+\s+)?(?:command|shortcut|hotkey|keybinding|magic|syntax|flag|option|switch)s?\s+"
     r"(?:to|for|that|which|would|do|should|can|i|you)\b"
     r"|^\W*(?:[\w'’-]+\W+){0,2}?(?:keyboard\s+)?"  # "jupyter shortcut to …", "git command for …"
-    r"(?:command|shortcut|hotkey|keybinding|magic|flag|option|switch)s?\s+(?:to|for)\b",
+    r"(?:command|shortcut|hotkey|keybinding|magic|flag|option|switch|one[\s-]?liner|snippet|"
+    r"regexp?|idiom)s?\s+(?:to|for|that)\b",
     re.IGNORECASE,
 )
 HOW_TO_REACH = 80

@@ -100,8 +100,9 @@ def _skip_rest_of_line(handle: BinaryIO, ctx: ToolContext, *, doing: str) -> Non
 class Pattern:
     """A search pattern: a regular expression, or the plain text when it is not a valid one."""
 
-    def __init__(self, text: str) -> None:
+    def __init__(self, text: str, *, described: str = "") -> None:
         self.text = text
+        self.described = described  # a loosened pattern: how it differs, in words
         _refuse_wrong_dialect(text)
         flags = smart_case(text)
         try:
@@ -131,9 +132,14 @@ class Pattern:
         if not PLAIN_WORDS.fullmatch(self.text):
             return None
         words = [word.lower() for word in CAMEL_PARTS.findall(self.text)]
-        if len(words) < 2 and not any(word in SHORT_FOR for word in words):
+        short = [word for word in words if word in SHORT_FOR]
+        if len(words) < 2 and not short:
             return None
-        return Pattern(LOOSE_JOIN.join(_either_form(word) for word in words))
+        how = ["its words apart or joined another way"] if len(words) >= 2 else []
+        how += [f"{SHORT_FOR[word]!r} for {word!r}" for word in dict.fromkeys(short)]
+        return Pattern(
+            LOOSE_JOIN.join(_either_form(word) for word in words), described=", ".join(how)
+        )
 
     def search_block(self, block: str, position: int, ctx: ToolContext) -> int | None:
         """Where the pattern next occurs in `block` (lines joined by "\\n") from `position`,
