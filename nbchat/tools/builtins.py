@@ -212,9 +212,7 @@ def search_files(
         ignoring = None if include_hidden else Ignoring(rules_above(ctx.workspace, parts))
         found = _first_found(ctx, loose, path, names=names, ignoring=ignoring)
         if found:
-            notes.append(
-                f"No line holds {pattern!r} as written; these hold {loose.described}:"
-            )
+            notes.append(f"No line holds {pattern!r} as written; these hold {loose.described}:")
     note = "\n".join(notes)
     shown, unshown = _fitted(found[:MAX_MATCHES], ctx.output_limit - NOTE_ROOM - len(note))
     results = ([note] if note else []) + shown
