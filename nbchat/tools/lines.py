@@ -126,7 +126,7 @@ class Pattern:
         `releaseNotes`), the pattern that finds them apart or joined by any of space, `_`,
         `-` or `.`, in any case, a common short form also written out (`db`: `database`);
         None for anything else (one word with no short form, regex syntax). Identifiers and
-        prose name the same thing: asked whether writing the release notes was still to do, a
+        prose name the same thing: asked whether a to-do about release notes was still open, a
         1.5B model searched for `release_notes` in a list saying "release notes"; asked for
         the db's address from a log, for `db` in a log saying "database at …"."""
         if not PLAIN_WORDS.fullmatch(self.text):

@@ -194,7 +194,7 @@ def named_in(
 
 
 # Words that speak of what a project depends on; "packages" and "libraries" only when said of
-# ours ("which of our packages are pinned"): what packages are good for plotting asks nothing
+# ours ("are our packages up to date"): what packages are good for plotting asks nothing
 # of the workspace.
 DEPENDENCY_WORDS = frozenset(
     {"deps", "dependencies", "dependency", "pinned", "pin", "pins", "pinning", "requirements"}
