@@ -98,8 +98,9 @@ class TextDelta:
 
 @dataclass(frozen=True)
 class TextWithdrawn:
-    """The text streamed so far was a call that did not validate, written as JSON; the reply is
-    asked again (`nbchat.llm.reader.second_chance`) and that text is no part of it."""
+    """The text streamed so far is no part of the reply, which is asked again: a call that did
+    not validate, written as JSON (`nbchat.llm.reader.second_chance`), or an answer after a
+    tool round that named nothing the results show (`nbchat.conversation.grounding`)."""
 
 
 @dataclass(frozen=True)

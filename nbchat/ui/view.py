@@ -201,8 +201,9 @@ class EventView:
         self._streaming_status(live, len(event.text))
 
     def _on_text_withdrawn(self) -> None:
-        # What streamed was a call that did not validate, written as JSON: the model is asked
-        # again, and its new reply streams into a box of its own.
+        # What streamed was a call that did not validate, written as JSON, or an answer naming
+        # nothing its tool results show: the model is asked again, and its new reply streams
+        # into a box of its own.
         live = self._live
         if live is not None and live.reply is not None:
             live.reply.finish()
