@@ -22,6 +22,9 @@ CONFIG = "server:\n  port: 8042\n  debug: false\n"
         ("It deletes build/ and dist/.", SCRIPT, "is the shell script dangerous", False),
         ("The port is 8042.", CONFIG, "which port", False),
         ("No: debug is false.", CONFIG, "is debug on", False),
+        # A number written with thousands separators is the number the file holds.
+        ("Bergen has 291,000 people.", "city,population\nBergen,291000\n", "bergen?", False),
+        ("Bergen has 291 000 people.", "city,population\nBergen,291000\n", "bergen?", False),
     ],
 )
 def test_an_answer_names_something_shown_or_nothing(

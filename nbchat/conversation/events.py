@@ -2,8 +2,9 @@
 
 A UI renders them; a script can print or ignore them. Each is a small frozen value. Deltas are
 the client's own `ReasoningDelta` and `TextDelta` (and `TextWithdrawn`: the text so far was a
-call that did not validate, or an answer naming nothing the tool results show, asked again); everything that was persisted arrives as a
-`RowSaved`, so a consumer that only wants the transcript can listen to that alone.
+call that did not validate, or an answer naming nothing the tool results show, asked again);
+everything that was persisted arrives as a `RowSaved`, so a consumer that only wants the
+transcript can listen to that alone.
 
 Pure values: no I/O.
 """

@@ -9,9 +9,10 @@ is a set of words, not a judgement: `names_nothing_shown` is true when the answe
 the results' own words, and the reply is then asked once more (`nbchat.conversation.reply`).
 
 A word here is a run of letters or digits: of three characters or more, or holding a digit
-(a port, a count, a version's parts), and not one of the words any sentence about files uses
-(`COMMON`). Long results hold many words, so the check only ever fires on an answer that names
-nothing at all; it cannot tell a misread value from a right one.
+(a port, a count, a version's parts; a number's thousands separators left out), and not one
+of the words any sentence about files uses (`COMMON`). Long results hold many words, so the
+check only ever fires on an answer that names nothing at all; it cannot tell a misread value
+from a right one.
 
 Linear in the texts (one pass of a pattern without backtracking over each, bounded by
 `SCANNED`), whatever the model or the workspace wrote.
@@ -26,6 +27,8 @@ from collections.abc import Iterable
 __all__ = ["COMMON", "SCANNED", "names_nothing_shown", "words_of"]
 
 WORD = re.compile(r"[^\W_]+")  # letters and digits; `_`, `.`, `/` and spaces split words
+# A thousands separator inside a number: "291,000" is the "291000" a CSV holds.
+THOUSANDS = re.compile(r"(?<=\d)[,_ \u00a0\u202f](?=\d{3}(?!\d))")
 SCANNED = 200_000  # characters of any one text read: more than a tool result may hold
 # Words any answer about a workspace uses without having read anything: a result that holds
 # "file" does not make "the file is fine" an answer from it.
@@ -44,7 +47,7 @@ def words_of(text: str) -> set[str]:
     """The words of `text` (its first `SCANNED` characters) that can carry a fact: lower-cased
     runs of letters or digits, three characters or more or holding a digit, not in `COMMON`."""
     found = set()
-    for word in WORD.findall(text[:SCANNED].lower()):
+    for word in WORD.findall(THOUSANDS.sub("", text[:SCANNED].lower())):
         if (len(word) >= 3 or any(ch.isdigit() for ch in word)) and word not in COMMON:
             found.add(word)
     return found
