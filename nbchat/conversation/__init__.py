@@ -1,8 +1,10 @@
 """One session's whole round-trip, synchronous and UI-free.
 
     loop         `Conversation`: send a message, stream the reply, run tools, compact, store
-    reply        one reply: the request built, streamed, recorded; an overflow's one retry; the
+    reply        one reply: the request built, streamed, recorded; an overflow's one retry; a
+                 small model's answer asked again when it names nothing the results show; the
                  tool that reads a pruned tool output back from the store
+    grounding    whether an answer after a tool round names anything its results show
     routing      a small model's first step in a round: what it is asked on, how its choice
                  is weighed, where a misaimed call is turned
     turn         the rest of a turn: its small state (the streamed reply, the failure guard),
