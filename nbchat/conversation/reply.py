@@ -207,7 +207,7 @@ def plan_request(parts: TurnParts, *, asked_again: bool = False) -> RequestPlan:
     """The next request's tools, system prompt and messages; `asked_again`: an answer after a
     tool round that named nothing the results show is asked again (a small model's notes)."""
     schemas = offerable(parts.tools.schemas(), parts.history.rows)
-    in_prompt = parts.settings.offers_tools_on_request() and uses_grammars(parts)
+    in_prompt = takes_notes(parts)
     system_prompt = system_prompt_for(parts, schemas)
     messages = build_messages(parts.history.rows, system_prompt)
     if in_prompt:
@@ -245,7 +245,7 @@ def _answered_past_results(parts: TurnParts, reply: StreamedReply) -> bool:
     rows = parts.history.rows
     if reply.calls or reply.stopped or reply.finish == "length" or not after_tool(parts):
         return False
-    if not (parts.settings.offers_tools_on_request() and uses_grammars(parts)):
+    if not takes_notes(parts):
         return False  # a model that gets no notes is not asked again with one
     results = _last_results(rows)
     if all(is_failed_result(row.content) for row in results):
@@ -263,6 +263,12 @@ def _last_results(rows: Sequence[Row]) -> list[Row]:
     while start > 0 and rows[start - 1].role == "tool":
         start -= 1
     return list(rows[start:end])
+
+
+def takes_notes(parts: TurnParts) -> bool:
+    """Whether the chat's tools travel in its prompt, not its requests (a small model's way,
+    `nbchat.tools.offer`): such a model's first step chooses, and it gets the notes."""
+    return parts.settings.offers_tools_on_request() and uses_grammars(parts)
 
 
 def uses_grammars(parts: TurnParts) -> bool:

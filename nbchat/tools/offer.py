@@ -226,7 +226,9 @@ def speaks_of_dependencies(words: set[str]) -> bool:
 
 def is_manifest(path: str) -> bool:
     """Whether a workspace file is one that declares a project's dependencies."""
-    last = path.rsplit("/", 1)[-1].lower()
+    if path.endswith("/"):
+        return False
+    last = _last_and_stem(path)[0].lower()
     return last in MANIFESTS or (last.startswith("requirements") and last.endswith(".txt"))
 
 
