@@ -1484,4 +1484,233 @@ CASES: tuple[Case, ...] = (
     plain("loc vs iloc, whats the difference", "label", "position", "integer"),
     plain("how to time how long a cell takes in a notebook", "%%time", "%timeit", "%time"),
     plain("how do i drop rows with NaN in a dataframe", "dropna"),
+    # Fourth batch of fresh cases (2026-11-27, index 351 on), written by a helper who had read
+    # neither split nor the rules, from the workspace and the notebook alone: follow-ups that
+    # turn to another file, plain follow-ups after a turn that looked, questions that only
+    # mention files. Committed before any run on them.
+    tool(
+        "what room's the review meeting in? it's in my notes somewhere",
+        {
+            "read_file": {"path": "notes.txt"},
+            "search_files": {"pattern": "review", "path": ANY_PATH},
+        },
+        "B12",
+    ),
+    tool(
+        "which db file does the app point at? should be in the yaml",
+        {
+            "read_file": {"path": "config.yaml"},
+            "search_files": {"pattern": "datab", "path": ANY_PATH},
+        },
+        "inventory.db",
+    ),
+    tool(
+        "server wont start, can u look at the log and tell me why",
+        {"read_file": {"path": "logs/server.log"}, "search_files": {"path": ANY_PATH}},
+        "Connection refused",
+        "ConnectionRefused",
+        "Errno 111",
+        "10.0.0.7",
+    ),
+    tool(
+        "waht version of flask are we pinned to",
+        {
+            "read_file": {"path": "requirements.txt"},
+            "search_files": {"pattern": "lask", "path": ANY_PATH},
+        },
+        "3.0.2",
+    ),
+    tool(
+        "could you maybe check the csv and tell me which city has the fewest people",
+        {"read_file": {"path": "data.csv"}},
+        "Trondheim",
+    ),
+    tool(
+        "what lives in the scripts dir",
+        {"list_files": {"path": "scripts"}, "read_file": {"path": "scripts/cleanup.sh"}},
+        "cleanup",
+    ),
+    tool(
+        "don't run it, just tell me what the cleanup script would delete",
+        {
+            "read_file": {"path": "scripts/cleanup.sh"},
+            "search_files": {"pattern": "rm", "path": ANY_PATH},
+        },
+        "build",
+        "dist",
+        "egg-info",
+    ),
+    tool(
+        "without executing anything, what is the unit test actually checking?",
+        {
+            "read_file": {"path": "tests/test_app.py"},
+            "list_files": {"path": "tests"},
+            "search_files": {"pattern": "test", "path": ANY_PATH},
+        },
+        "Hello, Ada",
+        "greet",
+    ),
+    tool(
+        "i wonder if anyone ever got around to writing a farewell function in src",
+        {
+            "search_files": {"pattern": "farewell", "path": ANY_PATH},
+            "read_file": {"path": "src/app.py"},
+            "list_files": {"path": "src"},
+        },
+        "TODO",
+        "no farewell",
+        "not yet",
+        "doesn't",
+        "does not",
+        "isn't",
+        "hasn't",
+    ),
+    tool(
+        "what columns does sales have",
+        {"describe_variable": {"name": "sales"}},
+        "revenue",
+    ),
+    tool(
+        "what went wrong in my last cell?",
+        {"last_error": {}},
+        "discount",
+        "KeyError",
+    ),
+    tool(
+        "what variables have i got in the kernel rn",
+        {"list_notebook_variables": {}},
+        "sales",
+        "threshold",
+    ),
+    tool(
+        "how many rows ended up in big",
+        {"describe_variable": {"name": "big"}, "list_notebook_variables": {}},
+        "2",
+        "two",
+    ),
+    tool(
+        "which region brought in the most revenue in my dataframe",
+        {"describe_variable": {"name": "sales"}},
+        "east",
+        "1740",
+    ),
+    tool(
+        "how many open items are in todo.md",
+        {"read_file": {"path": "todo.md"}},
+        "3",
+        "three",
+    ),
+    tool(
+        "i was wondering which ip the database was sitting at when the connection failed",
+        {"read_file": {"path": "logs/server.log"}, "search_files": {"path": ANY_PATH}},
+        "10.0.0.7",
+    ),
+    tool(
+        "wheres the greet funtion defined",
+        {
+            "search_files": {"pattern": "greet", "path": ANY_PATH},
+            "read_file": {"path": "src/app.py"},
+        },
+        "app.py",
+    ),
+    tool(
+        "lsit the files in src pls",
+        {"list_files": {"path": "src"}},
+        "utils.py",
+        "app.py",
+    ),
+    tool(
+        "no need to run anything, just find where math gets imported",
+        {
+            "search_files": {"pattern": "math", "path": ANY_PATH},
+            "read_file": {"path": "src/utils.py"},
+        },
+        "utils.py",
+    ),
+    tool(
+        "hwo many cities r in the data file",
+        {"read_file": {"path": "data.csv"}},
+        "3",
+        "three",
+    ),
+    tool(
+        "and what port did the log say it actually started on?",
+        {
+            "read_file": {"path": "logs/server.log"},
+            "search_files": {"pattern": "port", "path": ANY_PATH},
+        },
+        "8042",
+        before=("what port does the config use",),
+    ),
+    tool(
+        "ok now check whether the test imports anything from utils",
+        {"read_file": {"path": "tests/test_app.py"}, "search_files": {"path": ANY_PATH}},
+        "greet",
+        "src.app",
+        before=("what version of pandas is pinned",),
+    ),
+    tool(
+        "what about the readme, what's the project called?",
+        {"read_file": {"path": "README.md"}},
+        "Demo project",
+        before=("show me the todo file",),
+    ),
+    tool(
+        "and in the notebook's sales frame, which region sold the fewest units?",
+        {"describe_variable": {"name": "sales"}},
+        "west",
+        before=("which city in data.csv is smallest",),
+    ),
+    tool(
+        "what about the utils module, what functions are in there",
+        {
+            "read_file": {"path": "src/utils.py"},
+            "search_files": {"pattern": "def", "path": ANY_PATH},
+        },
+        "slugify",
+        "area",
+        before=("does src/app.py have any todos",),
+    ),
+    tool(
+        "ok now the log, when did it start retrying?",
+        {
+            "read_file": {"path": "logs/server.log"},
+            "search_files": {"pattern": "retr", "path": ANY_PATH},
+        },
+        "09:15:40",
+        "9:15",
+        before=("how many rows does data.csv have",),
+    ),
+    plain("quick q, how do i load a csv into a pandas dataframe", "read_csv"),
+    plain("whats 17 * 23", "391"),
+    plain("diff between a list and a tuple in python?", "mutable"),
+    plain("in yaml how do you write a list again, syntax-wise", "- ", "dash", "hyphen", "["),
+    plain("how do i run just one test with pytest", "-k", "::"),
+    plain("git: undo my last commit but keep the changes?", "reset", "--soft"),
+    plain("don't look at my files, just tell me what http 404 means", "not found"),
+    plain("without checking anything in the workspace - what's postgres' default port?", "5432"),
+    plain("how do i follow a log file live in the terminal", "-f", "follow"),
+    plain("72 fahrenheit in celsius?", "22.2", "22"),
+    plain("what do the -r and -f flags on rm do", "recursive", "force"),
+    plain("what sections should a good README have, generally", "install", "usage"),
+    plain("in general what causes a KeyError in python", "dict", "missing", "exist"),
+    plain("shortcut to run a cell in jupyter?", "shift"),
+    plain("what's 15% of 240", "36"),
+    plain(
+        "and in general which ports need root on linux?",
+        "1024",
+        before=("what port is set in the yaml",),
+    ),
+    plain(
+        "and what does errno 111 usually mean, generally speaking?",
+        "refused",
+        "ECONNREFUSED",
+        before=("check the server log for errors",),
+    ),
+    plain(
+        "and if i want to keep the last one instead?",
+        "keep=",
+        "keep =",
+        before=("how do i drop duplicate rows in pandas",),
+    ),
 )
