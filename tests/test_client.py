@@ -664,7 +664,7 @@ def test_a_call_of_a_tool_that_fits_nothing_is_withdrawn_and_asked_again_for_wor
     wrong = '{"name": "multiply", "arguments": {"a": 17, "b": 23}}'
     fake.enqueue(Reply(text=wrong), Reply(text="391"))
     events = collect(client, tools=[READ_FILE_TOOL])
-    withdrawn = events.index(TextWithdrawn())
+    withdrawn = events.index(TextWithdrawn("the tool call came out as text"))
     assert "".join(e.text for e in events[:withdrawn] if isinstance(e, TextDelta)) == wrong
     assert "".join(e.text for e in events[withdrawn:] if isinstance(e, TextDelta)) == "391"
     _first, second = fake.chat_requests()

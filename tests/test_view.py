@@ -14,10 +14,14 @@ from fakeserver import FakeServer, Reply
 from helpers import recording_comms, shown_text
 
 from nbchat.config import Settings
+from nbchat.conversation.events import RequestStarted
+from nbchat.llm.reader import TextDelta, TextWithdrawn
 from nbchat.store.store import Store
 from nbchat.ui import ChatUI
 from nbchat.ui.controls import CSS as INPUT_CSS
+from nbchat.ui.messages import MessageList
 from nbchat.ui.render import STYLE
+from nbchat.ui.view import EventView
 
 STATS = re.compile(r"\d+ tokens · [\d.]+ tok/s · [\d.]+ s")
 # A colour written out: a hex value, or rgb()/hsl() with any number in it.
@@ -85,6 +89,25 @@ def test_the_replys_stats_are_shown_once_under_it_and_the_status_says_ready(
     assert len(STATS.findall(shown_text(ui))) == 1
     assert len(STATS.findall(shown_text(ui.messages.box))) == 1
     assert ui.status == "ready"
+
+
+def test_withdrawn_text_vanishes_and_the_status_says_why_until_the_next_request() -> None:
+    with recording_comms():
+        messages = MessageList()
+        view = EventView(messages, widgets.HTML(), lambda: None)
+        view.handle(RequestStarted(2))
+        view.handle(TextDelta("I have read your notes."))
+        (box,) = messages.box.children
+        view.handle(TextWithdrawn("the answer named nothing the tool results show"))
+        assert box.layout.display == "none"
+        asking = "asking again: the answer named nothing the tool results show…"
+        assert view.status_text == asking
+        view.handle(RequestStarted(2))  # the request asking again
+        assert view.status_text == asking
+        view.handle(TextDelta("It is on Thursday."))
+        assert [child.layout.display for child in messages.box.children] == ["none", None]
+        view.handle(RequestStarted(3))  # a later round is no longer asking again
+        assert view.status_text == "thinking…"
 
 
 def var_without_fallback(css: str) -> list[str]:

@@ -169,7 +169,7 @@ def request_reply(
                 continue
             if not asked_again and _answered_past_results(parts, reply):
                 asked_again, choice = True, NO_TOOL
-                yield TextWithdrawn()
+                yield TextWithdrawn("the answer named nothing the tool results show")
                 continue
             break
         except ContextOverflowError as exc:

@@ -177,7 +177,7 @@ def stream_chat(
         yield from ending
         return
     yield from (event for event in ending if not isinstance(event, Finish | Usage))
-    yield TextWithdrawn()
+    yield TextWithdrawn("the tool call came out as text")
     reader = yield from _stream_once(client, retry[0], retry[1], stop)
     if reader is not None:
         yield from reader.finish()

@@ -131,6 +131,8 @@ class EventView:
         self._tool_widgets: dict[str, widgets.HTML] = {}
         self._last_status = 0.0
         self._compaction_reason = ""
+        # Why the last reply was withdrawn, shown until the request asking again starts.
+        self._asking_again = ""
         self._usage: UsageReported | None = None
         self.status_text = ""
 
@@ -152,7 +154,7 @@ class EventView:
             case ReasoningDelta():
                 self._on_reasoning_delta(event)
             case TextWithdrawn():
-                self._on_text_withdrawn()
+                self._on_text_withdrawn(event)
             case RequestStarted():
                 self._on_request_started(event)
             case RowSaved():
@@ -179,7 +181,13 @@ class EventView:
 
     def _on_request_started(self, event: RequestStarted) -> None:
         self._live = _Live()
-        self.set_status("thinking…" if event.attempt == 1 else "retrying after compaction…")
+        if event.attempt != 1:
+            self.set_status("retrying after compaction…")
+        elif self._asking_again:
+            self.set_status(self._asking_again)
+        else:
+            self.set_status("thinking…")
+        self._asking_again = ""
 
     def _on_reasoning_delta(self, event: ReasoningDelta) -> None:
         live = self._live or _Live()
@@ -200,10 +208,14 @@ class EventView:
         live.reply.append(event.text)
         self._streaming_status(live, len(event.text))
 
-    def _on_text_withdrawn(self) -> None:
+    def _on_text_withdrawn(self, event: TextWithdrawn) -> None:
         # What streamed was a call that did not validate, written as JSON, or an answer naming
         # nothing its tool results show: the model is asked again, and its new reply streams
-        # into a box of its own.
+        # into a box of its own. The status says why the text vanished (the re-ask's own
+        # request starts next and keeps saying it).
+        self._asking_again = f"asking again: {event.reason}…" if event.reason else ""
+        if self._asking_again:
+            self.set_status(self._asking_again)
         live = self._live
         if live is not None and live.reply is not None:
             live.reply.finish()
