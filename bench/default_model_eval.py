@@ -356,11 +356,13 @@ def load_split(name: str) -> tuple[Case, ...]:
 
 def select(cases: Sequence[Case], limit: int | None, only: str | None = None) -> list[Case]:
     """The first `limit` cases, taking plain and tool cases in turn (all when None); `only`:
-    "plain" or "tool" keeps that kind alone."""
+    "plain" or "tool" keeps that kind alone, "follow-up" the cases sent after earlier
+    messages of their session."""
     plain_cases = [c for c in cases if not c.needs_tool]
     tool_cases = [c for c in cases if c.needs_tool]
     if only is not None:
-        chosen = plain_cases if only == "plain" else tool_cases
+        follow_ups = [c for c in cases if c.before]
+        chosen = {"plain": plain_cases, "tool": tool_cases, "follow-up": follow_ups}[only]
         return chosen[:limit]
     if limit is None:
         return list(cases)
@@ -384,7 +386,10 @@ def parse(argv: Sequence[str]) -> argparse.Namespace:
         "--no-warm", dest="warm", action="store_false", help="skip the prompt-cache warm-up"
     )
     parser.add_argument(
-        "--only", choices=("plain", "tool"), default=None, help="run only this kind of case"
+        "--only",
+        choices=("plain", "tool", "follow-up"),
+        default=None,
+        help="run only this kind of case",
     )
     parser.add_argument("--verbose", action="store_true", help="print each case as it ends")
     parser.add_argument(

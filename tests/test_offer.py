@@ -21,8 +21,12 @@ from nbchat.tools.choice import (
     Leaning,
     allowed_tools,
     asks_for_a_change,
+    asks_for_knowledge,
     asks_how_to,
+    follows_on,
     forbids_changes,
+    forbids_looking,
+    looked_last_turn,
     round_choice,
     step_choice,
     weighs_acting,
@@ -33,6 +37,7 @@ from nbchat.tools.offer import (
     points_at_something,
     recent_exchange,
     router_messages,
+    typed_paths,
     with_slips,
 )
 
@@ -477,3 +482,145 @@ def test_a_request_to_change_something_keeps_the_change_pending_after_a_read(tex
 )
 def test_questions_and_bans_are_not_requests_to_change(text: str) -> None:
     assert not asks_for_a_change(text)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "and the Makefile?",
+        "What about the other notebook",
+        "ok, and the second log",
+        "thanks! how about setup.cfg",
+        "same for the tests",
+        "okay now the changelog",
+        "Also the docs folder?",
+    ],
+)
+def test_a_message_opening_by_carrying_on_follows_on(text: str) -> None:
+    assert follows_on(text)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "what is the answer",
+        "Andrew wrote this, is it right?",  # "and" only as the start of a word
+        "sandboxes: how do they work",
+        "show me the log and the config",  # "and" later on
+        "a long opening that says a great deal first, and then asks",
+    ],
+)
+def test_other_openings_do_not_follow_on(text: str) -> None:
+    assert not follows_on(text)
+
+
+def test_a_follow_up_to_a_turn_that_looked_leans_to_looking() -> None:
+    looked = [
+        user("what is in setup.cfg"),
+        tool_call(("c1", "read_file", {"path": "setup.cfg"})),
+        tool_result("c1", "[metadata]\nname = demo"),
+        assistant("It names the package demo."),
+        user("and the Makefile?"),
+    ]
+    answered = [user("what is a Makefile"), assistant("A build recipe."), user("and cmake?")]
+    assert looked_last_turn(looked)
+    assert not looked_last_turn(answered)
+    assert not looked_last_turn([user("and the Makefile?")])  # nothing before it
+    # A call made in this turn is not the turn before's.
+    assert not looked_last_turn([*answered, tool_call(("c2", "list_files", {"path": "."}))])
+    follow_up = Leaning(follows_a_look=True)
+    assert follow_up.answer_share == Leaning(named=True).answer_share
+    assert step_choice("read_file", 0.3, follow_up) == "read_file"
+    assert step_choice("read_file", 0.3, Leaning()) == "none"
+    # "and how do I …" asks for instructions still.
+    assert Leaning(follows_a_look=True, how_to=True).answer_share == ANSWER_SHARE_HOW_TO
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Don't look at anything, just tell me what a Dockerfile is for",
+        "without opening any files: is utf-8 a superset of ascii?",
+        "no need to check my setup, what does pip's -e flag do",
+        "please don't even search the workspace, what's a good name for a helper module",
+        "Do not use tools. Explain recursion.",
+        "no tools, what's 3 cubed",
+    ],
+)
+def test_a_message_saying_not_to_look_at_anything_gets_no_tools(text: str) -> None:
+    assert forbids_looking(text)
+    assert allowed_tools(NAMES, DANGEROUS, text) == []
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "don't read the tests, just tell me what app.py does",  # one thing: look elsewhere
+        "no need to touch the notebook, what does setup.cfg hold",  # touching is changing
+        "I looked at my files and can't find the bug",
+        "don't run anything, just check the log",
+        "without changing any files, what would the script delete",
+    ],
+)
+def test_a_ban_on_one_thing_or_on_acting_leaves_the_reading_tools(text: str) -> None:
+    assert not forbids_looking(text)
+    assert "read_file" in allowed_tools(NAMES, DANGEROUS, text)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "in general, what should a .env file never hold?",
+        "what's a sensible layout for a docs folder, generally speaking",
+        "how are migrations typically named",
+        "general question: why do logs rotate",
+    ],
+)
+def test_a_question_about_things_in_general_asks_for_knowledge(text: str) -> None:
+    assert asks_for_knowledge(text) and not asks_how_to(text)
+    assert "run_shell" not in allowed_tools(NAMES, DANGEROUS, text)
+    assert Leaning(how_to=True).answer_share == ANSWER_SHARE_HOW_TO
+
+
+def test_the_look_ban_takes_linear_time_on_hostile_text() -> None:
+    def seconds(size: int) -> float:
+        piece = "don't " + "lookup" + "x" * 60 + " without   reading" + " " * 40 + "the  "
+        text = piece * (size // len(piece))
+        started = time.process_time()
+        assert not forbids_looking(text)
+        asks_for_knowledge(text)
+        return time.process_time() - started
+
+    seconds(100_000)
+    small, large = seconds(1_000_000), seconds(10_000_000)
+    assert large / max(small, 1e-4) < 30
+
+
+TYPED_PATHS = ["config.yaml", "data.csv", "logs/", "logs/a.json", "logs/b.json", "src/app.py"]
+
+
+@pytest.mark.parametrize(
+    ("text", "named"),
+    [
+        ("what's the timeout in the yaml", ["config.yaml"]),
+        ("is that yml right?", ["config.yaml"]),
+        ("sum the second column of my CSV", ["data.csv"]),
+        ("what's in the json", []),  # two of them: which one is not said
+        ("what is a yaml anchor", []),  # no word pointing at one
+        ("csv or parquet for big tables?", []),
+        ("the toml", []),  # none here
+    ],
+)
+def test_a_file_named_by_its_type_is_the_only_one_of_that_type(text: str, named: list[str]) -> None:
+    assert typed_paths(text, TYPED_PATHS) == named
+    assert bool(named_in(text, TYPED_PATHS, [])) is bool(named)
+    assert not named_in(
+        text, TYPED_PATHS, [], stems=False
+    )  # a how-to names files by whole name only
+
+
+def test_naming_by_type_is_one_pass_over_a_bounded_start() -> None:
+    started = time.process_time()
+    assert typed_paths("the csv " * 2_000_000, TYPED_PATHS) == ["data.csv"]
+    assert typed_paths("x " * 10 + "the yaml" + " y" * 1_000_000, TYPED_PATHS) == ["config.yaml"]
+    assert time.process_time() - started < 5

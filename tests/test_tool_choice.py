@@ -322,6 +322,31 @@ def test_a_first_token_split_between_answering_and_a_tool_answers(
     assert "response_format" not in answer and "grammar" in answer
 
 
+@pytest.mark.parametrize(
+    ("first", "looks"), [("when is the meeting, per notes.txt", True), ("hi", False)]
+)
+def test_a_follow_up_leans_to_looking_when_the_turn_before_it_looked(
+    make_settings: Any, store: Store, first: str, looks: bool
+) -> None:
+    # The same first token, a third of it to answering, for "and …" after a turn: it looks
+    # when the turn before it read something, and answers after a turn that did not.
+    settings = small(make_settings, max_tool_turns=2)
+    (settings.workspace / "notes.txt").write_text("Meeting on Thursday.\n")
+    answer = Reply(text="Thursday.")
+    split = Reply(first_step={"read_file": 0.67, "none": 0.33})
+    with FakeServer(default_reply=answer) as server:
+        chat = conversation_on(server, store, settings)
+        if looks:
+            server.enqueue(LOOK, ARGS, answer)
+        else:
+            server.enqueue(Reply(first_step={"none": 0.9, "read_file": 0.1}), answer)
+        run(chat, first)
+        server.enqueue(split, ARGS, answer)
+        events = run(chat, "and the room?")
+    read = [e for e in events if isinstance(e, RowSaved) and e.row.role == "tool"]
+    assert bool(read) is looks
+
+
 def test_dont_run_takes_the_shell_and_the_writers_out_of_the_first_step(
     make_settings: Any, store: Store
 ) -> None:

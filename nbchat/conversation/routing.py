@@ -35,7 +35,9 @@ from nbchat.tools.choice import (
     aimed_call,
     allowed_tools,
     asks_for_a_change,
-    asks_how_to,
+    asks_for_knowledge,
+    follows_on,
+    looked_last_turn,
     speaks_of_the_notebook,
     step_choice,
     turn_calls,
@@ -97,8 +99,9 @@ def choose_first_step(
     leaning = Leaning(
         after_result=after_tool(parts),
         named=bool(named),
-        how_to=asks_how_to(last_user),
+        how_to=asks_for_knowledge(last_user),
         change_pending=asks_for_a_change(last_user) and not _changed(parts, dangerous),
+        follows_a_look=follows_on(last_user) and looked_last_turn(parts.history.rows),
     )
     client, model = parts.budget.connect().client, parts.settings.model
     try:
@@ -234,7 +237,7 @@ def _files_holding(parts: TurnParts, text: str) -> str:
     instead of reading the log it was asked about; asked how to do something, or about no
     thing in particular (which port a database server listens on by default), it is general
     knowledge whatever words it shares with the files."""
-    if asks_how_to(text) or not points_at_something(text):
+    if asks_for_knowledge(text) or not points_at_something(text):
         return ""
     return describe_found(parts.overview.files_holding(text))
 
@@ -256,7 +259,7 @@ def _named(parts: TurnParts, rows: Sequence[Row], sights: Sequence[Sight]) -> li
         names,
         overview.symbols(),
         columns,
-        stems=not asks_how_to(last_user),
+        stems=not asks_for_knowledge(last_user),
     )
 
 

@@ -18,10 +18,16 @@
   never leads to `run_shell`. Reading stays allowed. Nor in a turn whose message asks whether
   acting is safe or wise, or what it would do (`weighs_acting`: "is it safe to run …",
   "should I delete …"): running the thing would answer by doing it;
+- no tool at all is allowed in a turn whose message says not to look at anything ("don't check
+  anything", "without opening any files", "no tools", `forbids_looking`);
 - a message asking how to do something ("how do I …", "how to …", "what's the best way to …",
-  `asks_how_to`) asks for instructions, not for the assistant to act: the dangerous tools are
-  not allowed either, and it answers in words at `ANSWER_SHARE_HOW_TO` unless it names
-  something that is here (a small model ran `run_code` for "how do I group by in pandas").
+  `asks_how_to`) or about things in general ("in general", "generally", "typically",
+  `asks_in_general`) asks for instructions or knowledge, not for the assistant to act: the
+  dangerous tools are not allowed either, and it answers in words at `ANSWER_SHARE_HOW_TO`
+  unless it names something that is here (a small model ran `run_code` for "how do I group
+  by in pandas");
+- a message that carries on ("and …", "what about …", `follows_on`) from a turn that called a
+  tool (`looked_last_turn`) leans to looking as one naming something here does.
 
 A first step's call aimed at the wrong kind of thing is turned to the tool that looks at it
 (`aimed_call`): `list_files` on a path that is a file reads the file; `describe_variable` of a
@@ -44,8 +50,8 @@ workspace; a listing of a folder the message names in the singular only ("the lo
 holds one file only reads that file.
 
 `forbids_changes` reads the user's text with one bounded pattern: a negation followed, within
-three words, by an action verb; `asks_how_to` one more over the message's start. Linear time,
-whatever the text.
+three words, by an action verb; `forbids_looking` one like it; `asks_how_to`, `asks_in_general`
+and `follows_on` one more each over the message's start. Linear time, whatever the text.
 
 Pure: no I/O.
 """
@@ -72,8 +78,13 @@ __all__ = [
     "aimed_call",
     "allowed_tools",
     "asks_for_a_change",
+    "asks_for_knowledge",
     "asks_how_to",
+    "asks_in_general",
+    "follows_on",
     "forbids_changes",
+    "forbids_looking",
+    "looked_last_turn",
     "only_repeats",
     "round_choice",
     "speaks_of_the_notebook",
@@ -106,17 +117,22 @@ class Leaning:
 
     after_result: bool = False
     named: bool = False
-    how_to: bool = False  # the message asks how to do something (`asks_how_to`)
+    how_to: bool = False  # asks how to do something, or in general (`asks_for_knowledge`)
     # The message asks for a change (`asks_for_a_change`) and nothing that changes things has
     # run in this turn yet: after reading, the change is still to make. Asked to put an item on
     # a list, a 1.5B model read the list, answered at once and said the item was there.
     change_pending: bool = False
+    # The message carries on from a turn that looked at something (`follows_on` after
+    # `looked_last_turn`): "and the config?" asks the same of something else, which the
+    # answer before it did not read. A 1.5B model answered such follow-ups from the turn
+    # before, naming a database and a helper function nobody had read.
+    follows_a_look: bool = False
 
     @property
     def answer_share(self) -> float:
         if self.after_result:
             return ANSWER_SHARE if self.change_pending else ANSWER_SHARE_AFTER_RESULT
-        if self.named:
+        if self.named or (self.follows_a_look and not self.how_to):
             return ANSWER_SHARE_NAMED
         return ANSWER_SHARE_HOW_TO if self.how_to else ANSWER_SHARE
 
@@ -139,6 +155,29 @@ FORBIDS = re.compile(
 def forbids_changes(text: str) -> bool:
     """True when `text` tells the assistant not to run, delete or change something."""
     return FORBIDS.search(text) is not None
+
+
+# "don't check anything", "without opening any files", "never search my files", "don't use
+# tools", "no tools": the user asks for an answer without looking at all. Said of one
+# thing ("don't read the tests, just app.py"), it asks to look elsewhere: only what stands for
+# everything here counts. Asked not to look in the workspace, a 1.5B model read config.yaml
+# for a general question about a database's default port.
+LOOK_VERB = r"(?:(?:look|check|open|read|search|peek|inspect|scan|brows)\w*|us(?:e|ing))"
+EVERYTHING = (
+    r"(?:anything|any\b|tools?\b|files\b|my\s+(?:files|setup|stuff|workspace|project|folder)\b"
+    r"|the\s+(?:workspace|files|notebook|project|repo|folder)\b)"
+)
+FORBIDS_LOOKING = re.compile(
+    rf"{NEGATION}{GAP}(?:even{GAP}|really{GAP}|actually{GAP})?{LOOK_VERB}{GAP}"
+    rf"(?:(?:at|in|into|through|up){GAP})?{EVERYTHING}"
+    r"|\bno\s+tools\b",
+    re.IGNORECASE,
+)
+
+
+def forbids_looking(text: str) -> bool:
+    """True when `text` tells the assistant to answer without looking at anything here."""
+    return FORBIDS_LOOKING.search(text) is not None
 
 
 # "is it safe to run …", "would this be ok to delete", "is cleanup.sh dangerous to run",
@@ -208,6 +247,26 @@ CHANGE = re.compile(
 CHANGE_REACH = 80
 
 
+# "in general", "generally speaking", "typically": the user asks about such things at large,
+# not about the ones here. Anywhere in the message's start (`GENERAL_REACH`), often at its end:
+# asked which sections a README should have, generally, a 1.5B model read the README here.
+GENERAL = re.compile(
+    r"\b(?:in\s+general|generally|general\s+question|typically|in\s+theory)\b", re.IGNORECASE
+)
+GENERAL_REACH = 400
+
+
+def asks_in_general(text: str) -> bool:
+    """True when `text` asks about things in general rather than the ones here."""
+    return GENERAL.search(text[:GENERAL_REACH]) is not None
+
+
+def asks_for_knowledge(text: str) -> bool:
+    """True when `text` asks how to do something (`asks_how_to`) or about things in general
+    (`asks_in_general`): for instructions or knowledge, not for an action or a look."""
+    return asks_how_to(text) or asks_in_general(text)
+
+
 def asks_for_a_change(text: str) -> bool:
     """True when `text` asks the assistant to change something (and neither forbids changes
     nor asks how to)."""
@@ -215,10 +274,40 @@ def asks_for_a_change(text: str) -> bool:
     return CHANGE.search(head) is not None and not forbids_changes(text) and not asks_how_to(head)
 
 
+# "and the tests?", "ok, what about utils", "how about the other one", "same for the log": a
+# message that opens by carrying on from the one before, after a word of thanks or assent.
+FOLLOWS_ON = re.compile(
+    r"^\W*(?:(?:ok+(?:ay)?|cool|nice|great|thanks|thx|right|so|alright)\W+){0,2}"
+    r"(?:and|also|(?:what|how)\s+about|what\s+of|same\s+(?:for|with)|now)\b",
+    re.IGNORECASE,
+)
+FOLLOWS_ON_REACH = 40
+
+
+def follows_on(text: str) -> bool:
+    """True when `text` opens by carrying on from the message before it ("and …", "what
+    about …")."""
+    return FOLLOWS_ON.search(text[:FOLLOWS_ON_REACH]) is not None
+
+
+def looked_last_turn(rows: Sequence[Row]) -> bool:
+    """Whether the turn before the user's last message called a tool."""
+    users = [index for index, row in enumerate(rows) if row.role == "user"][-2:]
+    if len(users) < 2:
+        return False
+    return any(
+        row.role == "assistant_full" and any(True for _ in stored_calls(row))
+        for row in rows[users[0] : users[1]]
+    )
+
+
 def allowed_tools(names: Sequence[str], dangerous: Collection[str], text: str) -> list[str]:
     """`names` without the dangerous ones when the user's `text` forbids changes, asks how to
-    do something or asks whether to act (`weighs_acting`)."""
-    if not (forbids_changes(text) or asks_how_to(text) or weighs_acting(text)):
+    do something or about things in general, or asks whether to act (`weighs_acting`); none
+    when it says not to look at anything (`forbids_looking`)."""
+    if forbids_looking(text):
+        return []
+    if not (forbids_changes(text) or asks_for_knowledge(text) or weighs_acting(text)):
         return list(names)
     return [name for name in names if name not in dangerous]
 

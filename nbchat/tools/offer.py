@@ -57,6 +57,7 @@ __all__ = [
     "router_messages",
     "specific_words",
     "symbols_in",
+    "typed_paths",
     "with_slips",
 ]
 
@@ -171,6 +172,8 @@ def named_in(
     quoted = {word.lower() for word in QUOTED.findall(text[:MESSAGE_SCAN])}
     found: list[str] = []
     by_name = _paths_in(words | quoted, paths, stems=stems)
+    if stems:
+        by_name += [path for path in typed_paths(text, paths) if path not in by_name]
     for path in by_name:
         kind = "a folder in the workspace" if path.endswith("/") else "a file in the workspace"
         found.append(f"{path} ({kind})")
@@ -272,6 +275,39 @@ def with_slips(words: set[str], names: Iterable[str]) -> set[str]:
         if any(slip in words for slip in itertools.chain(left_out, swapped)):
             slipped.add(name)
     return words | slipped
+
+
+# Kinds of file a message names by their type ("the yaml", "our csv file", "that json"):
+# each with the extensions it stands for. "Log" and "notebook" are not among them: "the log"
+# names `logs/` already, and "the notebook" is the live one.
+FILE_TYPES: Mapping[str, frozenset[str]] = {
+    "yaml": frozenset({"yaml", "yml"}),
+    "yml": frozenset({"yaml", "yml"}),
+    **{kind: frozenset({kind}) for kind in ("csv", "tsv", "json", "toml", "ini", "xml", "sql")},
+}
+
+
+def typed_paths(text: str, paths: Sequence[str]) -> list[str]:
+    """The file of `paths` that `text` names by its type after a word pointing at it ("the
+    yaml", "my csv"), when it is the only file of that type here: told a setting was "in the
+    yaml", a 1.5B model searched the files for a word of the question instead. One pass over
+    the words of the message's start (`MESSAGE_SCAN` characters)."""
+    kinds: set[str] = set()
+    previous = ""
+    for match in WORD.finditer(text[:MESSAGE_SCAN]):
+        word = match.group().lower()
+        if previous in POINTING and word in FILE_TYPES:
+            kinds |= FILE_TYPES[word]
+        previous = word
+    if not kinds:
+        return []
+    by_type: dict[str, list[str]] = {}
+    for path in paths:
+        last = path.rsplit("/", 1)[-1]
+        if "." in last:
+            by_type.setdefault(last.rsplit(".", 1)[1].lower(), []).append(path)
+    found = [found[0] for kind in sorted(kinds) if len(found := by_type.get(kind, [])) == 1]
+    return found if len(found) == 1 else []
 
 
 def _last_and_stem(path: str) -> tuple[str, str]:
