@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 
 import pytest
 from factories import assistant, tool_call, tool_result, user
@@ -139,19 +140,27 @@ def test_a_message_that_forbids_nothing_keeps_every_tool(text: str) -> None:
     assert allowed_tools(NAMES, DANGEROUS, text) == NAMES
 
 
-def test_the_rule_takes_linear_time_on_hostile_text() -> None:
-    # Negations and long runs of words and spaces that never reach a verb: ten times the text
-    # costs about ten times the time (a backtracking rule would grow with its square).
+def grows_linearly(check: Callable[[str], object], piece: str) -> bool:
+    """Whether `check` over `piece` repeated to 10 MB takes under 30 times as long as over
+    1 MB: ten times the text, about ten times the time (a rule that backtracks grows with its
+    square). One run first warms the pattern."""
+
     def seconds(size: int) -> float:
-        piece = "don't " + "a " * 50 + " " * 200 + "never" + "x" * 30 + " "
         text = piece * (size // len(piece))
         started = time.process_time()
-        assert not forbids_changes(text)
+        check(text)
         return time.process_time() - started
 
-    seconds(100_000)  # warm the pattern
+    seconds(100_000)
     small, large = seconds(1_000_000), seconds(10_000_000)
-    assert large / max(small, 1e-4) < 30
+    return large / max(small, 1e-4) < 30
+
+
+def test_the_rule_takes_linear_time_on_hostile_text() -> None:
+    # Negations and long runs of words and spaces that never reach a verb.
+    piece = "don't " + "a " * 50 + " " * 200 + "never" + "x" * 30 + " "
+    assert not forbids_changes(piece * 3)
+    assert grows_linearly(forbids_changes, piece)
 
 
 @pytest.mark.parametrize(
@@ -187,15 +196,8 @@ def test_leave_to_act_or_a_question_about_a_run_is_no_question_whether_to_act(te
 
 
 def test_the_whether_to_act_rule_reads_a_bounded_start_and_end() -> None:
-    def seconds(size: int) -> float:
-        text = "is a b " * (size // 7)
-        started = time.process_time()
-        assert not weighs_acting(text)
-        return time.process_time() - started
-
-    seconds(100_000)
-    small, large = seconds(1_000_000), seconds(10_000_000)
-    assert large / max(small, 1e-4) < 30
+    assert not weighs_acting("is a b " * 3)
+    assert grows_linearly(weighs_acting, "is a b ")
     assert weighs_acting("is it safe to run it? " + "x " * 5_000_000)
 
 
@@ -248,15 +250,7 @@ def test_questions_about_something_or_requests_to_act_are_not_how_to(text: str) 
 
 
 def test_the_how_to_rule_takes_linear_time_on_hostile_text() -> None:
-    def seconds(size: int) -> float:
-        text = ("how " + "a-" * 40 + " ") * (size // 85)
-        started = time.process_time()
-        asks_how_to(text)
-        return time.process_time() - started
-
-    seconds(100_000)
-    small, large = seconds(1_000_000), seconds(10_000_000)
-    assert large / max(small, 1e-4) < 30
+    assert grows_linearly(asks_how_to, "how " + "a-" * 40 + " ")
 
 
 def call_row(call_id: str, path: str) -> Row:
@@ -583,17 +577,10 @@ def test_a_question_about_things_in_general_asks_for_knowledge(text: str) -> Non
 
 
 def test_the_look_ban_takes_linear_time_on_hostile_text() -> None:
-    def seconds(size: int) -> float:
-        piece = "don't " + "lookup" + "x" * 60 + " without   reading" + " " * 40 + "the  "
-        text = piece * (size // len(piece))
-        started = time.process_time()
-        assert not forbids_looking(text)
-        asks_for_knowledge(text)
-        return time.process_time() - started
-
-    seconds(100_000)
-    small, large = seconds(1_000_000), seconds(10_000_000)
-    assert large / max(small, 1e-4) < 30
+    piece = "don't " + "lookup" + "x" * 60 + " without   reading" + " " * 40 + "the  "
+    assert not forbids_looking(piece * 3)
+    assert grows_linearly(forbids_looking, piece)
+    assert grows_linearly(asks_for_knowledge, piece)
 
 
 TYPED_PATHS = ["config.yaml", "data.csv", "logs/", "logs/a.json", "logs/b.json", "src/app.py"]
