@@ -25,7 +25,14 @@ from nbchat.compaction.prune import to_placeholder
 from nbchat.config import Settings
 from nbchat.conversation.events import Done, RowSaved
 from nbchat.conversation.loop import Conversation
-from nbchat.conversation.reply import AFTER_FAILURES, AFTER_RESULTS, ASKED_AGAIN
+from nbchat.conversation.reply import (
+    AFTER_FAILURES,
+    AFTER_RESULTS,
+    ASKED_AGAIN,
+    plan_request,
+    request_system_prompt,
+    request_tools,
+)
 from nbchat.history import Row
 from nbchat.llm.firststep import FIRST_STEP_OPENING
 from nbchat.llm.reader import TextWithdrawn
@@ -476,6 +483,21 @@ def test_a_large_model_gets_the_schemas_and_no_first_step(make_settings: Any, st
         assert server.first_steps() == []
     assert "read_file" in [tool["function"]["name"] for tool in body["tools"]]
     assert "tool_choice" not in body
+
+
+@pytest.mark.parametrize("on_request", [True, False])
+def test_the_budget_counts_the_tools_and_prompt_the_request_sends(
+    make_settings: Any, store: Store, on_request: bool
+) -> None:
+    # The budget reads them without building the messages; they must be what is planned.
+    settings = make_settings(tools_on_request=on_request, json_tool_fallback=on_request)
+    with FakeServer(default_reply=Reply(text="ok")) as server:
+        chat = conversation_on(server, store, settings)
+        run(chat, "hello")
+        plan = plan_request(chat)
+        assert request_tools(chat) == plan.body_tools
+        assert request_system_prompt(chat) == plan.system_prompt
+    assert bool(plan.body_tools) is not on_request
 
 
 def test_a_search_for_a_last_part_two_files_share_stays_a_search() -> None:

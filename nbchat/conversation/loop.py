@@ -30,7 +30,12 @@ from nbchat.config import Settings
 from nbchat.conversation.budget import Budget
 from nbchat.conversation.events import Done, Event, Failed, Notice
 from nbchat.conversation.prepare import CheckpointPreparer, Situation, situation_of
-from nbchat.conversation.reply import archived_output_tool, plan_request, request_reply
+from nbchat.conversation.reply import (
+    archived_output_tool,
+    request_reply,
+    request_system_prompt,
+    request_tools,
+)
 from nbchat.conversation.requestview import InspectedRequest, last_request
 from nbchat.conversation.session import Rewound, Session, rewind
 from nbchat.conversation.steer import Steering, UndoOutcome
@@ -90,11 +95,11 @@ class Conversation:
         self.mcp = McpTools(settings)  # started by the first turn (`start_servers`)
         self.budget = Budget(
             settings,
-            lambda: plan_request(self).body_tools,  # what requests carry (none on a small model)
+            lambda: request_tools(self),  # what requests carry (none on a small model)
             client,
             summariser=summariser,
             on_model=self._served,
-            system_prompt=lambda: plan_request(self).system_prompt,
+            system_prompt=lambda: request_system_prompt(self),
         )
         self.tools.register(archived_output_tool(self.session))
         self._lock = threading.Lock()  # one turn at a time

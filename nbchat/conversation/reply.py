@@ -69,6 +69,8 @@ __all__ = [
     "offerable",
     "plan_request",
     "request_reply",
+    "request_system_prompt",
+    "request_tools",
     "save_reply",
     "stream_reply",
     "system_prompt_for",
@@ -201,6 +203,18 @@ class RequestPlan:
     @property
     def body_tools(self) -> list[dict[str, Any]]:
         return [] if self.in_prompt else self.schemas
+
+
+def request_tools(parts: TurnParts) -> list[dict[str, Any]]:
+    """The tool schemas the next request carries: none when they travel in the prompt. What
+    `plan_request` gives as `body_tools`, without building the messages (the budget asks for
+    it at every access)."""
+    return [] if takes_notes(parts) else offerable(parts.tools.schemas(), parts.history.rows)
+
+
+def request_system_prompt(parts: TurnParts) -> str:
+    """The next request's system prompt, as `plan_request` gives it, without the messages."""
+    return system_prompt_for(parts, offerable(parts.tools.schemas(), parts.history.rows))
 
 
 def plan_request(parts: TurnParts, *, asked_again: bool = False) -> RequestPlan:
