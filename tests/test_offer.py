@@ -550,6 +550,8 @@ def test_a_message_saying_not_to_look_at_anything_gets_no_tools(text: str) -> No
     "text",
     [
         "don't read the tests, just tell me what app.py does",  # one thing: look elsewhere
+        "don't open anything else, only notes.txt",  # everything else: look at this
+        "no need to search any other folder, the log is in logs/",
         "no need to touch the notebook, what does setup.cfg hold",  # touching is changing
         "I looked at my files and can't find the bug",
         "don't run anything, just check the log",

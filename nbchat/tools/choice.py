@@ -159,12 +159,14 @@ def forbids_changes(text: str) -> bool:
 
 # "don't check anything", "without opening any files", "never search my files", "don't use
 # tools", "no tools": the user asks for an answer without looking at all. Said of one
-# thing ("don't read the tests, just app.py"), it asks to look elsewhere: only what stands for
-# everything here counts. Asked not to look in the workspace, a 1.5B model read config.yaml
-# for a general question about a database's default port.
+# thing ("don't read the tests, just app.py") or of everything else ("don't open anything
+# else", "any other file"), it asks to look elsewhere: only what stands for everything here
+# counts. Asked not to look in the workspace, a 1.5B model read config.yaml for a general
+# question about a database's default port.
 LOOK_VERB = r"(?:(?:look|check|open|read|search|peek|inspect|scan|brows)\w*|us(?:e|ing))"
 EVERYTHING = (
-    r"(?:anything|any\b|tools?\b|files\b|my\s+(?:files|setup|stuff|workspace|project|folder)\b"
+    r"(?:(?:anything|any)\b(?!\s+(?:else|other|more)\b)|tools?\b|files\b"
+    r"|my\s+(?:files|setup|stuff|workspace|project|folder)\b"
     r"|the\s+(?:workspace|files|notebook|project|repo|folder)\b)"
 )
 FORBIDS_LOOKING = re.compile(
