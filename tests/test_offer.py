@@ -578,6 +578,19 @@ def test_a_question_about_things_in_general_asks_for_knowledge(text: str) -> Non
     assert Leaning(how_to=True).answer_share == ANSWER_SHARE_HOW_TO
 
 
+@pytest.mark.parametrize(
+    "text",
+    [
+        "the server generally dies at startup, check the log",
+        "what port does our app typically listen on",
+        "is my code in general tested well? run the tests",
+    ],
+)
+def test_general_words_about_something_of_ours_ask_about_it(text: str) -> None:
+    assert not asks_for_knowledge(text)
+    assert "run_shell" in allowed_tools(NAMES, DANGEROUS, text)
+
+
 def test_the_look_ban_takes_linear_time_on_hostile_text() -> None:
     piece = "don't " + "lookup" + "x" * 60 + " without   reading" + " " * 40 + "the  "
     assert not forbids_looking(piece * 3)

@@ -66,6 +66,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from nbchat.history import Row, last_user_index, stored_calls
+from nbchat.tools.offer import points_at_something
 
 __all__ = [
     "ANSWER_SHARE",
@@ -252,6 +253,8 @@ CHANGE_REACH = 80
 # "in general", "generally speaking", "typically": the user asks about such things at large,
 # not about the ones here. Anywhere in the message's start (`GENERAL_REACH`), often at its end:
 # asked which sections a README should have, generally, a 1.5B model read the README here.
+# Not in a message pointing at something of ours (`points_at_something`): "the server
+# generally dies at startup, check the log" asks to look.
 GENERAL = re.compile(
     r"\b(?:in\s+general|generally|general\s+question|typically|in\s+theory)\b", re.IGNORECASE
 )
@@ -260,7 +263,7 @@ GENERAL_REACH = 400
 
 def asks_in_general(text: str) -> bool:
     """True when `text` asks about things in general rather than the ones here."""
-    return GENERAL.search(text[:GENERAL_REACH]) is not None
+    return GENERAL.search(text[:GENERAL_REACH]) is not None and not points_at_something(text)
 
 
 def asks_for_knowledge(text: str) -> bool:
