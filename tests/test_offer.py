@@ -610,6 +610,9 @@ TYPED_PATHS = ["config.yaml", "data.csv", "logs/", "logs/a.json", "logs/b.json",
         ("what's in the json", []),  # two of them: which one is not said
         ("what is a yaml anchor", []),  # no word pointing at one
         ("csv or parquet for big tables?", []),
+        ("does the json module keep key order", []),  # the type's tools, not a file
+        ("the csv format quotes commas how?", []),
+        ("values in the yaml, are they right", ["config.yaml"]),
         ("the toml", []),  # none here
     ],
 )

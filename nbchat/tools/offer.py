@@ -287,18 +287,27 @@ FILE_TYPES: Mapping[str, frozenset[str]] = {
 }
 
 
+# "the json module", "the csv format", "the yaml library" speak of the type or its tools.
+NOT_A_FILE = frozenset(
+    {"module", "library", "lib", "package", "format", "spec", "standard", "syntax", "parser"}
+)
+
+
 def typed_paths(text: str, paths: Sequence[str]) -> list[str]:
     """The file of `paths` that `text` names by its type after a word pointing at it ("the
     yaml", "my csv"), when it is the only file of that type here: told a setting was "in the
     yaml", a 1.5B model searched the files for a word of the question instead. One pass over
     the words of the message's start (`MESSAGE_SCAN` characters)."""
     kinds: set[str] = set()
-    previous = ""
+    previous, said = "", ""  # `said`: a type just named, kept unless the next word is a tool's
     for match in WORD.finditer(text[:MESSAGE_SCAN]):
         word = match.group().lower()
-        if previous in POINTING and word in FILE_TYPES:
-            kinds |= FILE_TYPES[word]
+        if said and word not in NOT_A_FILE:
+            kinds |= FILE_TYPES[said]
+        said = word if previous in POINTING and word in FILE_TYPES else ""
         previous = word
+    if said:
+        kinds |= FILE_TYPES[said]
     if not kinds:
         return []
     by_type: dict[str, list[str]] = {}
