@@ -554,6 +554,7 @@ def test_a_message_saying_not_to_look_at_anything_gets_no_tools(text: str) -> No
         "no need to search any other folder, the log is in logs/",
         "no need to touch the notebook, what does setup.cfg hold",  # touching is changing
         "I looked at my files and can't find the bug",
+        "why are there no tools in my tools/ folder?",
         "don't run anything, just check the log",
         "without changing any files, what would the script delete",
     ],

@@ -173,7 +173,7 @@ EVERYTHING = (
 FORBIDS_LOOKING = re.compile(
     rf"{NEGATION}{GAP}(?:even{GAP}|really{GAP}|actually{GAP})?{LOOK_VERB}{GAP}"
     rf"(?:(?:at|in|into|through|up){GAP})?{EVERYTHING}"
-    r"|\bno\s+tools\b",
+    r"|(?:^\W*|[.!?,;:]\s*)no\s+tools\b",  # said as an instruction, not "there are no tools for …"
     re.IGNORECASE,
 )
 
