@@ -296,14 +296,12 @@ def follows_on(text: str) -> bool:
 
 
 def looked_last_turn(rows: Sequence[Row]) -> bool:
-    """Whether the turn before the user's last message called a tool."""
-    users = [index for index, row in enumerate(rows) if row.role == "user"][-2:]
-    if len(users) < 2:
+    """Whether the turn before the user's last message called a tool (`turn_calls` of the
+    rows before that message, when a user's message starts them)."""
+    last = last_user_index(rows)
+    if last is None or last_user_index(rows[:last]) is None:
         return False
-    return any(
-        row.role == "assistant_full" and any(True for _ in stored_calls(row))
-        for row in rows[users[0] : users[1]]
-    )
+    return any(any(True for _ in stored_calls(row)) for row in turn_calls(rows[:last]))
 
 
 def allowed_tools(names: Sequence[str], dangerous: Collection[str], text: str) -> list[str]:
