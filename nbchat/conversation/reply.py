@@ -209,18 +209,23 @@ def request_tools(parts: TurnParts) -> list[dict[str, Any]]:
     """The tool schemas the next request carries: none when they travel in the prompt. What
     `plan_request` gives as `body_tools`, without building the messages (the budget asks for
     it at every access)."""
-    return [] if takes_notes(parts) else offerable(parts.tools.schemas(), parts.history.rows)
+    return [] if takes_notes(parts) else _offered(parts)
 
 
 def request_system_prompt(parts: TurnParts) -> str:
     """The next request's system prompt, as `plan_request` gives it, without the messages."""
-    return system_prompt_for(parts, offerable(parts.tools.schemas(), parts.history.rows))
+    return system_prompt_for(parts, _offered(parts))
+
+
+def _offered(parts: TurnParts) -> list[dict[str, Any]]:
+    """The tools the model may use in the next request (`offerable` of the registry's)."""
+    return offerable(parts.tools.schemas(), parts.history.rows)
 
 
 def plan_request(parts: TurnParts, *, asked_again: bool = False) -> RequestPlan:
     """The next request's tools, system prompt and messages; `asked_again`: an answer after a
     tool round that named nothing the results show is asked again (a small model's notes)."""
-    schemas = offerable(parts.tools.schemas(), parts.history.rows)
+    schemas = _offered(parts)
     in_prompt = takes_notes(parts)
     system_prompt = system_prompt_for(parts, schemas)
     messages = build_messages(parts.history.rows, system_prompt)
