@@ -312,8 +312,8 @@ def typed_paths(text: str, paths: Sequence[str]) -> list[str]:
         return []
     by_type: dict[str, list[str]] = {}
     for path in paths:
-        last = path.rsplit("/", 1)[-1]
-        if "." in last:
+        last = _last_and_stem(path)[0]
+        if "." in last and not path.endswith("/"):  # a folder is of no type
             by_type.setdefault(last.rsplit(".", 1)[1].lower(), []).append(path)
     found = [found[0] for kind in sorted(kinds) if len(found := by_type.get(kind, [])) == 1]
     return found if len(found) == 1 else []
