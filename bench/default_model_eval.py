@@ -69,6 +69,7 @@ from nbchat.store.store import Store
 from nbchat.tools import ToolContext, ToolRegistry, default_registry
 from nbchat.tools.acting import acting_tools
 from nbchat.tools.cells import NoDocument, kernel_state
+from nbchat.tools.choice import forbids_looking, takes_acting_out
 from nbchat.tools.kernelrun import KernelQueue, KernelRunner
 from nbchat.tools.notebook import Shell, notebook_tools
 
@@ -362,7 +363,14 @@ def select(cases: Sequence[Case], limit: int | None, only: str | None = None) ->
     tool_cases = [c for c in cases if c.needs_tool]
     if only is not None:
         follow_ups = [c for c in cases if c.before]
-        chosen = {"plain": plain_cases, "tool": tool_cases, "follow-up": follow_ups}[only]
+        # The messages whose first step may use only some tools, or none.
+        restricted = [c for c in cases if forbids_looking(c.prompt) or takes_acting_out(c.prompt)]
+        chosen = {
+            "plain": plain_cases,
+            "tool": tool_cases,
+            "follow-up": follow_ups,
+            "restricted": restricted,
+        }[only]
         return chosen[:limit]
     if limit is None:
         return list(cases)
@@ -387,7 +395,7 @@ def parse(argv: Sequence[str]) -> argparse.Namespace:
     )
     parser.add_argument(
         "--only",
-        choices=("plain", "tool", "follow-up"),
+        choices=("plain", "tool", "follow-up", "restricted"),
         default=None,
         help="run only this kind of case",
     )

@@ -90,6 +90,7 @@ __all__ = [
     "round_choice",
     "speaks_of_the_notebook",
     "step_choice",
+    "takes_acting_out",
     "turn_calls",
     "weighs_acting",
 ]
@@ -310,9 +311,15 @@ def allowed_tools(names: Sequence[str], dangerous: Collection[str], text: str) -
     when it says not to look at anything (`forbids_looking`)."""
     if forbids_looking(text):
         return []
-    if not (forbids_changes(text) or asks_for_knowledge(text) or weighs_acting(text)):
+    if not takes_acting_out(text):
         return list(names)
     return [name for name in names if name not in dangerous]
+
+
+def takes_acting_out(text: str) -> bool:
+    """Whether the user's `text` leaves the dangerous tools out of its turn: it forbids
+    changes, asks how to do something or about things in general, or whether to act."""
+    return forbids_changes(text) or asks_for_knowledge(text) or weighs_acting(text)
 
 
 def round_choice(
