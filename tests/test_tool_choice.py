@@ -388,6 +388,26 @@ def test_a_how_to_question_is_answered_unless_the_model_is_nearly_sure_it_must_l
     assert "response_format" not in answer and "grammar" in answer  # words
 
 
+def test_a_message_that_takes_tools_out_is_asked_on_the_prompt_every_message_is_asked_on(
+    make_settings: Any, store: Store
+) -> None:
+    # The grammar holds a how-to to the tools it allows; its prompt describes every tool, as
+    # the warm-up's does, so the server's cached prefix serves it (described only the allowed
+    # ones, the first how-to of a server's life re-read the whole prompt: ~12 s on two cores).
+    steps = []
+    for text in ("how do I drop the rows with a missing value in pandas?", "what is in notes.txt?"):
+        with FakeServer(default_reply=Reply(text="Done.")) as server:
+            server.enqueue(Reply(first_step={"none": 0.9, "read_file": 0.1}))
+            run(conversation_on(server, store, small(make_settings)), text)
+            (step,) = server.first_steps()
+        steps.append(step)
+    how_to, look = steps
+    assert "run_shell" not in allowed(how_to) and "run_shell" in allowed(look)
+    assert len(how_to["messages"]) == len(look["messages"])
+    assert how_to["messages"][:-3] == look["messages"][:-3]  # all but context, message, opening
+    assert "run_shell" in how_to["messages"][0]["content"]
+
+
 @pytest.mark.parametrize(
     ("text", "looks"),
     [

@@ -92,10 +92,12 @@ def choose_first_step(
     allowed = allowed_tools(names, dangerous, last_user)
     if not allowed:
         return FirstStep(NO_TOOL)
-    offered = [schema for schema in schemas if schema["function"]["name"] in allowed]
     sights = parts.tools.sights(allowed)  # read once: they call into the user's notebook
     named = _named(parts, parts.history.rows, sights)
-    messages = first_step_messages(parts, offered, parts.history.rows, sights=sights, named=named)
+    # Every tool of the turn is described, whatever this message allows: the grammar holds the
+    # choice to `allowed`, and the prompt stays the one the warm-up read. Described only the
+    # allowed tools, a how-to sent first re-read its whole prompt (~12 s more on two cores).
+    messages = first_step_messages(parts, schemas, parts.history.rows, sights=sights, named=named)
     leaning = Leaning(
         after_result=after_tool(parts),
         named=bool(named),
@@ -109,7 +111,7 @@ def choose_first_step(
         choice = None if step is None else step_choice(step.chosen, step.answer_share, leaning)
         if choice is None or choice == NO_TOOL:
             return None if choice is None else FirstStep(NO_TOOL)
-        schema = next(s for s in offered if s["function"]["name"] == choice)
+        schema = next(s for s in schemas if s["function"]["name"] == choice)
         parameters = schema["function"].get("parameters") or {}
         arguments = ask_arguments(
             client, messages, model=model, name=choice, parameters=parameters, stop=stop
@@ -207,21 +209,22 @@ def _installed(name: str) -> bool:
 
 def first_step_messages(
     parts: TurnParts,
-    offered: Sequence[Mapping[str, Any]],
+    schemas: Sequence[Mapping[str, Any]],
     rows: Sequence[Row],
     *,
     sights: Sequence[Sight] | None = None,
     named: Sequence[str] | None = None,
 ) -> list[dict[str, Any]]:
-    """What a first step is asked on (`nbchat.tools.offer.router_messages`): the `offered`
-    tools, the workspace, what the tools can see (`sights`, read here unless the caller read
-    them), the conversation in `rows` and what its last message names (`named`, likewise)."""
+    """What a first step is asked on (`nbchat.tools.offer.router_messages`): the turn's tools
+    (`schemas`, all of them, so the prompt is the same for every message), the workspace, what
+    the tools can see (`sights`, read here unless the caller read them), the conversation in
+    `rows` and what its last message names (`named`, likewise)."""
     if sights is None:
-        sights = parts.tools.sights([str(schema["function"]["name"]) for schema in offered])
+        sights = parts.tools.sights([str(schema["function"]["name"]) for schema in schemas])
     if named is None:
         named = _named(parts, rows, sights)
     return router_messages(
-        offered,
+        schemas,
         rows,
         workspace=parts.overview.text() if parts.overview.enabled else "",
         notes=[sight.line for sight in sights],
