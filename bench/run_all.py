@@ -47,6 +47,7 @@ BENCHMARKS = (
     "compaction_model",
     "checkpoint_stability",
     "first_reply",
+    "model_memory",
     "compaction_stall",
 )
 OPT_IN = ("compaction_stall",)  # long (two chats with reading pauses): only with --only

@@ -294,12 +294,30 @@ def test_schema_tokens_runs_on_smollm(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.mark.slow
 @pytest.mark.model
+def test_model_memory_runs_on_smollm(monkeypatch: pytest.MonkeyPatch) -> None:
+    module = load("model_memory", monkeypatch, MODELS=("smollm",), N_CTX=4_096)
+    rows = module.main()
+    assert_table_rows(rows)
+    # Peak, at the end, the mapped file (beside the file's size), the server's own.
+    assert [row["figure"].split(": ", 1)[1] for row in rows] == [
+        "peak resident memory",
+        "resident at the end",
+        "of which mapped from files (the model, libraries)",
+        "of which the server's own memory",
+    ]
+    assert all(row["value"].endswith(" MiB") for row in rows)
+    peak, end, mapped, own = (float(row["value"][:-4].replace(",", "")) for row in rows)
+    assert peak >= end >= own > 0 and mapped > 0
+
+
+@pytest.mark.slow
+@pytest.mark.model
 def test_first_reply_runs_on_smollm(monkeypatch: pytest.MonkeyPatch) -> None:
     module = load("first_reply", monkeypatch, MODEL="smollm", N_CTX=4_096, REPEATS=1)
     rows = module.main()
     assert_table_rows(rows)
     # The server start, each message sent at once on a first run and after a restart (against
     # its warm time), then connect() on a restarted server.
-    assert len(rows) == 6
+    assert len(rows) == 2 + 2 * len(module.MESSAGES)
     targeted = [row["figure"] for row in rows if row["target"]]
-    assert len(targeted) == 2 and all("after a restart with saved slots" in f for f in targeted)
+    assert len(targeted) == len(module.MESSAGES) and all("after a restart with saved slots" in f for f in targeted)
