@@ -320,4 +320,6 @@ def test_first_reply_runs_on_smollm(monkeypatch: pytest.MonkeyPatch) -> None:
     # its warm time), then connect() on a restarted server.
     assert len(rows) == 2 + 2 * len(module.MESSAGES)
     targeted = [row["figure"] for row in rows if row["target"]]
-    assert len(targeted) == len(module.MESSAGES) and all("after a restart with saved slots" in f for f in targeted)
+    assert len(targeted) == len(module.MESSAGES) and all(
+        "after a restart with saved slots" in f for f in targeted
+    )
