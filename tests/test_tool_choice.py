@@ -669,6 +669,40 @@ def test_a_first_step_reading_a_cell_for_a_function_of_the_code_reads_its_file(
         assert json.loads(function["arguments"]) == {"path": "src/shapes.py"}
 
 
+@pytest.mark.parametrize(
+    ("message", "made"),
+    [
+        # "the unit test", with one file in tests/: that file, whatever the model aimed at.
+        ("without running anything, what does the unit test check?", "read_file"),
+        # Said by the folder's own name, or of the notebook: the cell tool stays.
+        ("what do the tests check?", "read_cell"),
+        ("what did the unit test cell in my notebook print?", "read_cell"),
+    ],
+)
+def test_a_cell_tool_for_a_folder_of_one_file_named_in_the_singular_reads_that_file(
+    make_settings: Any, store: Store, message: str, made: str
+) -> None:
+    settings = small(make_settings, max_tool_turns=2, workspace_overview=True)
+    (settings.workspace / "tests").mkdir()
+    (settings.workspace / "tests" / "test_shapes.py").write_text("def test_area():\n    pass\n")
+    tools = default_registry()
+
+    @tools.register()
+    def read_cell(ctx: ToolContext, number: int) -> str:
+        """Read one cell of the notebook's history.
+
+        Args:
+            number: the cell's execution count.
+        """
+        return "In [1]: 1 + 1"
+
+    cell = '{"tool": "read_cell", "arguments": {"number": 1}}'
+    function = first_call_made(settings, store, tools, message, "read_cell", cell)
+    assert function["name"] == made
+    if made == "read_file":
+        assert json.loads(function["arguments"]) == {"path": "tests/test_shapes.py"}
+
+
 def test_a_search_under_a_folder_that_is_not_here_searches_the_workspace() -> None:
     here = Here(files=frozenset({"plan.md"}), exists=lambda path: path in {".", "src", "plan.md"})
     assert aimed_call("search_files", {"pattern": "ship", "path": "./project"}, here, READING) == (

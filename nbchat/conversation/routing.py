@@ -127,11 +127,14 @@ def choose_first_step(
     # The message's paths and words, read once for both rules.
     said = paths_named(last_user, paths)
     words = specific_words(last_user[:MESSAGE_SCAN])
+    sole = _sole_files(said, paths, words)
     # The files a cell tool's call turns to, unless the message speaks of the notebook (then a
     # cell tool may be what it asks for): named by path, or by a name their code defines that
-    # is no variable of the notebook.
-    files = [] if speaks_of_the_notebook(last_user) else _files_named(words, said, here)
-    sole = _sole_files(said, paths, words)
+    # is no variable of the notebook, else the one file of a folder named in the singular
+    # (asked what "the unit test" checks, a 1.5B model read the notebook's first cell).
+    files = []
+    if not speaks_of_the_notebook(last_user):
+        files = _files_named(words, said, here) or list(sole.values())
     choice, arguments = aimed_call(
         choice, arguments, here, allowed, named_files=files, sole_files=sole
     )

@@ -438,8 +438,9 @@ def aimed_call(
     """The call to make for a first step's `name(arguments)`: itself, or the tool that looks at
     what it aimed at (`read_file` of a file, `describe_variable` of a notebook variable; see
     the module docstring); only to an `allowed` tool. `named_files`: the workspace files the
-    user's message names (by path, or by a name their code defines), when it says nothing of
-    the notebook (`speaks_of_the_notebook`);
+    user's message names (by path, or by a name their code defines, else the one file of a
+    folder it names in the singular), when it says nothing of the notebook
+    (`speaks_of_the_notebook`);
     `sole_files`: each folder the message names (`logs/`) that holds one file only, that file."""
     if name in CELL_TOOLS and len(named_files) == 1 and "read_file" in allowed:
         return "read_file", {"path": named_files[0]}
