@@ -27,8 +27,8 @@ from nbchat.compaction.facts import (
 )
 from nbchat.compaction.findings import NOTEBOOK_TOOLS
 from nbchat.history import Row, to_row
+from nbchat.tools.context import ToolContext
 from nbchat.tools.notebook import notebook_tools
-from nbchat.tools.schema import ToolContext
 from nbchat.ui.actions import attachment_from, with_attachments
 
 TRACES = Path(__file__).resolve().parent / "data" / "traces"

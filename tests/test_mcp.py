@@ -528,7 +528,7 @@ def test_the_kernels_exit_ends_a_server_that_outlives_its_input(tmp_path: Path) 
         "from nbchat.config import Settings\n"
         "from nbchat.tools.mcp import McpTools\n"
         "from nbchat.tools.registry import ToolRegistry\n"
-        "from nbchat.tools.schema import ToolContext\n"
+        "from nbchat.tools.context import ToolContext\n"
         f"servers = {{'s': {{'command': sys.executable, 'args': [{str(SCRIPT)!r}, '--linger']}}}}\n"
         f"settings = Settings(home={str(tmp_path)!r}, workspace={str(tmp_path)!r}, "
         "base_url='http://127.0.0.1:9/v1', mcp_servers=servers)\n"

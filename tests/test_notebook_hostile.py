@@ -23,8 +23,8 @@ from typing import Any
 
 import pytest
 
+from nbchat.tools.context import ToolContext
 from nbchat.tools.notebook import notebook_tools
-from nbchat.tools.schema import ToolContext
 
 # Made up, in the shapes real ones have (built from parts so no scanner flags this file).
 API_KEY = "sk-" + "proj-Zr8Qx2Lm5Np7Ks3Vb6Tc9Wd1Yf4Hg0Jk2Lm5Np7Qs"

@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 from nbchat.config import Settings
 from nbchat.store.store import Store
 from nbchat.tools import isolation
+from nbchat.tools.context import ToolContext
 from nbchat.tools.notebook import (
     ANSWER_LIMIT,
     LIST_LIMIT,
@@ -31,7 +32,6 @@ from nbchat.tools.notebook import (
     notebook_tools,
     summarise_value,
 )
-from nbchat.tools.schema import ToolContext
 from nbchat.ui.chatui import ChatUI
 
 

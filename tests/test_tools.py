@@ -26,7 +26,7 @@ from nbchat.tools import (
     tool,
 )
 from nbchat.tools.builtins import SHELL_CUT
-from nbchat.tools.schema import cap_output, safe_environment
+from nbchat.tools.context import cap_output, safe_environment
 
 
 @pytest.fixture

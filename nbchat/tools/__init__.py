@@ -6,13 +6,14 @@
                                output cap, always answered with text (nbchat.tools.executor)
     ApprovalRequest            what an approver (a widget card, a script's callback) is asked
     ToolContext                what a tool that asks for it learns: workspace, limits, Stop
-                               (nbchat.tools.schema)
+                               (nbchat.tools.context)
     default_registry()         a fresh registry holding the built-in tools (nbchat.tools.builtins)
 
 The modules behind them:
 
-    schema      JSON schemas and argument checks from signatures (pydantic, docstring-parser),
-                and `ToolContext`: what a running tool may know (workspace, limits, Stop)
+    context     `ToolContext`: what a running tool may know (workspace, limits, Stop), the
+                environment a tool's child process gets, and how long output is cut
+    schema      JSON schemas and argument checks from signatures (pydantic, docstring-parser)
     builtins    the file and shell tools; fileaccess opens paths without following links out
                 of the workspace, lines streams bounded reads and regex searches with a time
                 limit, listing walks folders and globs inside the workspace
@@ -45,9 +46,9 @@ Importing this package does no work: the built-in tools are described when a reg
 from __future__ import annotations
 
 from nbchat.tools.builtins import builtin_tools
+from nbchat.tools.context import ToolContext
 from nbchat.tools.executor import ApprovalRequest, ToolExecutor, ToolOutcome
 from nbchat.tools.registry import Tool, ToolRegistry, tool
-from nbchat.tools.schema import ToolContext
 
 __all__ = [
     "ApprovalRequest",

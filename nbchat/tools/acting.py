@@ -35,11 +35,11 @@ from nbchat.tools.cells import (
     line_diff,
     stale_variables,
 )
+from nbchat.tools.context import ToolContext
 from nbchat.tools.execution import fenced, to_outputs
 from nbchat.tools.kernelrun import KernelRunner, Run
 from nbchat.tools.preview import mask_secrets
 from nbchat.tools.registry import Review, Tool
-from nbchat.tools.schema import ToolContext
 
 __all__ = ["ACTING_TOOLS", "CellChange", "acting_tools"]
 

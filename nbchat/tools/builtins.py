@@ -28,6 +28,7 @@ from pathlib import PurePosixPath
 from typing import BinaryIO
 
 from nbchat.errors import ToolError
+from nbchat.tools.context import ToolContext
 from nbchat.tools.fileaccess import (
     OpenedFile,
     open_entry,
@@ -38,7 +39,6 @@ from nbchat.tools.fileaccess import (
 from nbchat.tools.lines import BinaryContentError, Pattern, find_lines, read_lines
 from nbchat.tools.listing import SKIPPED_DIRS, Entry, GlobPattern, Ignoring, rules_above, walk
 from nbchat.tools.registry import Tool
-from nbchat.tools.schema import ToolContext
 from nbchat.tools.shell import run_command
 
 __all__ = [

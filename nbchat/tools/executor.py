@@ -26,8 +26,8 @@ from nbchat.config import Settings
 from nbchat.errors import ConfigError, ToolError
 from nbchat.history import ToolCall
 from nbchat.stopping import StopSignal
+from nbchat.tools.context import ToolContext, cap_output, safe_environment
 from nbchat.tools.registry import Review, Tool, ToolRegistry
-from nbchat.tools.schema import ToolContext, cap_output, safe_environment
 from nbchat.tools.shell import KILL_GRACE
 
 __all__ = [

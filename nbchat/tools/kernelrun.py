@@ -53,8 +53,8 @@ from typing import Any, Literal
 from nbchat.errors import ToolError
 from nbchat.stopping import StopSignal
 from nbchat.tools.cells import KernelState
+from nbchat.tools.context import ToolContext
 from nbchat.tools.execution import Ran, describe, run_source
-from nbchat.tools.schema import ToolContext
 
 __all__ = ["KernelQueue", "KernelRunner", "Run", "Ticket", "Waited", "run_job"]
 

@@ -26,8 +26,8 @@ from typing import BinaryIO
 import regex
 
 from nbchat.errors import ToolError
+from nbchat.tools.context import ToolContext
 from nbchat.tools.listing import MAX_PATTERN_CHARS, glob_for_regex
-from nbchat.tools.schema import ToolContext
 
 __all__ = [
     "MAX_LINE_BYTES",

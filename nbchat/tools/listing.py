@@ -34,8 +34,8 @@ import pathspec
 import regex
 
 from nbchat.errors import ToolError
+from nbchat.tools.context import ToolContext
 from nbchat.tools.fileaccess import open_entry, open_folder
-from nbchat.tools.schema import ToolContext
 
 __all__ = [
     "MAX_DEPTH",

@@ -32,8 +32,8 @@ from typing import TYPE_CHECKING, Any, Literal
 from nbchat.config import Settings
 from nbchat.errors import McpError
 from nbchat.mcpconfig import McpServer, configured_servers
+from nbchat.tools.context import ToolContext
 from nbchat.tools.registry import Tool, ToolRegistry
-from nbchat.tools.schema import ToolContext
 
 if TYPE_CHECKING:  # the SDK is imported with the first server that starts
     from nbchat.tools.mcpcall import SchemaCheck

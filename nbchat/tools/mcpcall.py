@@ -23,7 +23,7 @@ import mcp_types as types
 from referencing.exceptions import Unresolvable
 
 from nbchat.errors import McpError, ToolError
-from nbchat.tools.schema import ToolContext
+from nbchat.tools.context import ToolContext
 
 __all__ = ["SchemaCheck", "result_text"]
 

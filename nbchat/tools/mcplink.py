@@ -47,8 +47,8 @@ from mcp_types import CONNECTION_CLOSED
 from nbchat.errors import McpError, ToolError
 from nbchat.mcpconfig import McpServer, expand, unset_variables
 from nbchat.stopping import StopSignal
+from nbchat.tools.context import ToolContext
 from nbchat.tools.mcpcall import result_text
-from nbchat.tools.schema import ToolContext
 
 __all__ = ["ListedTool", "McpLink"]
 

@@ -29,6 +29,7 @@ import types
 from collections.abc import Callable
 from typing import Any, Protocol
 
+from nbchat.tools.context import ToolContext
 from nbchat.tools.isolation import Outcome, Output, call_bounded
 from nbchat.tools.preview import (
     MARGIN,
@@ -42,7 +43,6 @@ from nbchat.tools.preview import (
     type_name,
 )
 from nbchat.tools.registry import Sight, Tool
-from nbchat.tools.schema import ToolContext
 
 __all__ = [
     "ANSWER_LIMIT",

@@ -46,6 +46,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from nbchat.errors import NbchatError
+from nbchat.tools.context import ToolContext
 from nbchat.tools.fileaccess import open_folder
 from nbchat.tools.filedigests import FileDigests
 from nbchat.tools.filewords import FileWords
@@ -58,7 +59,6 @@ from nbchat.tools.listing import (
     entries_of,
     ignore_text,
 )
-from nbchat.tools.schema import ToolContext
 
 __all__ = [
     "Listing",

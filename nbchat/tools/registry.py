@@ -29,7 +29,8 @@ from dataclasses import InitVar, dataclass, field
 from typing import Any, Protocol, overload
 
 from nbchat.errors import ToolError
-from nbchat.tools.schema import Signature, ToolContext, describe_function
+from nbchat.tools.context import ToolContext
+from nbchat.tools.schema import Signature, describe_function
 
 __all__ = ["ArgumentCheck", "Review", "Tool", "ToolRegistry", "tool"]
 

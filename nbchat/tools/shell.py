@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import IO, Literal
 
 from nbchat.stopping import StopSignal
-from nbchat.tools.schema import cut_marker
+from nbchat.tools.context import cut_marker
 
 __all__ = ["KILL_GRACE", "REAPER", "ShellResult", "run_command"]
 
