@@ -1,6 +1,6 @@
-"""Compaction's steps (compaction/steps.py): `prepare` decides everything before the summary,
-`compact` is the one step that asks the summariser, `reuse` serves a summary made earlier, and
-`CompactionEngine.compact` is exactly `prepare` then `compact`."""
+"""Compaction's steps (compaction/steps.py, compaction/summarystep.py): `prepare` decides
+everything before the summary, `compact` is the one step that asks the summariser, `reuse` serves
+a summary made earlier, and `CompactionEngine.compact` is exactly `prepare` then `compact`."""
 
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ from factories import assistant, tool_call, tool_result, user
 
 from nbchat.compaction.engine import CompactionEngine
 from nbchat.compaction.result import unchanged
-from nbchat.compaction.steps import CompactionSettings, compact, prepare, reuse
+from nbchat.compaction.steps import CompactionSettings, prepare, reuse
+from nbchat.compaction.summarystep import compact
 from nbchat.compaction.writer import SummaryWriter
 from nbchat.history import Row
 

@@ -5,7 +5,9 @@ Compaction is plain steps around one value: `prepare(history, settings) → Prep
 caller's (`nbchat.conversation.session.apply_compaction`).
 
     engine           `CompactionEngine`: the original API, a thin front over the steps
-    steps            `CompactionSettings`, `Preparation`, `prepare`, `reuse`, `compact`
+    steps            `CompactionSettings`, `Preparation`, `prepare`, `reuse`: all up to the
+                     summary, and the result built from it
+    summarystep      `compact`: the one step that asks the summariser
     result           `CompactionResult` and its `Edit` and `SummaryUsage`: what a compaction
                      did; the summariser seam (`Summariser`, `SummaryReply`)
     cacheform        where a history is cut (rows to summarise, tail kept verbatim), and the
@@ -24,5 +26,5 @@ caller's (`nbchat.conversation.session.apply_compaction`).
     writer           `SummaryWriter`/`write_digest`: a summary asked, chunk by chunk
 
 Must not: import the conversation loop, the store or widgets. Pure except `modelsummariser`
-(HTTP) and the summariser calls `steps.compact` makes through the writer it is handed.
+(HTTP) and the summariser calls `summarystep.compact` makes through the writer it is handed.
 """

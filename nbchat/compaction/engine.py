@@ -3,8 +3,9 @@
 The engine holds the options a cell or the conversation gives it (the threshold, the tail, the
 system prompt and tool schemas, the summary's model and form) and the summariser
 (`nbchat.compaction.writer.SummaryWriter`: the one handed in, else an `OpenAISummariser` built at
-the first summary). Each call is the steps of `nbchat.compaction.steps`: `prepare` the
-compaction, then `compact` it (the one model call). It never opens the DB or touches widgets.
+the first summary). Each call is the compaction steps: `prepare` the compaction
+(`nbchat.compaction.steps`), then `compact` it (`nbchat.compaction.summarystep`: the one model
+call). It never opens the DB or touches widgets.
 
 - `total_tokens(history)`: rows only, the baseline len//3 rule; O(1) on a `History`.
 - `should_compact(history)`: rows + system prompt + tool schemas (or the server's reported
@@ -38,7 +39,6 @@ from nbchat.compaction.steps import (
     CompactionSettings,
     HistoryLike,
     Preparation,
-    compact,
     is_settled,
     needs_summariser,
     prepare,
@@ -46,6 +46,7 @@ from nbchat.compaction.steps import (
     reuse,
     trigger_tokens,
 )
+from nbchat.compaction.summarystep import compact
 from nbchat.compaction.writer import SummaryWriter
 from nbchat.config import DEFAULT_SUMMARY_MAX_TOKENS, DEFAULT_TRIGGER_FACTOR
 from nbchat.history import History, Row, context_tokens, estimate_tokens, request_overhead_tokens

@@ -5,24 +5,24 @@
     reuse(preparation, earlier)   the preparation served by a summary made earlier, in the
                                   background (`nbchat.conversation.prepare` keeps it); at once,
                                   with no model call, when its cut still serves
-    compact(preparation, writer)  the one step that calls the summariser; the result
+    summary_result(prep, said)    the `CompactionResult` of a preparation and its summary
+    without_summary(prep, why)    the one when no summary is made (the prune layer's, if any)
+
+Every step but one: `compact(preparation, writer)`, the one that calls the summariser, is
+`nbchat.compaction.summarystep`'s, and it builds its result with `summary_result` here.
 
 A `Preparation` holds everything a compaction decided before the summary is asked: the rows,
 their estimates and the request's size; the rows after the prune layer (old tool outputs behind
 placeholders, `nbchat.compaction.prune`); where the cut falls (`nbchat.compaction.cacheform`), with
 the tail given the budget left beside the recorded facts (`nbchat.compaction.facts`) and the
 user's latest message when the cut takes it (`nbchat.compaction.facts`); or why nothing is
-summarised. `compact` asks the summary in the cache form when it applies (the chat's own prefix
-plus one instruction, `nbchat.compaction.cacheform`), else as a transcript, chunked when the
-input exceeds the summariser's window (`nbchat.compaction.writer`), and builds the
-`CompactionResult`. The store write is the caller's (`nbchat.conversation.session`).
+summarised. The store write is the caller's (`nbchat.conversation.session`).
 
-Pure, but for `compact`'s calls to the writer it is handed.
+Pure: no I/O, no model call; must not import `nbchat.compaction.summarystep`.
 """
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
@@ -31,15 +31,13 @@ from nbchat.compaction.cacheform import RequestShape, Split, TailBudget, choose_
 from nbchat.compaction.facts import (
     facts_of,
     latest_instruction,
-    previous_summary,
     render_facts,
     render_latest,
     strip_facts,
 )
-from nbchat.compaction.prompts import SMALL_CHECKPOINT_TOKENS, SummaryFormat, to_blocks
+from nbchat.compaction.prompts import SMALL_CHECKPOINT_TOKENS, SummaryFormat
 from nbchat.compaction.prune import (
     apply_replacements,
-    brief_blocks,
     find_prunable,
     key_lines_of,
     protected_start,
@@ -54,7 +52,7 @@ from nbchat.compaction.result import (
     unchanged,
     with_placeholders_kept,
 )
-from nbchat.compaction.writer import Digest, SummaryWriter, joined
+from nbchat.compaction.writer import Digest
 from nbchat.config import DEFAULT_SUMMARY_MAX_TOKENS, DEFAULT_TRIGGER_FACTOR
 from nbchat.history import History, Row, context_tokens, estimate_tokens, to_row
 
@@ -65,14 +63,15 @@ __all__ = [
     "Earlier",
     "HistoryLike",
     "Preparation",
-    "compact",
     "is_settled",
     "needs_summariser",
     "prepare",
     "prepare_baseline",
     "reuse",
     "rows_and_estimates",
+    "summary_result",
     "trigger_tokens",
+    "without_summary",
 ]
 
 HistoryLike = History | Sequence[Sequence[str]]
@@ -390,7 +389,7 @@ def reuse(
     from_earlier = replace(preparation, earlier=made)
     if split.start > covered and (not force if prefer_made is None else prefer_made):
         at_once = _at(from_earlier, Split(covered, split.rule))
-        result = _summary_result(at_once, Digest(text=made.text))
+        result = summary_result(at_once, Digest(text=made.text))
         if result.changed and result.tokens_after < preparation.settings.trigger:
             return at_once
     return _at(from_earlier, split)
@@ -416,23 +415,7 @@ def _serving(preparation: Preparation, covered: int) -> Split | None:
     return Split(covered, "user") if split.rule == "user" and deeper_at_user else None
 
 
-def compact(
-    preparation: Preparation, writer: SummaryWriter, *, cancel: threading.Event | None = None
-) -> CompactionResult:
-    """The compaction `preparation` describes: the one step that calls the summariser (through
-    `writer`), and only when a summary is to be made. A set `cancel` (checked between chunks,
-    and closing the summariser's stream) gives an unchanged result that says so. Raises
-    `CompactionError` when the summariser fails; nothing is changed then."""
-    if preparation.reason or preparation.split is None:
-        return _without_summary(preparation, preparation.reason)
-    said = _ask(preparation, writer, cancel)
-    if said.cancelled:
-        result = unchanged(preparation.rows, preparation.tokens_before, "cancelled")
-        return replace(result, usage=said.usage, cancelled=True, warnings=said.warnings)
-    return _summary_result(preparation, said)
-
-
-def _without_summary(preparation: Preparation, reason: str) -> CompactionResult:
+def without_summary(preparation: Preparation, reason: str) -> CompactionResult:
     """No summary: the prune layer's placeholders when it made any, else the rows as they were."""
     if not preparation.replacements:
         return unchanged(preparation.rows, preparation.tokens_before, reason)
@@ -447,7 +430,7 @@ def _without_summary(preparation: Preparation, reason: str) -> CompactionResult:
     )
 
 
-def _summary_result(preparation: Preparation, said: Digest) -> CompactionResult:
+def summary_result(preparation: Preparation, said: Digest) -> CompactionResult:
     """The compaction with the summary `said`: `[compacted, *tail]` with the placeholders that
     stay in the tail, or, when that would not shrink the history, none."""
     split = preparation.split
@@ -467,7 +450,7 @@ def _summary_result(preparation: Preparation, said: Digest) -> CompactionResult:
     paid = preparation.earlier.paid if preparation.earlier else SummaryUsage()
     usage = paid.plus(said.usage)
     if not result.changed:
-        result = _without_summary(preparation, _without(preparation, result.reason))
+        result = without_summary(preparation, _without(preparation, result.reason))
         return replace(result, usage=usage, warnings=said.warnings)
     result = with_placeholders_kept(
         result,
@@ -481,69 +464,4 @@ def _summary_result(preparation: Preparation, said: Digest) -> CompactionResult:
         tokens_before=preparation.tokens_before,
         usage=usage,
         warnings=said.warnings,
-    )
-
-
-def _ask(preparation: Preparation, writer: SummaryWriter, cancel: threading.Event | None) -> Digest:
-    """The summary of `rows[:split.start]`: an update of the earlier summary with the rows
-    after it; else in the cache form when it applies (the rows exactly as the chat sent them),
-    with what does not fit the window as a transcript update; else as a transcript (chunked
-    when needed)."""
-    settings, rows, earlier = preparation.settings, preparation.rows, preparation.earlier
-    assert preparation.split is not None
-    start = preparation.split.start
-    if earlier is not None:
-        if start == earlier.covered:
-            return Digest(text=earlier.text)
-        return writer.write(
-            _transcript(settings, rows[earlier.covered : start]),
-            previous=earlier.text,
-            max_tokens=settings.summary_max_tokens,
-            fmt=settings.summary_format,
-            instruction=settings.summary_prompt,
-            cancel=cancel,
-            brief=settings.brief_cap is not None,
-        )
-    end, said = _ask_cached(preparation, writer, cancel)
-    if end == start or said.cancelled:
-        return said
-    rest = writer.write(
-        _transcript(settings, rows[end:start]),
-        previous=said.text or previous_summary(preparation.pruned[:start]),
-        max_tokens=settings.summary_max_tokens,
-        fmt=settings.summary_format,
-        instruction=settings.summary_prompt,
-        focus=preparation.focus,
-        cancel=cancel,
-        brief=settings.brief_cap is not None,
-    )
-    return joined(said, rest)
-
-
-def _transcript(settings: CompactionSettings, rows: Sequence[Row]) -> list[str]:
-    """The rows as the summariser reads them: the brief transcript within `brief_cap`, else
-    every row (`to_blocks`, chunked by the writer)."""
-    if settings.brief_cap is None:
-        return to_blocks(rows)
-    return brief_blocks(rows, settings.brief_cap)
-
-
-def _ask_cached(
-    preparation: Preparation, writer: SummaryWriter, cancel: threading.Event | None
-) -> tuple[int, Digest]:
-    """How many rows went in the cache form (0: none) and what was said for them: only for the
-    JSON checkpoint, with the writer's own summariser, when the chat's last request is known."""
-    settings, shape, split = preparation.settings, preparation.shape, preparation.split
-    if settings.summary_format != "json" or not writer.sends_prefix or shape is None:
-        return 0, Digest()
-    assert split is not None
-    return writer.write_cached(
-        preparation.rows[: split.start],
-        shape,
-        threshold=settings.threshold,
-        reply_cap=settings.checkpoint_tokens,
-        small=settings.small_checkpoint,
-        instruction=settings.summary_prompt,
-        focus=preparation.focus,
-        cancel=cancel,
     )
