@@ -56,7 +56,7 @@ MAX_MATCHES = 200
 MAX_LINE_SHOWN = 300
 MAX_EDITED_BYTES = 16 * 1024 * 1024  # edit_file holds the file in memory twice
 NOTE_ROOM = 200  # characters kept free for a tool's note, so the output cap cuts nothing
-_CUT_MARK = re.compile(r"\n\[\.\.\. [\d,]+ characters cut \.\.\.\]\n")  # shell.py's cut_marker
+_CUT_MARK = re.compile(r"\n\[\.\.\. [\d,]+ characters cut \.\.\.\]\n")  # context.cut_marker's
 SHELL_CUT = (
     "[the middle of the output was cut to fit the tool output limit: filter it (grep, head, "
     "tail) or redirect it to a file and read that with read_file]"
