@@ -1713,4 +1713,208 @@ CASES: tuple[Case, ...] = (
         "keep =",
         before=("how do i drop duplicate rows in pandas",),
     ),
+    # Fifth batch of fresh cases (2026-11-27, index 395 on), written by a helper who had read
+    # neither split nor the rules, from the workspace and the notebook alone: indirect asks,
+    # typos, negated asks, follow-ups that turn to another file or the notebook, questions
+    # about the live notebook's values. Committed before any run on them.
+    # --- tool cases: workspace ---
+    tool(
+        "is debug switched on or off in config.yaml?",
+        {
+            "read_file": {"path": "config.yaml"},
+            "search_files": {"pattern": "debug", "path": ANY_PATH},
+        },
+        "false",
+    ),
+    tool(
+        "which libraries does this project depend on? just list em with versions",
+        {"read_file": {"path": "requirements.txt"}},
+        "requests",
+        "2.1.4",
+        "3.0.2",
+    ),
+    tool(
+        "without changing anything, explain what slugify does to a string",
+        {
+            "read_file": {"path": "src/utils.py"},
+            "search_files": {"pattern": "slug", "path": ANY_PATH},
+        },
+        "lower",
+        "hyphen",
+        "dash",
+    ),
+    tool(
+        "when is the review meeting again? day + time pls",
+        {"read_file": {"path": "notes.txt"}, "search_files": {"path": ANY_PATH}},
+        "Thursday",
+        "10:00",
+    ),
+    tool(
+        "grep the code for todo comments for me",
+        {
+            "search_files": {"pattern": "todo", "path": ANY_PATH},
+            "read_file": {"path": "src/app.py"},
+        },
+        "farewell",
+    ),
+    tool(
+        "don't run anything, just read server.log: at what time did the error hit?",
+        {
+            "read_file": {"path": "logs/server.log"},
+            "search_files": {"pattern": "error", "path": ANY_PATH},
+        },
+        "09:14:05",
+    ),
+    tool(
+        "how is area calculated in my utils file? whats the formula",
+        {
+            "read_file": {"path": "src/utils.py"},
+            "search_files": {"pattern": "area", "path": ANY_PATH},
+        },
+        "math.pi",
+        "π",
+        "pi *",
+        "pi times",
+        "radius ** 2",
+        "radius**2",
+    ),
+    tool(
+        "hmm does our readme say anything about how to install it?",
+        {"read_file": {"path": "README.md"}},
+        "tiny project",
+        "demo project",
+        "evaluation",
+    ),
+    tool(
+        "gimme an overview of every file in this workspace",
+        {"list_files": {}},
+        "config.yaml",
+        "requirements.txt",
+        "notes.txt",
+        "cleanup.sh",
+    ),
+    tool(
+        "I wonder if any of my files mention sqlite at all",
+        {
+            "search_files": {"pattern": "sqlite", "path": ANY_PATH},
+            "read_file": {"path": "config.yaml"},
+        },
+        "config.yaml",
+        "inventory.db",
+    ),
+    # --- tool cases: live notebook ---
+    tool(
+        "what's the mean price in the sales df?",
+        {"describe_variable": {"name": "sales"}, "run_code": {"code": "price"}},
+        "10.9375",
+        "10.94",
+        "10.938",
+    ),
+    tool(
+        "total units sold across every region in my sales table?",
+        {"describe_variable": {"name": "sales"}, "run_code": {"code": "units"}},
+        "505",
+    ),
+    tool(
+        "the last cell blew up — which key was it trying to find?",
+        {"last_error": {}, "read_cell": {}},
+        "discount",
+    ),
+    tool(
+        "which regions made it into big",
+        {"describe_variable": {"name": "big"}, "run_code": {"code": "big"}},
+        "north",
+        "east",
+    ),
+    tool(
+        "what dtype did pandas give the price column of sales",
+        {"describe_variable": {"name": "sales"}, "run_code": {"code": "sales"}},
+        "float64",
+        "float",
+    ),
+    tool(
+        "no need to rerun anything, how much revenue came from the west region in my notebook?",
+        {"describe_variable": {"name": "sales"}, "run_code": {"code": "sales"}},
+        "900",
+    ),
+    # --- tool cases: follow-ups ---
+    tool(
+        "and does anything test it?",
+        {
+            "read_file": {"path": "tests/test_app.py"},
+            "search_files": {"pattern": "greet", "path": ANY_PATH},
+            "list_files": {"path": "tests"},
+        },
+        "test_greet",
+        "test_app",
+        before=("where does greet get defined?",),
+    ),
+    tool(
+        "k. and what does the log say happened at 09:15?",
+        {
+            "read_file": {"path": "logs/server.log"},
+            "search_files": {"pattern": "09:15", "path": ANY_PATH},
+        },
+        "retrying",
+        "retry",
+        before=("is debug on in the config?",),
+    ),
+    tool(
+        "ok now the notebook — what's threshold equal to?",
+        {
+            "describe_variable": {"name": "threshold"},
+            "list_notebook_variables": {},
+            "run_code": {"code": "threshold"},
+        },
+        "100",
+        before=("what's in todo.md",),
+    ),
+    tool(
+        "what about utils.py, anything in there besides area?",
+        {
+            "read_file": {"path": "src/utils.py"},
+            "search_files": {"pattern": "def", "path": ANY_PATH},
+        },
+        "slugify",
+        before=("show me what's in src/app.py",),
+    ),
+    tool(
+        "cool. over in my sales dataframe, which region has the highest unit price?",
+        {"describe_variable": {"name": "sales"}, "run_code": {"code": "price"}},
+        "west",
+        before=("how many cities are listed in data.csv?",),
+    ),
+    tool(
+        "is that ip mentioned in the config too?",
+        {
+            "read_file": {"path": "config.yaml"},
+            "search_files": {"pattern": "10.0.0", "path": ANY_PATH},
+        },
+        "not",
+        "n't",
+        before=("can you check the server log for errors?",),
+    ),
+    # --- plain cases ---
+    plain("what's a Makefile generally used for?", "target", "build", "compile"),
+    plain("how would i read a log file line by line in python", "open(", "with open"),
+    plain("whats 2 to the power of 10", "1024"),
+    plain(
+        "how can i tell which git branch im currently on", "git branch", "git status", "rev-parse"
+    ),
+    plain("in pandas, how do I get rid of rows that have missing values?", "dropna"),
+    plain("what does chmod +x do to a file?", "execut"),
+    plain("how many seconds are there in one day", "86400", "86,400"),
+    plain("what is a .gitignore file for, in general", "ignore", "untrack"),
+    plain("which magic command times a line of code in a jupyter notebook?", "timeit"),
+    plain("explain python virtual environments to me in a couple sentences", "venv", "isolat"),
+    plain("from the terminal, how do you count the lines in a file?", "wc"),
+    plain("what does git stash do", "uncommitted", "temporar", "working"),
+    plain("sort a list of dicts by one key in python?", "sorted", "key=", "itemgetter", ".sort("),
+    plain(
+        "in general, what does turning on debug mode do in flask?",
+        "reload",
+        "debugger",
+        "traceback",
+        before=("read config.yaml for me",),
+    ),
 )
