@@ -9,10 +9,11 @@ the 1.5B copies (`{{"name": ...}}}}`); offered them, it calls a tool for "17 × 
 instead of answering (issue 19). So whether a turn looks first is asked separately
 (`nbchat.llm.firststep`), on the messages built here:
 
-- `ROUTER_PROMPT`: what the model decides and when to look, with each tool as one line
-  (`describe_tools`), then short example exchanges (`EXAMPLES`, none of them a user's words
-  from any eval; two of them follow-ups answered from the conversation), always the same, so
-  the server keeps them in its prompt cache;
+- `ROUTER_PROMPT`: what the model decides and when to look, with each of the turn's tools as
+  one line (`describe_tools`; all of them, whatever the message allows: the caller's grammar
+  leaves out the ones it may not use), then short example exchanges (`EXAMPLES`, none of them
+  a user's words from any eval; two of them follow-ups answered from the conversation), always
+  the same, so the server keeps them in its prompt cache;
 - the workspace's listing (the overview the chat shows, `WorkspaceOverview`), so a path the
   user half-names can be found, and what other tools can look at (the notebook's variable
   names, `Tool.context`);
