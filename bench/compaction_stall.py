@@ -433,10 +433,9 @@ if __name__ == "__main__":
     harness.print_figures("The stall a compaction makes, through ChatUI on Qwen", figures)
     print(f"\n(took {time.monotonic() - begun:.0f} s; load {os.getloadavg()})")
     if args.write:
-        header = ("figure", "value", "baseline", "ratio", "target", "met?")
         results.write_section(
             f"compaction_stall/{args.scenario}",
-            results.markdown_table(header, [harness.to_cells(row) for row in figures]),
+            results.figures_table(figures),
             command=" ".join(["python bench/compaction_stall.py", *sys.argv[1:]]),
             load_start=load_start,
             load_end=os.getloadavg(),

@@ -194,11 +194,9 @@ def main(argv: Sequence[str] = ()) -> list[dict[str, Any]]:
     started = time.monotonic()
     rows = [row.as_dict() for row in measure_all(args.repeats)]
     if args.write:
-        header = ("figure", "value", "baseline", "ratio", "target", "met?")
-        table = results.markdown_table(header, [harness.to_cells(row) for row in rows])
         results.write_section(
             SECTION,
-            f"{table}\n\nTook {time.monotonic() - started:.0f} s.",
+            f"{results.figures_table(rows)}\n\nTook {time.monotonic() - started:.0f} s.",
             command=" ".join(["OMP_WAIT_POLICY=PASSIVE python bench/first_reply.py", *argv]),
             load_start=load_start,
             load_end=os.getloadavg(),

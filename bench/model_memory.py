@@ -138,11 +138,10 @@ def main(argv: Sequence[str] = ()) -> list[dict[str, Any]]:
     started = time.monotonic()
     rows = [row.as_dict() for row in figures(args.models or MODELS)]
     if args.write:
-        header = ("figure", "value", "baseline", "ratio", "target", "met?")
-        table = results.markdown_table(header, [harness.to_cells(row) for row in rows])
+        took = f"Window {N_CTX:,} tokens. Took {time.monotonic() - started:.0f} s."
         results.write_section(
             SECTION,
-            f"{table}\n\nWindow {N_CTX:,} tokens. Took {time.monotonic() - started:.0f} s.",
+            f"{results.figures_table(rows)}\n\n{took}",
             command=" ".join(["python bench/model_memory.py", *argv]),
             load_start=load_start,
             load_end=os.getloadavg(),

@@ -32,12 +32,14 @@ import os
 import re
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
-from harness import REPO, machine_line
+from harness import REPO, machine_line, to_cells
 
 __all__ = [
     "RESULTS",
     "figure_value",
+    "figures_table",
     "markdown_table",
     "quote_problems",
     "read_sections",
@@ -73,6 +75,14 @@ def markdown_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
         return f"| {text} |"
 
     return "\n".join([line(header), "|" + "---|" * len(header), *map(line, rows)])
+
+
+FIGURE_HEADER = ("figure", "value", "baseline", "ratio", "target", "met?")
+
+
+def figures_table(rows: Sequence[dict[str, Any]]) -> str:
+    """A benchmark's figures (`harness.Figure.as_dict` rows) as a table under `FIGURE_HEADER`."""
+    return markdown_table(FIGURE_HEADER, [to_cells(row) for row in rows])
 
 
 def section_text(name: str, body: str, *, command: str, loads: Sequence[Sequence[float]]) -> str:

@@ -116,12 +116,10 @@ def run(names: Sequence[str]) -> list[Ran]:
 
 def write_results(ran: Sequence[Ran], command: str) -> None:
     """Each benchmark's table into its own section of the results file."""
-    header = ("figure", "value", "baseline", "ratio", "target", "met?")
     for one in ran:
-        table = results.markdown_table(header, [harness.to_cells(row) for row in one.rows])
         results.write_section(
             one.name,
-            f"{table}\n\nTook {one.seconds:.0f} s.",
+            f"{results.figures_table(one.rows)}\n\nTook {one.seconds:.0f} s.",
             command=command,
             load_start=one.load_start,
             load_end=one.load_end,

@@ -618,6 +618,22 @@ def test_a_first_step_inserting_a_cell_for_a_file_reads_the_file_unless_the_note
     assert function["name"] == made
 
 
+def with_read_cell(output: str) -> Any:
+    """The default tools and a `read_cell` that shows `output` for any cell."""
+    tools = default_registry()
+
+    @tools.register()
+    def read_cell(ctx: ToolContext, number: int) -> str:
+        """Read one cell of the notebook's history.
+
+        Args:
+            number: the cell's execution count.
+        """
+        return output
+
+    return tools
+
+
 def first_call_made(
     settings: Settings, store: Store, tools: Any, message: str, chosen: str, arguments: str
 ) -> dict[str, Any]:
@@ -651,17 +667,7 @@ def test_a_first_step_reading_a_cell_for_a_function_of_the_code_reads_its_file(
     (settings.workspace / "src" / "shapes.py").write_text(
         "def perimeter(w, h):\n    return 2 * (w + h)\n"
     )
-    tools = default_registry()
-
-    @tools.register()
-    def read_cell(ctx: ToolContext, number: int) -> str:
-        """Read one cell of the notebook's history.
-
-        Args:
-            number: the cell's execution count.
-        """
-        return "In [1]: print(perimeter(2, 3))"
-
+    tools = with_read_cell("In [1]: print(perimeter(2, 3))")
     cell = '{"tool": "read_cell", "arguments": {"number": 1}}'
     function = first_call_made(settings, store, tools, message, "read_cell", cell)
     assert function["name"] == made
@@ -685,17 +691,7 @@ def test_a_cell_tool_for_a_folder_of_one_file_named_in_the_singular_reads_that_f
     settings = small(make_settings, max_tool_turns=2, workspace_overview=True)
     (settings.workspace / "tests").mkdir()
     (settings.workspace / "tests" / "test_shapes.py").write_text("def test_area():\n    pass\n")
-    tools = default_registry()
-
-    @tools.register()
-    def read_cell(ctx: ToolContext, number: int) -> str:
-        """Read one cell of the notebook's history.
-
-        Args:
-            number: the cell's execution count.
-        """
-        return "In [1]: 1 + 1"
-
+    tools = with_read_cell("In [1]: 1 + 1")
     cell = '{"tool": "read_cell", "arguments": {"number": 1}}'
     function = first_call_made(settings, store, tools, message, "read_cell", cell)
     assert function["name"] == made
