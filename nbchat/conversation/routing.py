@@ -122,6 +122,21 @@ def choose_first_step(
         return None
     if arguments is None or not parts.tools.accepts(choice, arguments):
         return FirstStep(choice)
+    choice, arguments = _aimed(parts, choice, arguments, allowed, sights)
+    call = ToolCall(new_call_id(), choice, json.dumps(arguments, ensure_ascii=False))
+    return FirstStep(choice, call)
+
+
+def _aimed(
+    parts: TurnParts,
+    choice: str,
+    arguments: dict[str, Any],
+    allowed: Sequence[str],
+    sights: Sequence[Sight],
+) -> tuple[str, dict[str, Any]]:
+    """The call a first step's `choice(arguments)` becomes (`aimed_call`), given what the
+    user's last message names of the workspace and the notebook (`sights`, read once)."""
+    last_user = last_user_text(parts.history.rows)
     here = _here(parts, sights)
     paths = parts.overview.paths()
     # The message's paths and words, read once for both rules.
@@ -135,11 +150,7 @@ def choose_first_step(
     files = []
     if not speaks_of_the_notebook(last_user):
         files = _files_named(words, said, here) or list(sole.values())
-    choice, arguments = aimed_call(
-        choice, arguments, here, allowed, named_files=files, sole_files=sole
-    )
-    call = ToolCall(new_call_id(), choice, json.dumps(arguments, ensure_ascii=False))
-    return FirstStep(choice, call)
+    return aimed_call(choice, arguments, here, allowed, named_files=files, sole_files=sole)
 
 
 def _files_named(words: set[str], said: Sequence[str], here: Here) -> list[str]:
