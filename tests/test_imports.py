@@ -50,7 +50,9 @@ def test_import_nbchat_does_no_work() -> None:
 
 
 def test_the_http_edge_loads_no_tools_store_compaction_or_widgets() -> None:
-    found = probe("nbchat.llm.client", "nbchat.llm.reader", "nbchat.llm.endpoint")
+    found = probe(
+        "nbchat.llm.client", "nbchat.llm.reader", "nbchat.llm.textcalls", "nbchat.llm.endpoint"
+    )
     loaded = found["nbchat"]
     assert isinstance(loaded, list)
     assert [m for m in loaded if m.split(".")[1] not in GROUND | {"llm", "embedded"}] == []

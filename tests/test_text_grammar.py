@@ -1,4 +1,4 @@
-"""The grammar a reply meant as words is sent with (`nbchat.llm.reader.TEXT_ONLY_GRAMMAR`),
+"""The grammar a reply meant as words is sent with (`nbchat.llm.textcalls.TEXT_ONLY_GRAMMAR`),
 checked by a GBNF matcher (`gbnf`): words, code and JSON come through; a tool call written as
 text, in any quoting a small model has used, cannot."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from gbnf import matches
 
-from nbchat.llm.reader import TEXT_ONLY_GRAMMAR
+from nbchat.llm.textcalls import TEXT_ONLY_GRAMMAR
 
 
 @pytest.mark.parametrize(

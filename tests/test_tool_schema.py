@@ -13,7 +13,7 @@ from pydantic import Field
 from typing_extensions import TypedDict
 
 from nbchat.errors import ToolError
-from nbchat.llm.reader import call_from_text, looks_like_call_start
+from nbchat.llm.textcalls import call_from_text, looks_like_call_start
 from nbchat.tools import ToolRegistry, default_registry
 from nbchat.tools.context import ToolContext
 from nbchat.tools.schema import Signature, describe_function, parameters_schema

@@ -2,9 +2,10 @@
 
     client        build the `openai` client, stream one chat request, ask the server's window
     reader        the events a streamed reply is made of (deltas, tool calls, usage, finish);
-                  `ReplyReader`: one streamed reply's state while its chunks arrive; a tool call
-                  a small model wrote as plain JSON text (the fallback), forced calls, the
-                  stream closed at a whole call and a second chance for one that does not validate
+                  `ReplyReader`: one streamed reply's state while its chunks arrive; the stream
+                  closed at a whole call and a second chance for one that does not validate
+    textcalls     a tool call a small model wrote as plain JSON text (the fallback): recognised,
+                  checked, explained when it does not validate; forced calls, words-only grammar
     servererrors  openai/httpx failures translated into `NbchatError`s that say what to do
     transport     the HTTP transport: a request's sockets shut from another thread (Stop); a
                   stream that sends no data (keep-alives only) is given up (`IdleWatch`); one

@@ -31,7 +31,6 @@ from nbchat.config import Settings, public_url
 from nbchat.errors import ServerError, ServerUnavailableError
 from nbchat.history import ToolCall
 from nbchat.llm.reader import (
-    ArgumentCheck,
     ChatRequest,
     Finish,
     ReasoningDelta,
@@ -41,12 +40,11 @@ from nbchat.llm.reader import (
     TextWithdrawn,
     ToolCallsReady,
     Usage,
-    forced_call_format,
     has_whole_call,
     second_chance,
-    text_only_grammar,
 )
 from nbchat.llm.servererrors import midstream_error, partial_note, translate_error
+from nbchat.llm.textcalls import ArgumentCheck, forced_call_format, text_only_grammar
 from nbchat.llm.transport import (
     IDENTITY,
     IdleWatch,
@@ -250,7 +248,7 @@ def _read_stream(
 ) -> Generator[StreamEvent, None, ReplyReader | None]:
     url = public_url(str(client.base_url))
     limit = reply_char_limit(request.max_tokens)
-    # A call written as text is read as the call on any server (`nbchat.llm.reader`'s rule:
+    # A call written as text is read as the call on any server (`nbchat.llm.textcalls`' rule:
     # the whole reply, a tool that exists, arguments it accepts).
     reader = ReplyReader(request.tools, request.check, char_limit=limit)
     bound_events(

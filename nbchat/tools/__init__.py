@@ -39,7 +39,7 @@ The modules behind them:
                 server's session on its own event loop, mcpcall checks a call's arguments
                 against the server's schema and turns its result into text
 
-A call written as plain JSON text is recognised by nbchat.llm.reader.
+A call written as plain JSON text is recognised by nbchat.llm.textcalls.
 Importing this package does no work: the built-in tools are described when a registry is made.
 """
 
