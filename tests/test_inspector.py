@@ -31,9 +31,9 @@ from nbchat.conversation.requestview import (
     last_request,
 )
 from nbchat.history import Row
+from nbchat.store.migrations import MIGRATIONS
 from nbchat.store.requests import from_runs, list_sent, load_sent, to_runs
 from nbchat.store.rowsql import CompactionRecord
-from nbchat.store.sqlite import MIGRATIONS
 from nbchat.store.store import Store
 from nbchat.ui import ChatUI
 from nbchat.ui.actions import Attachment, with_attachments

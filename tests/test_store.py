@@ -20,8 +20,8 @@ import nbchat
 from nbchat.errors import StoreError
 from nbchat.history import Row, build_messages
 from nbchat.store import rowsql
+from nbchat.store.migrations import KNOWN, MIGRATIONS
 from nbchat.store.rowsql import CompactionRecord
-from nbchat.store.sqlite import KNOWN, MIGRATIONS
 from nbchat.store.store import Store
 
 EXPECTED_TABLES = {

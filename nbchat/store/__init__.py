@@ -1,8 +1,8 @@
 """Every session, row, compaction and request record, in one SQLite file.
 
     store       `Store`: the public API (sessions, rows, compactions, requests, export)
-    sqlite      per-thread SQLite connections, migrated on first use, errors classified; the
-                schema as named, ordered migrations (sqlite-utils `Migrations`)
+    sqlite      per-thread SQLite connections, migrated on first use, errors classified
+    migrations  the schema as named, ordered migrations (sqlite-utils `Migrations`)
     catalog     the sessions table's SQL, reading a session's rows back, and a session's
                 transcript as Markdown or JSON with the requests it sent (its export)
     rowsql      the stored values (`SessionInfo`, `StoredRow`, `CompactionRecord`), the

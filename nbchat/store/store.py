@@ -1,9 +1,9 @@
 """`Store`: every session, row, compaction and request record, in one SQLite file.
 
-The storage model is drawn in `nbchat.store.sqlite`; connections, migrations, transactions,
-sqlite3 error translation and read-only files live in `nbchat.store.sqlite`; the writer lease in
-`nbchat.store.lease`. Every write here is one transaction, so a failure half-way leaves nothing
-behind.
+The storage model is drawn in `nbchat.store.migrations`, with the schema; connections,
+transactions, sqlite3 error translation and read-only files live in `nbchat.store.sqlite`; the
+writer lease in `nbchat.store.lease`. Every write here is one transaction, so a failure half-way
+leaves nothing behind.
 
 A store that took a session's writer lease renews it from a heartbeat thread while it holds it,
 and every write to that session confirms the lease inside the write's own transaction: once
