@@ -22,7 +22,7 @@ from nbchat.history import History, Row, build_messages
 from nbchat.llm.reader import TextDelta
 from nbchat.stopping import StopSignal
 from nbchat.store.store import Store
-from nbchat.ui.actions import Attachment, with_attachments
+from nbchat.ui.attach import Attachment, with_attachments
 
 SUMMARY = json.dumps(
     {

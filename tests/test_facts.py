@@ -29,7 +29,7 @@ from nbchat.compaction.findings import NOTEBOOK_TOOLS
 from nbchat.history import Row, to_row
 from nbchat.tools.context import ToolContext
 from nbchat.tools.notebook import notebook_tools
-from nbchat.ui.actions import attachment_from, with_attachments
+from nbchat.ui.attach import attachment_from, with_attachments
 
 TRACES = Path(__file__).resolve().parent / "data" / "traces"
 TRACE_NAMES = sorted(p.name.removesuffix(".truth.json") for p in TRACES.glob("*.truth.json"))

@@ -36,7 +36,7 @@ from nbchat.store.requests import from_runs, list_sent, load_sent, to_runs
 from nbchat.store.rowsql import CompactionRecord
 from nbchat.store.store import Store
 from nbchat.ui import ChatUI
-from nbchat.ui.actions import Attachment, with_attachments
+from nbchat.ui.attach import Attachment, with_attachments
 from nbchat.ui.cards import RequestLink
 
 API_KEY = "sk-inspector-secret-4f1c9a"

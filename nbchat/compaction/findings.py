@@ -26,7 +26,7 @@ working with, even when a small summariser forgot them. They come from:
   (`Cell In[5]`, `<ipython-input-5-…>`); `list_notebook_variables` only refreshes the summary
   of variables already referred to (a listing is a directory view, like `list_files`, whose
   entries are not recorded either);
-- `/attach` blocks in the user's messages (`nbchat.ui.actions`: "Source of cell 3:",
+- `/attach` blocks in the user's messages (`nbchat.ui.attach`: "Source of cell 3:",
   "Output of cell 3:", "The variable df (DataFrame):", "The last error:", each followed by a
   code fence);
 - what the assistant did to the notebook (`nbchat.tools.acting`), read from the first line of

@@ -18,9 +18,10 @@ transcript.py  the static HTML transcript shown beside the widget where no kerne
 visible.py     text shown exactly: invisible and bidi characters as escapes; where the math is,
                in one linear pass (set aside for MathJax)
 actions.py     what Enter does: slash commands (what exists, how they parse) carried out on a
-               `CommandTarget` protocol; /attach: cells, outputs, errors and variables sent
-               along; "rewind to here", /rewind and ui.rewind: the chat and the notebook go
-               back together
+               `CommandTarget` protocol; "rewind to here", /rewind and ui.rewind: the chat and
+               the notebook go back together
+attach.py      /attach: cells, outputs, errors and variables the kernel holds, as capped text
+               sent along with the next message
 worker.py      the one worker thread every turn runs on; failed turns collected so `wait()`
                returns False and the cell prints them; the idle-time work after a turn
                (preparing a compaction), cancelled by any user action

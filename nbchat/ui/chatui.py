@@ -41,7 +41,8 @@ from nbchat.store.store import Store
 from nbchat.tools import ApprovalRequest, ToolRegistry
 from nbchat.tools.notebook import current_shell, notebook_tools
 from nbchat.ui.acting import NotebookActing, can_act, route_off_main_thread
-from nbchat.ui.actions import Attachment, stale_notes, start_rewind, submit_text, user_widget
+from nbchat.ui.actions import stale_notes, start_rewind, submit_text, user_widget
+from nbchat.ui.attach import Attachment
 from nbchat.ui.cards import ApprovalCard, RequestLink, latest_request_link, transcript_factories
 from nbchat.ui.compactflow import CompactionFlow, PreviewCard
 from nbchat.ui.controls import Controls, ServerStartup, SessionPicker, ready_status
