@@ -42,7 +42,7 @@ import os
 import sys
 import time
 import types
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -355,23 +355,23 @@ def load_split(name: str) -> tuple[Case, ...]:
     return cases
 
 
+# What `--only` keeps: a kind of case.
+KINDS: dict[str, Callable[[Case], bool]] = {
+    "plain": lambda case: not case.needs_tool,
+    "tool": lambda case: case.needs_tool,
+    "follow-up": lambda case: bool(case.before),  # sent after earlier messages of its session
+    # The messages whose first step may use only some tools, or none.
+    "restricted": lambda case: forbids_looking(case.prompt) or takes_acting_out(case.prompt),
+}
+
+
 def select(cases: Sequence[Case], limit: int | None, only: str | None = None) -> list[Case]:
     """The first `limit` cases, taking plain and tool cases in turn (all when None); `only`:
-    "plain" or "tool" keeps that kind alone, "follow-up" the cases sent after earlier
-    messages of their session."""
+    the cases of that kind alone (`KINDS`)."""
+    if only is not None:
+        return [case for case in cases if KINDS[only](case)][:limit]
     plain_cases = [c for c in cases if not c.needs_tool]
     tool_cases = [c for c in cases if c.needs_tool]
-    if only is not None:
-        follow_ups = [c for c in cases if c.before]
-        # The messages whose first step may use only some tools, or none.
-        restricted = [c for c in cases if forbids_looking(c.prompt) or takes_acting_out(c.prompt)]
-        chosen = {
-            "plain": plain_cases,
-            "tool": tool_cases,
-            "follow-up": follow_ups,
-            "restricted": restricted,
-        }[only]
-        return chosen[:limit]
     if limit is None:
         return list(cases)
     mixed = [c for pair in zip(plain_cases, tool_cases, strict=False) for c in pair]
@@ -395,7 +395,7 @@ def parse(argv: Sequence[str]) -> argparse.Namespace:
     )
     parser.add_argument(
         "--only",
-        choices=("plain", "tool", "follow-up", "restricted"),
+        choices=tuple(KINDS),
         default=None,
         help="run only this kind of case",
     )

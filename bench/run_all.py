@@ -129,10 +129,7 @@ def write_results(ran: Sequence[Ran], command: str) -> None:
 def print_table(ran: Sequence[Ran]) -> None:
     today = datetime.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z")
     print(f"nbchat benchmarks, {today}\n{harness.machine_line()}\n")
-    print("| figure | value | baseline | ratio | target | met? |")
-    print("|---|---|---|---|---|---|")
-    for row in (row for one in ran for row in one.rows):
-        print(f"| {' | '.join(harness.to_cells(row))} |")
+    print(results.figures_table([row for one in ran for row in one.rows]))
     took = ", ".join(f"{one.name} {one.seconds:.0f} s" for one in ran)
     print(f"\nTook: {took} (total {sum(one.seconds for one in ran):.0f} s).")
 

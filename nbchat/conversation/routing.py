@@ -122,7 +122,9 @@ def choose_first_step(
         return None
     if arguments is None or not parts.tools.accepts(choice, arguments):
         return FirstStep(choice)
-    choice, arguments = _aimed(parts, choice, arguments, allowed, sights)
+    choice, arguments = _aimed(
+        parts, choice, arguments, allowed=allowed, sights=sights, last_user=last_user
+    )
     call = ToolCall(new_call_id(), choice, json.dumps(arguments, ensure_ascii=False))
     return FirstStep(choice, call)
 
@@ -131,12 +133,14 @@ def _aimed(
     parts: TurnParts,
     choice: str,
     arguments: dict[str, Any],
+    *,
     allowed: Sequence[str],
     sights: Sequence[Sight],
+    last_user: str,
 ) -> tuple[str, dict[str, Any]]:
     """The call a first step's `choice(arguments)` becomes (`aimed_call`), given what the
-    user's last message names of the workspace and the notebook (`sights`, read once)."""
-    last_user = last_user_text(parts.history.rows)
+    user's last message (`last_user`) names of the workspace and the notebook (`sights`, read
+    once)."""
     here = _here(parts, sights)
     paths = parts.overview.paths()
     # The message's paths and words, read once for both rules.
