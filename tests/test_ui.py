@@ -324,7 +324,7 @@ def test_attach_sends_a_cell_a_variable_and_the_last_error_with_the_next_message
 ) -> None:
     from nbchat.ui import actions
 
-    monkeypatch.setattr(actions, "_ipython", lambda: FakeShell())
+    monkeypatch.setattr(actions, "current_shell", lambda: FakeShell())
     try:
         1 / 0  # noqa: B018 - the "last error" of this kernel
     except ZeroDivisionError as exc:

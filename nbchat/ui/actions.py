@@ -40,9 +40,10 @@ from nbchat.errors import NbchatError
 from nbchat.history import Row
 from nbchat.store.store import Store
 from nbchat.tools.cells import NoDocument, stale_variables
+from nbchat.tools.notebook import current_shell
 from nbchat.tools.registry import ToolRegistry
 from nbchat.ui.acting import NotebookActing, rewind_button
-from nbchat.ui.attach import Attachment, Shell, attachment_from, with_attachments
+from nbchat.ui.attach import Attachment, attachment_from, with_attachments
 from nbchat.ui.cards import row_widget
 from nbchat.ui.compactflow import CompactionFlow
 from nbchat.ui.controls import ChatInput
@@ -293,7 +294,7 @@ def _attach(ui: CommandTarget, argument: str) -> None:
         ui.notice("Attachments dropped.")
         return
     try:
-        attachment = attachment_from(argument, _ipython())
+        attachment = attachment_from(argument, current_shell())
     except ValueError as exc:
         ui.notice(str(exc))
         return
@@ -302,15 +303,6 @@ def _attach(ui: CommandTarget, argument: str) -> None:
         f"Attached {attachment.label.lower()} ({len(attachment.text):,} characters); "
         "it goes with your next message."
     )
-
-
-def _ipython() -> Shell | None:
-    try:
-        from IPython import get_ipython
-    except ImportError:  # pragma: no cover - ipywidgets depends on IPython
-        return None
-    shell: Shell | None = get_ipython()
-    return shell
 
 
 def _help(ui: CommandTarget, _argument: str) -> None:

@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import sys
 import traceback
-from typing import Any, Protocol
+from typing import Any
+
+from nbchat.tools.notebook import Shell
 
 __all__ = [
     "ATTACH_USAGE",
     "Attachment",
-    "Shell",
     "attachment_from",
     "with_attachments",
 ]
@@ -25,10 +26,6 @@ __all__ = [
 
 ATTACH_USAGE = "/attach cell N | output N | error | var NAME"
 ATTACHMENT_LIMIT = 6000  # characters per attachment: enough for a cell, not a whole dataset
-
-
-class Shell(Protocol):
-    user_ns: dict[str, Any]
 
 
 class Attachment:
