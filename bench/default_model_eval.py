@@ -2,11 +2,15 @@
 
 Drives the real `Conversation` (public API only) against the embedded llama.cpp server
 (`nbchat.embedded.server.ensure_server`, started in a temporary home and stopped afterwards) at
-temperature 0, with the tools under policy "deny" in a scratch workspace holding real files
-(`eval_cases.FILES`): reading tools run on those files, writing and shell tools are refused, so
-nothing harmful runs. A real IPython shell in this process has run `eval_cases.NOTEBOOK_CELLS`
+temperature 0, with the tools under policy "ask" in a scratch workspace holding real files
+(`eval_cases.FILES`). A real IPython shell in this process has run `eval_cases.NOTEBOOK_CELLS`
 (In [1] … In [5], the last one raising a KeyError), and the chat gets the notebook tools over it
-beside the built-in ones, as the widget does in a kernel.
+beside the built-in ones, as the widget does in a kernel. The eval plays the user asked to approve
+(`approve_code`): it approves the model's code in that shell (`run_code`), as a user would to get
+"the mean price in sales", and refuses the shell, writing, editing and the notebook's cells, so
+nothing outside the scratch runs. The code runs on this process's main thread as a kernel's would
+(the turn streams in a thread beside it, as in the widget), with the scratch workspace as its
+working folder, and each case starts from the notebook as its cells left it (`kept_notebook`).
 
 The cases (`eval_cases` says what a case is) come in two splits: `eval_split_test` (written
 before any tuning and never tuned on) and `eval_split_dev`. `--split both` (the default) runs
@@ -17,8 +21,8 @@ empty answers after a tool round (goal 0 each), replies that hit `max_tokens`, f
 the time to the first visible token and to the end of the turn.
 
     python bench/default_model_eval.py [--split test|dev|both] [--start N] [--limit N]
-                                       [--only plain|tool] [--model qwen|smollm|NAME|PATH]
-                                       [--verbose] [--write]
+                                       [--only plain|tool|follow-up|restricted|code]
+                                       [--model qwen|smollm|NAME|PATH] [--verbose] [--write]
     python bench/default_model_eval.py --base-url http://127.0.0.1:PORT/v1 --model NAME
 
 `--start N` leaves out each split's first N cases (to run cases added to the dev split since the
@@ -36,10 +40,12 @@ from __future__ import annotations
 import argparse
 import atexit
 import contextlib
+import copy
 import importlib
 import io
 import os
 import sys
+import threading
 import time
 import types
 from collections.abc import Callable, Iterator, Sequence
@@ -66,7 +72,7 @@ from nbchat.conversation.events import (
 from nbchat.conversation.loop import Conversation
 from nbchat.embedded.server import LocalServer, ensure_server
 from nbchat.store.store import Store
-from nbchat.tools import ToolContext, ToolRegistry, default_registry
+from nbchat.tools import ApprovalRequest, ToolContext, ToolRegistry, default_registry
 from nbchat.tools.acting import acting_tools
 from nbchat.tools.cells import NoDocument, kernel_state
 from nbchat.tools.choice import forbids_looking, takes_acting_out
@@ -107,13 +113,13 @@ def make_workspace(root: Path) -> Path:
 
 
 def eval_settings(home: Path, base_url: str | None, *, overview: bool = OVERVIEW) -> Settings:
-    """The user's defaults except: temperature 0, tools denied, a short reply budget."""
+    """The user's defaults except: temperature 0, a short reply budget."""
     return Settings(
         base_url=base_url,
         home=home,
         workspace=make_workspace(home),
         temperature=0.0,
-        tool_policy="deny",
+        tool_policy="ask",  # the eval's user answers (`approve_code`)
         max_tokens=MAX_TOKENS,
         max_tool_turns=TOOL_ROUNDS,
         local_model=MODEL,
@@ -185,25 +191,49 @@ def run_cells(shell: Any) -> None:
         )
 
 
-def eval_registry(shell: Shell) -> ToolRegistry:
+def kernel_runner(shell: Shell) -> KernelRunner:
+    """What runs the model's code in `shell`: through a queue served on this process's main
+    thread while a turn streams (`run_case`)."""
+    state = kernel_state(shell)  # type: ignore[arg-type]  # a real IPython shell
+    return KernelRunner(shell, state, KernelQueue(state))
+
+
+def eval_registry(shell: Shell, runner: KernelRunner | None = None) -> ToolRegistry:
     """The built-in tools, the notebook tools over `shell` and the acting tools (no notebook
-    document: the eval's shell has no page), as `ChatUI` registers them."""
+    document: the eval's shell has no page), as `ChatUI` registers them; code runs through
+    `runner` (a new one when None)."""
     registry = default_registry()
     for notebook_tool in notebook_tools(shell):
         registry.register(notebook_tool)
-    state = kernel_state(shell)  # type: ignore[arg-type]  # a real IPython shell
-    runner = KernelRunner(shell, state, KernelQueue(state))
+    runner = runner if runner is not None else kernel_runner(shell)
     document = NoDocument("the eval's IPython shell has no notebook page.")
     for acting_tool in acting_tools(document, runner, journal=lambda _change: None):
         registry.register(acting_tool)
     return registry
 
 
-def run_case(settings: Settings, store: Store, case: Case, *, tools: ToolRegistry) -> Outcome:
-    conversation = Conversation(settings, store, None, None, tools)
+def approve_code(request: ApprovalRequest) -> bool:
+    """The eval's user, asked to approve a call: yes to the model's code in the eval's own
+    shell (what a user asking for a DataFrame's mean approves), no to the shell, writing,
+    editing and the notebook's cells (they reach past the scratch)."""
+    return request.name == "run_code"
+
+
+def run_case(
+    settings: Settings,
+    store: Store,
+    case: Case,
+    *,
+    tools: ToolRegistry,
+    runner: KernelRunner | None = None,
+) -> Outcome:
+    """One case's turns. With `runner`, they stream in a thread while this (the main) thread
+    runs the model's code, as a kernel does beside the widget's streaming."""
+    conversation = Conversation(settings, store, None, None, tools, approver=approve_code)
     conversation.new_session("eval")
     outcome = Outcome(case)
-    try:
+
+    def turns() -> None:
         for earlier in case.before:
             for event in conversation.send(earlier):
                 if isinstance(event, RowSaved) and event.row.role == "tool":
@@ -217,9 +247,71 @@ def run_case(settings: Settings, store: Store, case: Case, *, tools: ToolRegistr
             record(outcome, event)
         outcome.total = time.monotonic() - started
         outcome.shown = system_prompt(conversation)
+
+    try:
+        if runner is None:
+            turns()
+        else:
+            beside_the_kernel(turns, runner.queue)
     finally:
         conversation.close()
     return outcome
+
+
+def beside_the_kernel(work: Callable[[], None], queue: KernelQueue) -> None:
+    """Run `work` in a thread while this thread serves `queue` until it ends; its exception,
+    if any, is raised here."""
+    failed: list[BaseException] = []
+    done = threading.Event()
+
+    def run() -> None:
+        try:
+            work()
+        except BaseException as exc:  # noqa: BLE001 - handed to the main thread
+            failed.append(exc)
+        finally:
+            done.set()
+            queue.wake()
+
+    thread = threading.Thread(target=run, name="nbchat-eval-turn", daemon=True)
+    thread.start()
+    queue.serve(done.is_set)
+    thread.join()
+    if failed:
+        raise failed[0]
+
+
+@contextlib.contextmanager
+def kept_notebook(shell: Shell, folder: Path) -> Iterator[None]:
+    """Run what is inside in `folder` (a notebook's kernel works in the notebook's folder), then
+    put the notebook back as it was: the user's variables (copies of the values its cells left,
+    so code that changed `sales` in place changes nothing later), no new names, and the last
+    error (`last_error` reports the cells' KeyError in every case)."""
+    namespace = shell.user_ns
+    saved = {name: _copied(value) for name, value in namespace.items()}
+    saved_last = {name: getattr(sys, name) for name in LAST_ERROR if hasattr(sys, name)}
+    here = os.getcwd()
+    os.chdir(folder)
+    try:
+        yield
+    finally:
+        os.chdir(here)
+        for name in set(namespace) - set(saved):
+            del namespace[name]
+        namespace.update({name: _copied(value) for name, value in saved.items()})
+        for name in LAST_ERROR:
+            if name in saved_last:
+                setattr(sys, name, saved_last[name])
+
+
+def _copied(value: Any) -> Any:
+    """A deep copy of a user's value; the value itself when it has none (a module, the shell)."""
+    if isinstance(value, types.ModuleType) or callable(value):
+        return value
+    try:
+        return copy.deepcopy(value)
+    except Exception:  # noqa: BLE001 - IPython's own objects
+        return value
 
 
 def record(outcome: Outcome, event: object) -> None:
@@ -334,13 +426,25 @@ class Report:
 
 
 def run_split(
-    settings: Settings, cases: Sequence[Case], *, tools: ToolRegistry, verbose: bool
+    settings: Settings,
+    cases: Sequence[Case],
+    *,
+    tools: ToolRegistry,
+    verbose: bool,
+    notebook: tuple[Shell, KernelRunner] | None = None,
 ) -> list[Outcome]:
+    """Each case in turn; with `notebook` (its shell and what runs code there), the model's
+    code runs in the shell, which each case finds as the cells left it."""
     store = Store(settings.database_path)
     outcomes = []
     try:
         for number, case in enumerate(cases, 1):
-            outcome = run_case(settings, store, case, tools=tools)
+            if notebook is None:
+                outcome = run_case(settings, store, case, tools=tools)
+            else:
+                shell, runner = notebook
+                with kept_notebook(shell, settings.workspace):
+                    outcome = run_case(settings, store, case, tools=tools, runner=runner)
             if verbose:
                 line = describe(number, outcome, settings.workspace, tools)
                 print(line, file=sys.stderr, flush=True)
@@ -362,6 +466,7 @@ KINDS: dict[str, Callable[[Case], bool]] = {
     "follow-up": lambda case: bool(case.before),  # sent after earlier messages of its session
     # The messages whose first step may use only some tools, or none.
     "restricted": lambda case: forbids_looking(case.prompt) or takes_acting_out(case.prompt),
+    "code": lambda case: "run_code" in case.calls,  # may be answered by running code
 }
 
 
@@ -419,7 +524,8 @@ def evaluate(args: argparse.Namespace) -> Report:
     names = ["test", "dev"] if args.split == "both" else [args.split]
     chosen = {name: select(load_split(name)[args.start :], args.limit, args.only) for name in names}
     with temporary_directory("nbchat-eval-") as home, live_notebook(home) as shell:
-        tools = eval_registry(shell)
+        runner = kernel_runner(shell)
+        tools = eval_registry(shell, runner)
         server: LocalServer | None = None
         started = time.monotonic()
         if args.base_url is None:
@@ -430,7 +536,9 @@ def evaluate(args: argparse.Namespace) -> Report:
             settings = eval_settings(home, args.base_url, overview=args.overview)
             report.warm = warm_up(settings, tools) if args.warm else None
             for index, (name, cases) in enumerate(chosen.items()):
-                outcomes = run_split(settings, cases, tools=tools, verbose=args.verbose)
+                outcomes = run_split(
+                    settings, cases, tools=tools, verbose=args.verbose, notebook=(shell, runner)
+                )
                 report.splits[name] = split_figures(
                     outcomes, registry=tools, workspace=settings.workspace, first_split=index == 0
                 )

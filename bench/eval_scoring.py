@@ -7,7 +7,8 @@ A turn is scored from what the user would see and what the tools returned:
 - tool cases: the first call names an expected tool with arguments its schema accepts and that
   hold the expected values (`path`: the workspace entry it names, see `names_entry`; a string
   argument: a substring of it; any other value, such as `read_cell`'s `number`: its text equals
-  the expected one);
+  the expected one), or reads the file whose code defines the name the case would search for,
+  which is where that search leads (`Outcome.reads_definition`; the table counts these apart);
 - key facts: any of the case's facts in the final answer (the last assistant text of the turn);
 - ungrounded claims (`ungrounded_claims`): the final answer states something only the workspace
   or the notebook could tell, with nothing behind it in the session's tool results, in the
@@ -29,6 +30,7 @@ import statistics
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from eval_cases import ANY_PATH, FILES, HIDDEN_FACTS, Case
 from harness import Figure
@@ -122,6 +124,9 @@ EXTENSIONS = frozenset(
     }
 )  # not "js": "Node.js" names no file
 # The scratch workspace's entries (files and folders), relative to it.
+# A definition at a line's start, and a name it could define (`reads_definition`).
+DEFINITION = re.compile(r"[ \t]*(?:async[ \t]+)?(?:def|class)[ \t]+(\w+)")
+IDENTIFIER = re.compile(r"[A-Za-z_]\w*")
 ENTRIES = frozenset({*FILES, *(str(Path(name).parent) for name in FILES)} - {"."})
 
 
@@ -166,22 +171,42 @@ class Outcome:
     def is_right_call(self, registry: ToolRegistry, workspace: Path) -> bool:
         if not self.calls:
             return False
-        name, arguments = self.calls[0]
+        name, values = self._first_call(registry)
+        if values is None:
+            return False
         expected = self.case.calls.get(name)
-        if expected is None or name not in registry:
-            return False
-        try:
-            values = json.loads(arguments or "{}")
-        except ValueError:
-            return False
-        if not isinstance(values, dict) or not registry.accepts(name, values):
-            return False
+        if expected is None:
+            return self.reads_definition(registry, workspace)
         wanted = dict(expected)
         if name in FOLDER_TOOLS:
             wanted.setdefault("path", ".")  # no folder named: the workspace itself
         return all(
             holds(key, values.get(key), want, workspace=workspace) for key, want in wanted.items()
         )
+
+    def reads_definition(self, registry: ToolRegistry, workspace: Path) -> bool:
+        """Whether the first call reads the file whose code defines the name the case would
+        search for (`search_files` for "slugify": reading the file with `def slugify`), where the
+        search leads: a right first call the case's list does not name."""
+        name, values = self._first_call(registry)
+        wanted = self.case.calls.get("search_files", {}).get("pattern", "")
+        if name != "read_file" or values is None or not IDENTIFIER.fullmatch(wanted):
+            return False
+        path = values.get("path")
+        entry = next((e for e in FILES if names_entry(path, e, workspace)), None)
+        return entry is not None and defines(FILES[entry], wanted)
+
+    def _first_call(self, registry: ToolRegistry) -> tuple[str, dict[str, Any] | None]:
+        """The first call's tool and arguments; None for arguments that do not parse or that
+        its schema refuses, or a tool that is not there."""
+        name, arguments = self.calls[0]
+        try:
+            values = json.loads(arguments or "{}")
+        except ValueError:
+            return name, None
+        if name not in registry or not isinstance(values, dict):
+            return name, None
+        return name, values if registry.accepts(name, values) else None
 
     def claims(self, entries: Collection[str], workspace: Path) -> list[str]:
         """This turn's ungrounded claims (see `ungrounded_claims`)."""
@@ -192,6 +217,16 @@ class Outcome:
             workspace=str(workspace),
         )
         return ungrounded_claims(self.answer, evidence, tool_case=self.case.needs_tool)
+
+
+def defines(code: str, name: str) -> bool:
+    """Whether `code` defines `name` at a line's start: `def name`, `async def name`, `class
+    name`."""
+    for line in code.splitlines():
+        match = DEFINITION.match(line)
+        if match is not None and match.group(1) == name:
+            return True
+    return False
 
 
 def holds(key: str, value: object, want: str, *, workspace: Path) -> bool:
@@ -324,6 +359,10 @@ def split_figures(
             "plain answered without a tool", direct, len(plain_cases), goal=GOALS["plain"]
         ),
         share_figure("correct first tool call", right, len(tool_cases), goal=GOALS["call"]),
+        Figure(
+            "of which reading the file that defines the name searched for",
+            str(sum(o.reads_definition(registry, workspace) for o in tool_cases)),
+        ),
         *fact_figures(plain_cases, tool_cases),
         *count_figures(outcomes, workspace),
         *timing_figures(outcomes, first_split=first_split),

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import os
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -17,7 +18,7 @@ from typing import Any
 import pytest
 from fakeserver import FakeServer, Reply
 
-from nbchat.tools import ToolContext, default_registry
+from nbchat.tools import ApprovalRequest, ToolContext, default_registry
 
 BENCH = Path(__file__).resolve().parent.parent / "bench"
 COLUMNS = {"figure", "value", "baseline", "ratio", "target", "met"}
@@ -228,6 +229,46 @@ def test_default_model_eval_asks_in_a_live_notebook(
     assert not InteractiveShell.initialized()
     assert "KeyError" not in repr(getattr(sys, "last_value", None))
     assert module.NOTEBOOK_MODULE not in sys.modules
+
+
+def test_default_model_eval_runs_approved_code_in_its_notebook_and_puts_it_back(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # The eval's user approves the model's code (as a user asking for a DataFrame's mean does)
+    # and nothing else; the code runs in the eval's shell, in the scratch workspace, while the
+    # turn streams in a thread; the next case finds the notebook as its cells left it.
+    module = load("default_model_eval", monkeypatch)
+    tool = importlib.import_module("eval_cases").tool
+    code = (
+        "import os\nsales['units'] = 0\nmarker = 1\n"
+        "print('units', int(sales['units'].sum()), os.path.exists('notes.txt'))\n"
+        "1 / 0"
+    )
+
+    def responder(body: dict[str, Any]) -> Reply:
+        if body["messages"][-1]["role"] == "user":
+            return Reply(tool_calls=[("c1", "run_code", json.dumps({"code": code}))])
+        return Reply(text="The units add up to 0.")
+
+    here = os.getcwd()
+    with module.live_notebook(tmp_path) as shell, FakeServer(responder=responder) as fake:
+        units = list(shell.user_ns["sales"]["units"])
+        runner = module.kernel_runner(shell)
+        tools = module.eval_registry(shell, runner)
+        settings = module.eval_settings(tmp_path, fake.url + "/v1")
+        case = tool("what do the units add up to", {"run_code": {"code": "units"}}, "0")
+        [outcome] = module.run_split(
+            settings, [case], tools=tools, verbose=False, notebook=(shell, runner)
+        )
+        assert "units 0 True" in outcome.tool_results[0]
+        assert "ZeroDivisionError" in outcome.tool_results[0]
+        assert list(shell.user_ns["sales"]["units"]) == units
+        assert "marker" not in shell.user_ns
+        assert "KeyError" in repr(sys.last_value)
+    assert os.getcwd() == here
+    assert module.approve_code(ApprovalRequest("run_code", {"code": "1"}))
+    assert not module.approve_code(ApprovalRequest("run_shell", {"command": "ls"}))
+    assert not module.approve_code(ApprovalRequest("edit_file", {"path": "a"}))
 
 
 def test_default_model_eval_counts_a_path_only_when_it_names_the_workspace_entry(

@@ -228,6 +228,30 @@ def test_a_folder_tool_names_the_workspace_unless_the_case_takes_any_path(
     assert not right(anywhere, {"pattern": "WARNING", "path": "logs"})
 
 
+def test_reading_the_file_that_defines_the_searched_name_is_a_right_first_call(
+    scoring: ModuleType, cases: ModuleType
+) -> None:
+    # Where a search for "slugify" leads: the file with `def slugify`, read at once. Another
+    # file, a search for words that are no name, or a path outside the workspace is not.
+    registry = default_registry()
+
+    def counted(pattern: str, path: str) -> tuple[bool, bool]:
+        case = cases.tool("where's slugify defined", {"search_files": {"pattern": pattern}})
+        outcome = scoring.Outcome(case, calls=[("read_file", json.dumps({"path": path}))])
+        workspace = Path("/work/space")
+        return outcome.is_right_call(registry, workspace), outcome.reads_definition(
+            registry, workspace
+        )
+
+    assert counted("slugify", "src/utils.py") == (True, True)
+    assert counted("slugify", "/work/space/src/utils.py") == (True, True)
+    assert counted("slugify", "src/app.py") == (False, False)
+    assert counted("slugify", "/elsewhere/src/utils.py") == (False, False)
+    assert counted("import math", "src/utils.py") == (False, False)
+    assert scoring.defines("async def fetch(url):\n", "fetch")
+    assert not scoring.defines("x = slugify(y)\n# def slugify\n", "slugify")
+
+
 @pytest.mark.parametrize(
     "text",
     [
