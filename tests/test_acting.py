@@ -333,6 +333,22 @@ def test_a_run_names_each_display_by_type_and_size_and_masks_secrets(ipython: An
     )
 
 
+def test_the_models_code_that_ends_assigning_a_name_shows_its_value(ipython: Any) -> None:
+    # `total = …` as the last line read back nothing; the model's code shows the value, a
+    # cell's run does not (a notebook would not), and neither does a line binding several.
+    ran = run_source(ipython, "total = 6 * 7", limit=1000, label="run 1", last_assignment=True)
+    assert ran.value_data["text/plain"] == "42"
+    assert "total (assigned last):\n```\n42\n```" in describe(ran, "Finished: run 1.")
+    ran = run_source(ipython, "total += 1", limit=1000, label="run 2", last_assignment=True)
+    assert ran.value_data["text/plain"] == "43"
+    as_cell = run_source(ipython, "total = 1", limit=1000, label="In [3]")
+    assert not as_cell.value_data and "(no output)" in describe(as_cell, "Finished.")
+    several = run_source(ipython, "a, b = 1, 2", limit=1000, label="run 4", last_assignment=True)
+    assert not several.value_data and not several.assigned
+    expression = run_source(ipython, "total", limit=1000, label="run 5", last_assignment=True)
+    assert expression.value_data["text/plain"] == "1" and not expression.assigned
+
+
 def test_a_runs_streams_keep_their_head_and_tail_within_the_limit() -> None:
     import io
 

@@ -2,7 +2,10 @@
 
 `run_source` runs on the kernel's main thread (a `KernelQueue` job): the source is transformed as
 IPython does (magics, `!commands`), its statements run in the user's namespace and its last
-expression is evaluated, as a cell's would be. While it runs, `sys.stdout` and `sys.stderr` go to
+expression is evaluated, as a cell's would be; the model's own code (`last_assignment`) that ends
+by assigning one name shows that name's value instead, as IPython's `last_expr_or_assign` does (a
+1.5B model asked for the total of a column wrote `total = sales['units'].sum()` and read back
+nothing). While it runs, `sys.stdout` and `sys.stderr` go to
 bounded buffers (head and tail kept, the rest counted; other threads' writes pass through) and
 the shell's display publisher to a
 capturing one, so nothing it prints or displays lands in some other cell's output; IPython's
@@ -98,11 +101,15 @@ class Ran:
     displays: tuple[Mapping[str, Any], ...] = ()
     error: str = ""
     headline: str = ""  # the error's last line, "ZeroDivisionError: division by zero"
+    assigned: str = ""  # the name whose value `value_data` is, when the code ended assigning it
 
 
-def run_source(shell: Any, source: str, *, limit: int, label: str) -> Ran:
+def run_source(
+    shell: Any, source: str, *, limit: int, label: str, last_assignment: bool = False
+) -> Ran:
     """Run `source` in `shell`'s namespace, here (the main thread). `label` names it in
-    tracebacks ("run 3"); `limit` bounds each stream."""
+    tracebacks ("run 3"); `limit` bounds each stream; `last_assignment`: code that ends by
+    assigning one name has that name's value as its result."""
     from IPython.core.displaypub import CapturingDisplayPublisher
 
     out, err = Capture(limit, sys.stdout), Capture(limit, sys.stderr)
@@ -114,10 +121,12 @@ def run_source(shell: Any, source: str, *, limit: int, label: str) -> Ran:
     started = time.monotonic()
     sys.stdout, sys.stderr, shell.display_pub = out, err, publisher
     value: Mapping[str, Any] = {}
+    assigned = ""
     try:
         try:
             shell.events.trigger("pre_execute")
-            value = _formatted(shell, _execute(shell, source, label))
+            result, assigned = _execute(shell, source, label, last_assignment=last_assignment)
+            value = _formatted(shell, result)
             ending: Ending = "ok"
             error = headline = ""
         except KeyboardInterrupt as exc:
@@ -138,28 +147,50 @@ def run_source(shell: Any, source: str, *, limit: int, label: str) -> Ran:
         displays=displays,
         error=error,
         headline=headline,
+        assigned=assigned if value else "",
     )
 
 
 _NOTHING = object()
 
 
-def _execute(shell: Any, source: str, label: str) -> Any:
-    """Statements, then the last expression's value (`_NOTHING` when it ends otherwise)."""
+def _execute(shell: Any, source: str, label: str, *, last_assignment: bool) -> tuple[Any, str]:
+    """Statements, then the last expression's value (`_NOTHING` when it ends otherwise), or,
+    with `last_assignment`, the value of the one name a last assignment bound, with that name."""
     transformed = shell.transform_cell(source)
     filename = f"<{label}>"
     tree = ast.parse(transformed, filename=filename)
     last = None
     if tree.body and isinstance(tree.body[-1], ast.Expr):
         last = ast.Expression(tree.body.pop().value)
+    assigned = _assigned_name(tree.body[-1]) if last_assignment and tree.body else ""
     linecache.cache[filename] = (len(transformed), None, transformed.splitlines(True), filename)
     flags = getattr(shell.compile, "flags", 0)
     namespace, local = shell.user_global_ns, shell.user_ns
     body = compile(tree, filename, "exec", flags=flags, dont_inherit=True)
     exec(body, namespace, local)
-    if last is None:
-        return _NOTHING
-    return eval(compile(last, filename, "eval", flags=flags, dont_inherit=True), namespace, local)
+    if last is not None:
+        value = eval(
+            compile(last, filename, "eval", flags=flags, dont_inherit=True), namespace, local
+        )
+        return value, ""
+    if assigned and assigned in local:
+        return local[assigned], assigned
+    return _NOTHING, ""
+
+
+def _assigned_name(statement: ast.stmt) -> str:
+    """The one name `statement` assigns (`total = …`, `total: int = …`, `total += …`), else
+    "" (several targets, an attribute, a subscript, a tuple)."""
+    if isinstance(statement, ast.Assign) and len(statement.targets) == 1:
+        target: ast.expr | None = statement.targets[0]
+    elif isinstance(statement, ast.AugAssign) or (
+        isinstance(statement, ast.AnnAssign) and statement.value is not None
+    ):
+        target = statement.target
+    else:
+        target = None
+    return target.id if isinstance(target, ast.Name) else ""
 
 
 def _formatted(shell: Any, value: Any) -> Mapping[str, Any]:
@@ -274,7 +305,8 @@ def describe(ran: Ran, heading: str) -> str:
         parts.append("stderr:\n" + fenced(ran.stderr))
     text = ran.value_data.get("text/plain")
     if isinstance(text, str):
-        parts.append("result:\n" + fenced(_short(text)))
+        label = f"{ran.assigned} (assigned last)" if ran.assigned else "result"
+        parts.append(f"{label}:\n" + fenced(_short(text)))
     shown = [name_display(data) for data in ran.displays]
     others = [kind for kind in ran.value_data if kind != "text/plain"]
     if others:

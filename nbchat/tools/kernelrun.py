@@ -391,7 +391,13 @@ class KernelRunner:
             numbers.append(number)
             label = f"In [{number}]" if number else f"run {run}"
             try:
-                return run_source(self.shell, source, limit=ctx.output_limit, label=label)
+                return run_source(
+                    self.shell,
+                    source,
+                    limit=ctx.output_limit,
+                    label=label,
+                    last_assignment=not cell_id,  # a cell shows what it shows in a notebook
+                )
             finally:
                 self.state.note_run(before, number=number, cell_id=cell_id, source=source, run=run)
 
