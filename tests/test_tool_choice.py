@@ -40,7 +40,7 @@ from nbchat.stopping import StopSignal
 from nbchat.store.rowsql import CompactionRecord
 from nbchat.store.store import Store
 from nbchat.tools import ToolContext, default_registry
-from nbchat.tools.choice import Here, aimed_call
+from nbchat.tools.choice import Here, aimed_call, looked_into
 
 CALL = '{"name": "read_file", "arguments": {"path": "notes.txt"}}'
 LOOK = Reply(first_step={"read_file": 0.97, "none": 0.01, "list_files": 0.02})
@@ -732,6 +732,18 @@ def test_a_first_step_searching_a_folder_that_does_not_exist_searches_everything
     assert arguments.get("path") == searched and arguments["pattern"] == "ship"
 
 
+def test_what_a_message_asks_to_have_looked_into_is_the_word_after_the_looking() -> None:
+    assert looked_into("can you look at the logs and tell me why") == {"logs"}
+    assert "logs" in looked_into("anything weird in our logs?")
+    assert "logs" not in looked_into("check the logs folder")
+    assert "logs" not in looked_into("what is in logs/ now")
+    assert looked_into("any logs? list them") == set()
+    # Only the message's start is read, so a huge message costs what its start does.
+    assert looked_into("x" * 500 + " look at the logs") == set()
+    huge = "look at the logs " + "in the " * 2_000_000
+    assert "logs" in looked_into(huge) and looked_into(huge) == looked_into(huge[:400])
+
+
 def test_listing_a_named_folder_that_holds_one_file_reads_that_file() -> None:
     sole = {"logs/": "logs/app.log"}
     for path in ("logs", "./logs/", "logs/"):
@@ -750,6 +762,14 @@ def test_listing_a_named_folder_that_holds_one_file_reads_that_file() -> None:
         ("anything odd in the log?", ["app.log", "old.log"], "list_files"),
         # The folder by its own name: asked about the folder (what it holds), not the file.
         ("anything else in the logs folder?", ["app.log"], "list_files"),
+        ("any logs?", ["app.log"], "list_files"),
+        # By its own name, asked to be looked into: what it holds is the question.
+        (
+            "the server wont start, can you look at the logs and tell me why",
+            ["app.log"],
+            "read_file",
+        ),
+        ("go through the logs, anything odd?", ["app.log", "old.log"], "list_files"),
     ],
 )
 def test_a_first_step_listing_a_folder_of_one_file_the_message_names_reads_it(

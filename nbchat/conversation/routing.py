@@ -37,6 +37,7 @@ from nbchat.tools.choice import (
     asks_for_a_change,
     asks_for_knowledge,
     follows_on,
+    looked_into,
     looked_last_turn,
     speaks_of_the_notebook,
     step_choice,
@@ -146,7 +147,7 @@ def _aimed(
     # The message's paths and words, read once for both rules.
     said = paths_named(last_user, paths)
     words = specific_words(last_user[:MESSAGE_SCAN])
-    sole = _sole_files(said, paths, words)
+    sole = _sole_files(said, paths, words, looked_into(last_user))
     # The files a cell tool's call turns to, unless the message speaks of the notebook (then a
     # cell tool may be what it asks for): named by path, or by a name their code defines that
     # is no variable of the notebook, else the one file of a folder named in the singular
@@ -284,16 +285,20 @@ def _named(parts: TurnParts, rows: Sequence[Row], sights: Sequence[Sight]) -> li
     )
 
 
-def _sole_files(said: Sequence[str], paths: Sequence[str], words: set[str]) -> dict[str, str]:
-    """Each folder of `said` (the paths a message names) named in its `words` in the singular
-    only ("the log" for `logs/`) that `paths` (the overview's) show holding one entry, a file:
-    that file. Said by its own name ("the tests folder", "any tests"), the folder itself is
-    asked about: what is in it, whether it has anything."""
+def _sole_files(
+    said: Sequence[str], paths: Sequence[str], words: set[str], looked: set[str]
+) -> dict[str, str]:
+    """Each folder of `said` (the paths a message names) that `paths` (the overview's) show
+    holding one entry, a file, named in its `words` in the singular only ("the log" for
+    `logs/`) or asked to be looked into by its own name (`looked`: "look at the logs and tell
+    me why it fails"): that file. Otherwise said by its own name ("the tests folder", "any
+    tests"), the folder itself is asked about: what is in it, whether it has anything."""
     sole = {}
     for folder in (path for path in said if path.endswith("/")):
         name = folder.rstrip("/").rsplit("/", 1)[-1].lower()
         singular = name.removesuffix("s")
-        if singular == name or singular not in words or name in words:
+        in_singular = singular != name and singular in words and name not in words
+        if not in_singular and name not in looked:
             continue
         inside = [path for path in paths if path.startswith(folder) and path != folder]
         if len(inside) == 1 and not inside[0].endswith("/"):

@@ -46,8 +46,9 @@ of); a tool on the notebook's cells, for a message that names one file here (by 
 by a name its code defines) and says nothing of the notebook, reads that file (asked to add a
 function to a file, it inserted a notebook cell holding it); `run_cell` given code instead of
 a cell runs it as `run_code`; a search under a folder that is not here searches the whole
-workspace; a listing of a folder the message names in the singular only ("the log") that
-holds one file only reads that file.
+workspace; a listing of a folder the message names in the singular only ("the log"), or asks to
+have looked into by its own name ("look at the logs", `looked_into`), that holds one file only
+reads that file.
 
 `forbids_changes` reads the user's text with one bounded pattern: a negation followed, within
 three words, by an action verb; `forbids_looking` one like it; `asks_how_to`, `asks_in_general`
@@ -85,6 +86,7 @@ __all__ = [
     "follows_on",
     "forbids_changes",
     "forbids_looking",
+    "looked_into",
     "looked_last_turn",
     "only_repeats",
     "round_choice",
@@ -288,6 +290,25 @@ FOLLOWS_ON = re.compile(
     re.IGNORECASE,
 )
 FOLLOWS_ON_REACH = 40
+
+
+# "look at the logs", "check our tests", "go through the logs", "anything odd in the logs?":
+# what the user asks to be looked into, by its name. Not when the word is said as a folder
+# ("the logs folder", "logs/"): then the folder itself is asked about.
+LOOKS_INTO = re.compile(
+    r"\b(?:look(?:ing)?\s+(?:at|into|through|over|in)|check(?:ing)?(?:\s+out)?|read(?:ing)?|"
+    r"open(?:ing)?|go(?:ing)?\s+(?:through|over)|scan(?:ning)?|dig(?:ging)?\s+(?:into|through)|"
+    r"in)\s+(?:(?:the|our|my|those|these|all|of)\s+){0,2}"
+    r"([\w-]+)(?![\w-])(?!\s*(?:/|folders?\b|dir\b|directory\b|directories\b))",
+    re.IGNORECASE,
+)
+LOOKS_REACH = 400
+
+
+def looked_into(text: str) -> set[str]:
+    """The words `text` (its first `LOOKS_REACH` characters) asks to have looked into ("look at
+    the logs" → "logs"), lower case."""
+    return {word.lower() for word in LOOKS_INTO.findall(text[:LOOKS_REACH])}
 
 
 def follows_on(text: str) -> bool:
