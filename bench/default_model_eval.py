@@ -77,7 +77,7 @@ from nbchat.tools.acting import acting_tools
 from nbchat.tools.cells import NoDocument, kernel_state
 from nbchat.tools.choice import forbids_looking, takes_acting_out
 from nbchat.tools.kernelrun import KernelQueue, KernelRunner
-from nbchat.tools.notebook import Shell, notebook_tools
+from nbchat.tools.notebook import IPYTHON_NAMES, Shell, notebook_tools
 
 MODEL = "qwen"
 N_CTX = 8_192
@@ -288,7 +288,7 @@ def kept_notebook(shell: Shell, folder: Path) -> Iterator[None]:
     so code that changed `sales` in place changes nothing later), no new names, and the last
     error (`last_error` reports the cells' KeyError in every case)."""
     namespace = shell.user_ns
-    saved = {name: _copied(value) for name, value in namespace.items()}
+    saved = {name: _copied(name, value) for name, value in namespace.items()}
     saved_last = {name: getattr(sys, name) for name in LAST_ERROR if hasattr(sys, name)}
     here = os.getcwd()
     os.chdir(folder)
@@ -298,14 +298,17 @@ def kept_notebook(shell: Shell, folder: Path) -> Iterator[None]:
         os.chdir(here)
         for name in set(namespace) - set(saved):
             del namespace[name]
-        namespace.update({name: _copied(value) for name, value in saved.items()})
+        namespace.update({name: _copied(name, value) for name, value in saved.items()})
         for name in LAST_ERROR:
             if name in saved_last:
                 setattr(sys, name, saved_last[name])
 
 
-def _copied(value: Any) -> Any:
-    """A deep copy of a user's value; the value itself when it has none (a module, the shell)."""
+def _copied(name: str, value: Any) -> Any:
+    """A deep copy of the user's variable `name`; the value itself for IPython's own names
+    (`In`, `_`, `_i3`: its history holds them) and values that have no copy (a module)."""
+    if name.startswith("_") or name in IPYTHON_NAMES:
+        return value
     if isinstance(value, types.ModuleType) or callable(value):
         return value
     try:
