@@ -126,16 +126,12 @@ WORKED_OUT = "Worked out by code, exactly: "
 # It still begins a few answers with "The user asked: …" and the result (2 of 86 answers after
 # a tool on the dev split's fresh cases); quoting the message inside the instruction instead
 # lost more answers' facts than that ("The cleanup script is safe to run.").
-# Told to "name the files, items, values or lines those results show", it named files after
-# results that held none (after running `sales['units'].max()`: "The file sales.csv contains
-# the data") and echoed the list ("The files, items, values or lines that the results show
-# are …"): it is asked for what in the results answers the user instead.
 AFTER_RESULTS = (
     "The user asked: {asked}\n"
     "Answer them now, speaking to them, from the results of the tools called since they asked "
-    "(earlier results answered earlier questions): give the names, values or lines in those "
-    "results that answer them, quoted where they asked to see something, not a bare yes or "
-    "no. Do not describe the tool call or restate the question."
+    "(earlier results answered earlier questions): name the files, items, values or lines "
+    "those results show, quoted where they asked to see something, not a bare yes or no. Do "
+    "not describe the tool call or restate the question."
 )
 # Sent instead, once, when the answer to that note named nothing the results show
 # (`nbchat.conversation.grounding`): the answer is withdrawn and asked again.
