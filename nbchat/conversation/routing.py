@@ -290,8 +290,8 @@ def _sole_files(
 ) -> dict[str, str]:
     """Each folder of `said` (the paths a message names) that `paths` (the overview's) show
     holding one entry, a file, named in its `words` in the singular only ("the log" for
-    `logs/`) or asked to be looked into by its own name (`looked`: "look at the logs and tell
-    me why it fails"): that file. Otherwise said by its own name ("the tests folder", "any
+    `logs/`) or asked to be looked into by its own name (`looked`: "read the logs, why does
+    it crash?"): that file. Otherwise said by its own name ("the tests folder", "any
     tests"), the folder itself is asked about: what is in it, whether it has anything."""
     sole = {}
     for folder in (path for path in said if path.endswith("/")):

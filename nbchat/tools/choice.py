@@ -47,7 +47,7 @@ by a name its code defines) and says nothing of the notebook, reads that file (a
 function to a file, it inserted a notebook cell holding it); `run_cell` given code instead of
 a cell runs it as `run_code`; a search under a folder that is not here searches the whole
 workspace; a listing of a folder the message names in the singular only ("the log"), or asks to
-have looked into by its own name ("look at the logs", `looked_into`), that holds one file only
+have looked into by its own name ("go through the logs", `looked_into`), that holds one file only
 reads that file.
 
 `forbids_changes` reads the user's text with one bounded pattern: a negation followed, within
@@ -292,7 +292,7 @@ FOLLOWS_ON = re.compile(
 FOLLOWS_ON_REACH = 40
 
 
-# "look at the logs", "check our tests", "go through the logs", "anything odd in the logs?":
+# "go through the logs", "check our tests", "read the logs", "anything odd in the logs?":
 # what the user asks to be looked into, by its name. Not when the word is said as a folder
 # ("the logs folder", "logs/"): then the folder itself is asked about.
 LOOKS_INTO = re.compile(
@@ -306,7 +306,7 @@ LOOKS_REACH = 400
 
 
 def looked_into(text: str) -> set[str]:
-    """The words `text` (its first `LOOKS_REACH` characters) asks to have looked into ("look at
+    """The words `text` (its first `LOOKS_REACH` characters) asks to have looked into ("check
     the logs" → "logs"), lower case."""
     return {word.lower() for word in LOOKS_INTO.findall(text[:LOOKS_REACH])}
 
