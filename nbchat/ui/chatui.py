@@ -84,8 +84,9 @@ class ChatUI(widgets.VBox):
             settings, self.store, None, client, tools, approver=self._approve
         )
         shell = current_shell() if settings.notebook_tools else None
-        for notebook_tool in notebook_tools(shell, notes=self._stale) if shell is not None else ():
-            self.conversation.tools.register(notebook_tool)
+        if shell is not None:
+            for notebook_tool in notebook_tools(shell, notes=self._stale):
+                self.conversation.tools.register(notebook_tool)
         self._report = CellReport()
         self.unavailable = ""  # why this chat cannot be used at all, when it cannot
         self._destination = destination_of(
@@ -102,16 +103,8 @@ class ChatUI(widgets.VBox):
         self._turn_queued = threading.Event()
         self.attachments: list[Attachment] = []
         self.transcript = TranscriptDisplay(self.store, lambda: self.conversation.session_id)
-        self.acting: NotebookActing | None = None  # the tools that act on the notebook, in a kernel
-        if settings.notebook_acting and can_act(shell):
-            self.acting = NotebookActing(
-                shell,
-                key=self.transcript.display_id,
-                conversation=self.conversation,
-                store=self.store,
-                notice=lambda text: self.notice(text),
-            )
-            self._worker.on_idle(self.acting.queue.wake)
+        # The tools that act on the notebook, in a kernel.
+        self.acting = self._notebook_acting(shell) if settings.notebook_acting else None
         self._closed = False
         self._build_widgets(live_limit, max_rate)
         self.compaction = CompactionFlow(self)  # preview, accept, undo (`ui/compactflow.py`)
@@ -137,18 +130,39 @@ class ChatUI(widgets.VBox):
             ]
         )
         self.add_class("nbchat")
+        if self._open_session(session_id) and client is None:
+            # The embedded model is started (or found); another server is checked.
+            embedded = settings.is_embedded
+            self._worker.submit(
+                self.startup.connect_job(start=None) if embedded else self.startup.model_check_job
+            )
+
+    def _notebook_acting(self, shell: Any) -> NotebookActing | None:
+        """The tools that insert, edit and run cells and code, when `shell` is a kernel's."""
+        if not can_act(shell):
+            return None
+        acting = NotebookActing(
+            shell,
+            key=self.transcript.display_id,
+            conversation=self.conversation,
+            store=self.store,
+            notice=lambda text: self.notice(text),
+        )
+        self._worker.on_idle(acting.queue.wake)
+        return acting
+
+    def _open_session(self, session_id: str | None) -> bool:
+        """Resume `session_id` (else the conversation's own) and show it; False, with the
+        database's failure shown once and the file left alone, when it cannot be read."""
         try:
             if session_id is not None:
                 self.conversation.resume(session_id)
             self.refresh_sessions()
             self.show_session()
-        except StoreError as exc:  # corrupt or locked: say so once, leave the file alone
+        except StoreError as exc:  # corrupt or locked
             self._database_failed(exc)
-            return
-        if settings.is_embedded and client is None:
-            self._worker.submit(self.startup.connect_job(start=None))
-        elif client is None:
-            self._worker.submit(self.startup.model_check_job)
+            return False
+        return True
 
     def _ipython_display_(self, **_kwargs: Any) -> None:
         """The live widget, then its static transcript for where no kernel runs."""
