@@ -198,7 +198,9 @@ class Outcome:
 
     def _first_call(self, registry: ToolRegistry) -> tuple[str, dict[str, Any] | None]:
         """The first call's tool and arguments; None for arguments that do not parse or that
-        its schema refuses, or a tool that is not there."""
+        its schema refuses, a tool that is not there, or no call at all."""
+        if not self.calls:
+            return "", None
         name, arguments = self.calls[0]
         try:
             values = json.loads(arguments or "{}")

@@ -248,6 +248,9 @@ def test_reading_the_file_that_defines_the_searched_name_is_a_right_first_call(
     assert counted("slugify", "src/app.py") == (False, False)
     assert counted("slugify", "/elsewhere/src/utils.py") == (False, False)
     assert counted("import math", "src/utils.py") == (False, False)
+    unlooked = scoring.Outcome(cases.tool("where's slugify defined", {"search_files": {}}))
+    assert not unlooked.is_right_call(registry, Path("/work/space"))
+    assert not unlooked.reads_definition(registry, Path("/work/space"))  # no call at all
     assert scoring.defines("async def fetch(url):\n", "fetch")
     assert not scoring.defines("x = slugify(y)\n# def slugify\n", "slugify")
 
