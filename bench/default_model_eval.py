@@ -434,19 +434,18 @@ def run_split(
     *,
     tools: ToolRegistry,
     verbose: bool,
-    notebook: tuple[Shell, KernelRunner] | None = None,
+    runner: KernelRunner | None = None,
 ) -> list[Outcome]:
-    """Each case in turn; with `notebook` (its shell and what runs code there), the model's
-    code runs in the shell, which each case finds as the cells left it."""
+    """Each case in turn; with `runner`, the model's code runs in its shell, which each case
+    finds as the cells left it."""
     store = Store(settings.database_path)
     outcomes = []
     try:
         for number, case in enumerate(cases, 1):
-            if notebook is None:
+            if runner is None:
                 outcome = run_case(settings, store, case, tools=tools)
             else:
-                shell, runner = notebook
-                with kept_notebook(shell, settings.workspace):
+                with kept_notebook(runner.shell, settings.workspace):
                     outcome = run_case(settings, store, case, tools=tools, runner=runner)
             if verbose:
                 line = describe(number, outcome, settings.workspace, tools)
@@ -540,7 +539,7 @@ def evaluate(args: argparse.Namespace) -> Report:
             report.warm = warm_up(settings, tools) if args.warm else None
             for index, (name, cases) in enumerate(chosen.items()):
                 outcomes = run_split(
-                    settings, cases, tools=tools, verbose=args.verbose, notebook=(shell, runner)
+                    settings, cases, tools=tools, verbose=args.verbose, runner=runner
                 )
                 report.splits[name] = split_figures(
                     outcomes, registry=tools, workspace=settings.workspace, first_split=index == 0

@@ -257,9 +257,7 @@ def test_default_model_eval_runs_approved_code_in_its_notebook_and_puts_it_back(
         tools = module.eval_registry(shell, runner)
         settings = module.eval_settings(tmp_path, fake.url + "/v1")
         case = tool("what do the units add up to", {"run_code": {"code": "units"}}, "0")
-        [outcome] = module.run_split(
-            settings, [case], tools=tools, verbose=False, notebook=(shell, runner)
-        )
+        [outcome] = module.run_split(settings, [case], tools=tools, verbose=False, runner=runner)
         assert "units 0 True" in outcome.tool_results[0]
         assert "ZeroDivisionError" in outcome.tool_results[0]
         assert list(shell.user_ns["sales"]["units"]) == units

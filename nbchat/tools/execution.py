@@ -163,7 +163,9 @@ def _execute(shell: Any, source: str, label: str, *, last_assignment: bool) -> t
     last = None
     if tree.body and isinstance(tree.body[-1], ast.Expr):
         last = ast.Expression(tree.body.pop().value)
-    assigned = _assigned_name(tree.body[-1]) if last_assignment and tree.body else ""
+    assigned = (
+        _assigned_name(tree.body[-1]) if last is None and last_assignment and tree.body else ""
+    )
     linecache.cache[filename] = (len(transformed), None, transformed.splitlines(True), filename)
     flags = getattr(shell.compile, "flags", 0)
     namespace, local = shell.user_global_ns, shell.user_ns
