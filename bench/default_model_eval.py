@@ -23,7 +23,9 @@ the time to the first visible token and to the end of the turn.
     python bench/default_model_eval.py [--split test|dev|both] [--start N] [--limit N]
                                        [--only plain|tool|follow-up|restricted|code]
                                        [--model qwen|smollm|NAME|PATH] [--verbose] [--write]
+                                       [--keep FILE]
     python bench/default_model_eval.py --base-url http://127.0.0.1:PORT/v1 --model NAME
+    python bench/default_model_eval.py --rescore FILE [--write]
 
 `--start N` leaves out each split's first N cases (to run cases added to the dev split since the
 last full run); `--limit N` then runs the first N cases (plain and tool cases in turn).
@@ -33,6 +35,12 @@ puts the side-by-side table in `docs/results.md`, section `default-model-eval/<m
 (`results`), so each model's table sits beside the others'. `main()` returns the rows as dicts for
 `bench/run_all.py` (each figure once per split, named `test: …`, `dev: …`); figures only, no
 assertion.
+
+`--keep FILE` writes each case's outcome to FILE as one JSON line as the case ends (after a line
+naming the run), so a run stopped early, or a scorer that fails, loses no turn: `--rescore FILE`
+scores what was kept again, with no model, and writes its table as a run would. SIGTERM stops the
+run as Ctrl-C does: the model server it started (which outlives its starter by design) is
+stopped and the scratch removed.
 """
 
 from __future__ import annotations
@@ -43,7 +51,9 @@ import contextlib
 import copy
 import importlib
 import io
+import json
 import os
+import signal
 import sys
 import threading
 import time
@@ -51,7 +61,7 @@ import types
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 import harness
 import results
@@ -93,6 +103,8 @@ SECTION = "default-model-eval"
 # The notebook's own module: the shell's namespace, kept out of `__main__`.
 NOTEBOOK_MODULE = "nbchat_eval_notebook"
 LAST_ERROR = ("last_type", "last_value", "last_traceback", "last_exc")
+# The first line of a file `--keep` writes, so `--rescore` knows one.
+KEPT = "nbchat default-model eval outcomes"
 
 
 def model_label(model: str) -> str:
@@ -435,9 +447,10 @@ def run_split(
     tools: ToolRegistry,
     verbose: bool,
     runner: KernelRunner | None = None,
+    keep: Callable[[Case, Outcome], None] | None = None,
 ) -> list[Outcome]:
     """Each case in turn; with `runner`, the model's code runs in its shell, which each case
-    finds as the cells left it."""
+    finds as the cells left it; `keep` is handed each case's outcome as it ends."""
     store = Store(settings.database_path)
     outcomes = []
     try:
@@ -447,6 +460,8 @@ def run_split(
             else:
                 with kept_notebook(runner.shell, settings.workspace):
                     outcome = run_case(settings, store, case, tools=tools, runner=runner)
+            if keep is not None:
+                keep(case, outcome)
             if verbose:
                 line = describe(number, outcome, settings.workspace, tools)
                 print(line, file=sys.stderr, flush=True)
@@ -516,6 +531,12 @@ def parse(argv: Sequence[str]) -> argparse.Namespace:
     parser.add_argument(
         "--write", action="store_true", help=f"write the table into {results.RESULTS.name}"
     )
+    parser.add_argument(
+        "--keep", type=Path, default=None, help="write each case's outcome to FILE as it ends"
+    )
+    parser.add_argument(
+        "--rescore", type=Path, default=None, help="score the outcomes --keep wrote, no model"
+    )
     return parser.parse_args(argv)
 
 
@@ -537,19 +558,131 @@ def evaluate(args: argparse.Namespace) -> Report:
         try:
             settings = eval_settings(home, args.base_url, overview=args.overview)
             report.warm = warm_up(settings, tools) if args.warm else None
-            for index, (name, cases) in enumerate(chosen.items()):
-                outcomes = run_split(
-                    settings, cases, tools=tools, verbose=args.verbose, runner=runner
-                )
-                report.splits[name] = split_figures(
-                    outcomes, registry=tools, workspace=settings.workspace, first_split=index == 0
-                )
-                if args.verbose:
-                    list_ungrounded(name, outcomes, settings.workspace)
+            with Keeper.opened(args.keep, report, settings.workspace) as keeper:
+                for index, (name, cases) in enumerate(chosen.items()):
+                    outcomes = run_split(
+                        settings,
+                        cases,
+                        tools=tools,
+                        verbose=args.verbose,
+                        runner=runner,
+                        keep=keeper.for_split(name),
+                    )
+                    report.splits[name] = split_figures(
+                        outcomes,
+                        registry=tools,
+                        workspace=settings.workspace,
+                        first_split=index == 0,
+                    )
+                    if args.verbose:
+                        list_ungrounded(name, outcomes, settings.workspace)
         finally:
             if server is not None:
                 server.stop()
     return report
+
+
+class Keeper:
+    """Where `--keep` writes: a first line naming the run (`KEPT`, the model, the workspace the
+    paths were relative to, the start and warm-up times), then one line a case as it ends
+    (its split, its place in the split, its prompt, what it did), each flushed at once."""
+
+    def __init__(self, file: TextIO | None) -> None:
+        self.file = file
+
+    @classmethod
+    @contextlib.contextmanager
+    def opened(cls, path: Path | None, report: Report, workspace: Path) -> Iterator[Keeper]:
+        if path is None:
+            yield cls(None)
+            return
+        with path.open("w", encoding="utf-8") as file:
+            keeper = cls(file)
+            keeper.write(
+                {
+                    "kept": KEPT,
+                    "model": report.model,
+                    "workspace": str(workspace),
+                    "start": report.start,
+                    "warm": report.warm,
+                }
+            )
+            yield keeper
+
+    def for_split(self, split: str) -> Callable[[Case, Outcome], None] | None:
+        if self.file is None:
+            return None
+        places = {id(case): index for index, case in enumerate(load_split(split))}
+
+        def keep(case: Case, outcome: Outcome) -> None:
+            where = {"split": split, "case": places[id(case)], "prompt": case.prompt}
+            self.write({**where, "outcome": outcome.as_record()})
+
+        return keep
+
+    def write(self, line: dict[str, Any]) -> None:
+        assert self.file is not None
+        self.file.write(json.dumps(line) + "\n")
+        self.file.flush()
+
+
+def rescore(path: Path) -> Report:
+    """The report of the outcomes `--keep` wrote to `path`, scored now as a run scores them.
+    A last line cut short (a run killed as it wrote) is left out; a case whose prompt is no
+    longer the one its split holds at that place stops the scoring (the split changed)."""
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except OSError as exc:
+        raise SystemExit(f"Cannot read {path}: {exc.strerror or exc}.") from exc
+    records = []
+    for number, line in enumerate(lines, 1):
+        try:
+            records.append(json.loads(line))
+        except ValueError:
+            if number < len(lines):
+                raise SystemExit(f"{path}, line {number}, is not JSON: not a file --keep wrote.")
+    if not records or not isinstance(records[0], dict) or records[0].get("kept") != KEPT:
+        raise SystemExit(f"{path} is not a file --keep wrote (its first line names {KEPT!r}).")
+    head, kept = records[0], records[1:]
+    by_split: dict[str, list[Outcome]] = {}
+    for line in kept:
+        case = load_split(line["split"])[line["case"]]
+        if case.prompt != line["prompt"]:
+            raise SystemExit(
+                f"The {line['split']} split's case {line['case']} is no longer {line['prompt']!r}:"
+                " the split changed since the run, so its outcomes cannot be scored against it."
+            )
+        by_split.setdefault(line["split"], []).append(Outcome.from_record(case, line["outcome"]))
+    report = Report(head["model"], len(kept), head["start"], head["warm"])
+    with temporary_directory("nbchat-eval-") as home, live_notebook(home) as shell:
+        registry = eval_registry(shell)
+        for index, (name, outcomes) in enumerate(by_split.items()):
+            report.splits[name] = split_figures(
+                outcomes,
+                registry=registry,
+                workspace=Path(head["workspace"]),
+                first_split=index == 0,
+            )
+    return report
+
+
+@contextlib.contextmanager
+def stopped_by_sigterm() -> Iterator[None]:
+    """While inside, SIGTERM ends the run as Ctrl-C does, so the `finally` blocks stop the model
+    server (it outlives its starter by design: a killed eval left one running until its idle
+    timeout) and remove the scratch. Only the main thread can set a handler."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupted(signum: int, _frame: object) -> None:
+        raise KeyboardInterrupt(f"stopped by signal {signum}")
+
+    previous = signal.signal(signal.SIGTERM, interrupted)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def list_ungrounded(split: str, outcomes: Sequence[Outcome], workspace: Path) -> None:
@@ -561,7 +694,11 @@ def list_ungrounded(split: str, outcomes: Sequence[Outcome], workspace: Path) ->
 def run(argv: Sequence[str] = ()) -> Report:
     args = parse(argv)
     load_start = os.getloadavg()
-    report = evaluate(args)
+    if args.rescore is not None:
+        report = rescore(args.rescore)
+    else:
+        with stopped_by_sigterm():
+            report = evaluate(args)
     if args.write:
         results.write_section(
             f"{SECTION}/{report.model}",
@@ -578,4 +715,13 @@ def main(argv: Sequence[str] = ()) -> list[dict[str, Any]]:
 
 
 if __name__ == "__main__":
-    print(f"Default model eval\n{harness.machine_line()}\n\n{run(sys.argv[1:]).markdown()}")
+    try:
+        report = run(sys.argv[1:])
+    except KeyboardInterrupt as stop:
+        # One sentence, not a traceback: the finally blocks already stopped the server.
+        why = stop.args[0] if stop.args else "interrupted"
+        raise SystemExit(
+            f"The eval {why}: its model server is stopped and its scratch removed;"
+            " with --keep FILE, the cases that ended are in FILE (--rescore FILE scores them)."
+        ) from None
+    print(f"Default model eval\n{harness.machine_line()}\n\n{report.markdown()}")

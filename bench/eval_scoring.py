@@ -28,7 +28,7 @@ import os
 import re
 import statistics
 from collections.abc import Collection, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -149,6 +149,17 @@ class Outcome:
     hit_max_tokens: bool = False
     withdrawn: int = 0  # answers withdrawn as they streamed (asked again), for the verbose lines
     error: str = ""
+
+    def as_record(self) -> dict[str, Any]:
+        """Everything measured, as JSON values; the case is left to the caller to name."""
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.name != "case"}
+
+    @classmethod
+    def from_record(cls, case: Case, record: dict[str, Any]) -> Outcome:
+        """The outcome `as_record` kept, for `case`: scored again exactly as when it ran."""
+        measured = {f.name: record[f.name] for f in fields(cls) if f.name != "case"}
+        measured["calls"] = [(name, arguments) for name, arguments in measured["calls"]]
+        return cls(case, **measured)
 
     @property
     def fake_json(self) -> bool:

@@ -185,6 +185,59 @@ def test_default_model_eval_scores_a_scripted_server(monkeypatch: pytest.MonkeyP
     assert values["dev: empty answers after a tool round"] == "0 of 1"
 
 
+def test_default_model_eval_keeps_each_case_and_scores_them_again(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # A run that fails after its turns (a scorer that raised lost a whole split's run once) or
+    # is stopped early keeps every case that ended: `--rescore` gives the same table, no model.
+    module = load("default_model_eval", monkeypatch)
+    kept = tmp_path / "kept.jsonl"
+    with FakeServer(responder=scripted) as fake:
+        argv = ["--split", "dev", "--limit", "2", "--base-url", fake.url + "/v1", "--keep"]
+        report = module.run([*argv, str(kept)])
+    lines = kept.read_text().splitlines()
+    assert len(lines) == 3  # the run's line, then one a case
+    again = module.run(["--rescore", str(kept)])
+    assert again.splits == report.splits
+    assert again.markdown() == report.markdown()
+    # A last line cut short as the run was killed is left out; the case before it counts.
+    kept.write_text("\n".join([*lines[:2], lines[2][:40]]) + "\n")
+    assert "1 / 0" in module.rescore(kept).markdown()  # cases (plain / tool): the plain one
+    changed = json.loads(lines[1])
+    changed["prompt"] = "a prompt the split no longer holds there"
+    kept.write_text("\n".join([lines[0], json.dumps(changed)]) + "\n")
+    with pytest.raises(SystemExit, match="the split changed since the run"):
+        module.rescore(kept)
+    kept.write_text("not a kept file\n")
+    with pytest.raises(SystemExit, match="is not a file --keep wrote"):
+        module.rescore(kept)
+    with pytest.raises(SystemExit, match="Cannot read"):
+        module.rescore(tmp_path / "missing.jsonl")
+
+
+def test_default_model_eval_stopped_by_sigterm_cleans_up(tmp_path: Path) -> None:
+    # Killed mid-turn (here while the server stalls), the eval unwinds as on Ctrl-C: the
+    # `finally` blocks that stop the model server it started also remove its scratch home.
+    import signal
+    import subprocess
+
+    kept = tmp_path / "kept.jsonl"
+    with FakeServer(default_reply=Reply(fault="stall")) as fake:
+        command = [sys.executable, str(BENCH / "default_model_eval.py"), "--split", "dev"]
+        command += ["--no-warm", "--base-url", fake.url + "/v1", "--keep", str(kept)]
+        process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        try:
+            assert fake.wait_for_chat_requests(1, timeout=120), "the eval never asked"
+            process.send_signal(signal.SIGTERM)
+            _out, err = process.communicate(timeout=60)
+        finally:
+            process.kill()
+    home = Path(json.loads(kept.read_text().splitlines()[0])["workspace"]).parent
+    assert process.returncode != 0
+    assert b"stopped by signal" in err
+    assert not home.exists()
+
+
 def test_default_model_eval_reports_the_test_split_first_beside_dev(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
