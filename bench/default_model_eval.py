@@ -84,8 +84,8 @@ from nbchat.embedded.server import LocalServer, ensure_server
 from nbchat.store.store import Store
 from nbchat.tools import ApprovalRequest, ToolContext, ToolRegistry, default_registry
 from nbchat.tools.acting import acting_tools
+from nbchat.tools.asking import forbids_looking, takes_acting_out
 from nbchat.tools.cells import NoDocument, kernel_state
-from nbchat.tools.choice import forbids_looking, takes_acting_out
 from nbchat.tools.kernelrun import KernelQueue, KernelRunner
 from nbchat.tools.notebook import IPYTHON_NAMES, Shell, notebook_tools
 
@@ -638,9 +638,10 @@ def rescore(path: Path) -> Report:
     for number, line in enumerate(lines, 1):
         try:
             records.append(json.loads(line))
-        except ValueError:
+        except ValueError as exc:
             if number < len(lines):
-                raise SystemExit(f"{path}, line {number}, is not JSON: not a file --keep wrote.")
+                message = f"{path}, line {number}, is not JSON: not a file --keep wrote."
+                raise SystemExit(message) from exc
     if not records or not isinstance(records[0], dict) or records[0].get("kept") != KEPT:
         raise SystemExit(f"{path} is not a file --keep wrote (its first line names {KEPT!r}).")
     head, kept = records[0], records[1:]

@@ -16,21 +16,23 @@ from nbchat.compaction.prune import to_placeholder
 from nbchat.conversation.reply import ARCHIVE_TOOL, offerable
 from nbchat.history import Row
 from nbchat.tools import default_registry
-from nbchat.tools.choice import (
-    ANSWER_SHARE,
-    ANSWER_SHARE_HOW_TO,
-    Leaning,
-    allowed_tools,
+from nbchat.tools.asking import (
     asks_for_a_change,
     asks_for_knowledge,
     asks_how_to,
     follows_on,
     forbids_changes,
     forbids_looking,
+    weighs_acting,
+)
+from nbchat.tools.choice import (
+    ANSWER_SHARE,
+    ANSWER_SHARE_HOW_TO,
+    Leaning,
+    allowed_tools,
     looked_last_turn,
     round_choice,
     step_choice,
-    weighs_acting,
 )
 from nbchat.tools.offer import (
     describe_tools,

@@ -40,7 +40,8 @@ from nbchat.stopping import StopSignal
 from nbchat.store.rowsql import CompactionRecord
 from nbchat.store.store import Store
 from nbchat.tools import ToolContext, default_registry
-from nbchat.tools.choice import Here, aimed_call, looked_into
+from nbchat.tools.asking import looked_into
+from nbchat.tools.choice import Here, aimed_call
 
 CALL = '{"name": "read_file", "arguments": {"path": "notes.txt"}}'
 LOOK = Reply(first_step={"read_file": 0.97, "none": 0.01, "list_files": 0.02})

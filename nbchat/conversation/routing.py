@@ -28,18 +28,20 @@ from nbchat.conversation.turn import TurnParts
 from nbchat.errors import NbchatError, ServerUnavailableError
 from nbchat.history import Row, ToolCall, last_user_text, new_call_id, stored_calls
 from nbchat.llm.firststep import ask_arguments, ask_first_step
+from nbchat.tools.asking import (
+    asks_for_a_change,
+    asks_for_knowledge,
+    follows_on,
+    looked_into,
+    speaks_of_the_notebook,
+)
 from nbchat.tools.choice import (
     NO_TOOL,
     Here,
     Leaning,
     aimed_call,
     allowed_tools,
-    asks_for_a_change,
-    asks_for_knowledge,
-    follows_on,
-    looked_into,
     looked_last_turn,
-    speaks_of_the_notebook,
     step_choice,
     turn_calls,
 )

@@ -30,7 +30,8 @@ The modules behind them:
     offer       what a small model's first step is shown to choose from (the tools in one
                 line each, examples, the workspace, what the message names); choice which
                 tools each round of a turn may use, how the first step is weighed, and the
-                tool a misaimed first call is turned to
+                tool a misaimed first call is turned to; asking what the user's message asks
+                for (not to run things, how to, a change, a follow-on), one bounded pattern each
     overview    the workspace's top-level names and the names its source files define;
                 filewords which listed files hold a message's rarer words; filedigests reads
                 the listed files' first bytes for both, again only when a file changed

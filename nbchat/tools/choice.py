@@ -50,9 +50,8 @@ workspace; a listing of a folder the message names in the singular only ("the lo
 have looked into by its own name ("go through the logs", `looked_into`), that holds one file only
 reads that file.
 
-`forbids_changes` reads the user's text with one bounded pattern: a negation followed, within
-three words, by an action verb; `forbids_looking` one like it; `asks_how_to`, `asks_in_general`
-and `follows_on` one more each over the message's start. Linear time, whatever the text.
+What the user's message asks for (`forbids_changes`, `asks_how_to`, `follows_on`, ...) is read
+from its words by `nbchat.tools.asking`.
 
 Pure: no I/O.
 """
@@ -67,7 +66,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from nbchat.history import Row, last_user_index, stored_calls
-from nbchat.tools.offer import points_at_something
+from nbchat.tools.asking import forbids_looking, takes_acting_out
 
 __all__ = [
     "ANSWER_SHARE",
@@ -79,22 +78,11 @@ __all__ = [
     "NO_TOOL",
     "aimed_call",
     "allowed_tools",
-    "asks_for_a_change",
-    "asks_for_knowledge",
-    "asks_how_to",
-    "asks_in_general",
-    "follows_on",
-    "forbids_changes",
-    "forbids_looking",
-    "looked_into",
     "looked_last_turn",
     "only_repeats",
     "round_choice",
-    "speaks_of_the_notebook",
     "step_choice",
-    "takes_acting_out",
     "turn_calls",
-    "weighs_acting",
 ]
 
 
@@ -141,182 +129,6 @@ class Leaning:
         return ANSWER_SHARE_HOW_TO if self.how_to else ANSWER_SHARE
 
 
-# "don't run", "do NOT delete anything", "never touch", "without changing", "no need to run".
-NEGATION = r"(?:\bdo\s+not|\bdon['’]?t|\bnever|\bwithout|\bno\s+need\s+to)"
-# Verb stems, so "changing", "deleting", "written" count too.
-ACTION = (
-    r"(?:run|execut|launch|start|delet|remov|rm|eras|chang|edit|modif|touch|writ|overwrit|"
-    r"mov|renam|instal|commit|push)"
-)
-GAP = r"[\s,;:]+"  # between words: spaces and the punctuation of an aside
-# "I don't know how to run it", "don't forget to run the tests" forbid nothing.
-NOT_A_BAN = r"(?!(?:know|understand|remember|forget|think|see|get)\b)"
-FORBIDS = re.compile(
-    rf"{NEGATION}{GAP}{NOT_A_BAN}(?:[\w'’-]{{1,40}}{GAP}){{0,3}}?{ACTION}\w*\b", re.IGNORECASE
-)
-
-
-def forbids_changes(text: str) -> bool:
-    """True when `text` tells the assistant not to run, delete or change something."""
-    return FORBIDS.search(text) is not None
-
-
-# "don't check anything", "without opening any files", "never search my files", "don't use
-# tools", "no tools": the user asks for an answer without looking at all. Said of one
-# thing ("don't read the tests, just app.py") or of everything else ("don't open anything
-# else", "any other file"), it asks to look elsewhere: only what stands for everything here
-# counts. Asked not to look in the workspace, a 1.5B model read config.yaml for a general
-# question about a database's default port.
-LOOK_VERB = r"(?:(?:look|check|open|read|search|peek|inspect|scan|brows)\w*|us(?:e|ing))"
-EVERYTHING = (
-    r"(?:(?:anything|any)\b(?!\s+(?:else|other|more)\b)|tools?\b|files\b"
-    r"|my\s+(?:files|setup|stuff|workspace|project|folder)\b"
-    r"|the\s+(?:workspace|files|notebook|project|repo|folder)\b)"
-)
-FORBIDS_LOOKING = re.compile(
-    rf"{NEGATION}{GAP}(?:even{GAP}|really{GAP}|actually{GAP})?{LOOK_VERB}{GAP}"
-    rf"(?:(?:at|in|into|through|up){GAP})?{EVERYTHING}"
-    r"|(?:^\W*|[.!?,;:]\s*)no\s+tools\b",  # said as an instruction, not "there are no tools for …"
-    re.IGNORECASE,
-)
-
-
-def forbids_looking(text: str) -> bool:
-    """True when `text` tells the assistant to answer without looking at anything here."""
-    return FORBIDS_LOOKING.search(text) is not None
-
-
-# "is it safe to run …", "would this be ok to delete", "is cleanup.sh dangerous to run",
-# "should I run …", "what happens if I run …": a question whether to act, which running the
-# thing would answer by doing it (asked whether a script was dangerous to run, a 1.5B model ran
-# it). Asked, not said: "it's fine to run the tests" gives leave.
-WEIGHS = re.compile(
-    r"\b(?:is|are|would|will)\s+(?:[\w./'’-]{1,60}\s+){1,2}?(?:be\s+)?(?:really\s+|actually\s+)?"
-    r"(?:safe|dangerous|ok|okay|fine|risky|harmful|wise|smart|a\s+good\s+idea|a\s+bad\s+idea)"
-    rf"\s+to\s+{ACTION}"
-    rf"|\bshould\s+(?:i|we)\s+{ACTION}"
-    r"|\bwhat\s+(?:happens|would\s+happen|will\s+happen)\s+(?:if|when)\s+(?:i|we|you)\s+"
-    rf"(?:{ACTION}|ran\b)",
-    re.IGNORECASE,
-)
-
-
-# The question is asked at a message's start or its end (after a pasted script or log).
-WEIGHS_REACH = 2_000
-
-
-def weighs_acting(text: str) -> bool:
-    """True when `text` (its first and last `WEIGHS_REACH` characters) asks whether running,
-    deleting or changing something is safe or wise, or what it would do."""
-    if len(text) > 2 * WEIGHS_REACH:
-        text = text[:WEIGHS_REACH] + "\n" + text[-WEIGHS_REACH:]
-    return WEIGHS.search(text) is not None
-
-
-# "how do I …", "in bash, how can you …", "how to …" (within two words of the start), "what's
-# the best way to …", "is there a way to …", and asking for a command, shortcut or flag that
-# does something ("which command shows …", "is there a shortcut for …",
-# "what's the keyboard shortcut for …", "jupyter shortcut to …", "git command for …"): asked
-# near the start of the message (its first
-# `HOW_TO_REACH` characters). "How does this function work", "how many rows" and "what command
-# does the script run" ask about something, not how to do it.
-HOW_TO = re.compile(
-    r"\bhow\s+(?:do|can|could|would|should|might)\s+(?:i|you|one)\b"
-    r"|^\W*(?:[\w'’-]+\W+){0,2}?how\s+to\b"  # not "I don't know how to run it"
-    r"|\b(?:what['’]?s|what\s+is|is\s+there)\s+(?:the\s+|an?\s+)?"
-    r"(?:best\s+|easiest\s+|simplest\s+|quickest\s+|right\s+|proper\s+|good\s+)?way\s+to\b"
-    r"|\b(?:what['’]?s|what(?:\s+is)?|which|is\s+there)\s+(?:the\s+|an?\s+|any\s+)?"
-    r"(?:[\w-]+\s+)?(?:command|shortcut|hotkey|keybinding|magic|syntax|flag|option|switch)s?\s+"
-    r"(?:to|for|that|which|would|do|should|can|i|you)\b"
-    r"|^\W*(?:[\w'’-]+\W+){0,2}?(?:keyboard\s+)?"  # "jupyter shortcut to …", "git command for …"
-    r"(?:command|shortcut|hotkey|keybinding|magic|flag|option|switch|one[\s-]?liner|snippet|"
-    r"regexp?|idiom)s?\s+(?:to|for|that)\b",
-    re.IGNORECASE,
-)
-HOW_TO_REACH = 80
-
-
-def asks_how_to(text: str) -> bool:
-    """True when `text` asks how to do something: for instructions, not for an action."""
-    return HOW_TO.search(text[:HOW_TO_REACH]) is not None
-
-
-# "add …", "please put …", "can you rename …", "ok now fix …": a request to change something,
-# its verb within the first few words (`CHANGE_REACH` characters).
-CHANGE = re.compile(
-    r"^\W*(?:(?:please|pls|can|could|would|will|you|go|ahead|and|now|ok|okay|then|also|just)"
-    r"\W+){0,4}"
-    r"(?:add|put|append|insert|write|create|change|edit|fix|rename|delete|remove|replace|update|"
-    r"set|move|save|correct)\b",
-    re.IGNORECASE,
-)
-CHANGE_REACH = 80
-
-
-# "in general", "generally speaking", "typically": the user asks about such things at large,
-# not about the ones here. Anywhere in the message's start (`GENERAL_REACH`), often at its end:
-# asked which sections a README should have, generally, a 1.5B model read the README here.
-# Not in a message pointing at something of ours (`points_at_something`): "the server
-# generally dies at startup, check the log" asks to look.
-GENERAL = re.compile(
-    r"\b(?:in\s+general|generally|general\s+question|typically|in\s+theory)\b", re.IGNORECASE
-)
-GENERAL_REACH = 400
-
-
-def asks_in_general(text: str) -> bool:
-    """True when `text` asks about things in general rather than the ones here."""
-    return GENERAL.search(text[:GENERAL_REACH]) is not None and not points_at_something(text)
-
-
-def asks_for_knowledge(text: str) -> bool:
-    """True when `text` asks how to do something (`asks_how_to`) or about things in general
-    (`asks_in_general`): for instructions or knowledge, not for an action or a look."""
-    return asks_how_to(text) or asks_in_general(text)
-
-
-def asks_for_a_change(text: str) -> bool:
-    """True when `text` asks the assistant to change something (and neither forbids changes
-    nor asks how to)."""
-    head = text[:CHANGE_REACH]
-    return CHANGE.search(head) is not None and not forbids_changes(text) and not asks_how_to(head)
-
-
-# "and the tests?", "ok, what about utils", "how about the other one", "same for the log": a
-# message that opens by carrying on from the one before, after a word of thanks or assent.
-FOLLOWS_ON = re.compile(
-    r"^\W*(?:(?:ok+(?:ay)?|cool|nice|great|thanks|thx|right|so|alright)\W+){0,2}"
-    r"(?:and|also|(?:what|how)\s+about|what\s+of|same\s+(?:for|with)|now)\b",
-    re.IGNORECASE,
-)
-FOLLOWS_ON_REACH = 40
-
-
-# "go through the logs", "check our tests", "read the logs", "anything odd in the logs?":
-# what the user asks to be looked into, by its name. Not when the word is said as a folder
-# ("the logs folder", "logs/"): then the folder itself is asked about.
-LOOKS_INTO = re.compile(
-    r"\b(?:look(?:ing)?\s+(?:at|into|through|over|in)|check(?:ing)?(?:\s+out)?|read(?:ing)?|"
-    r"open(?:ing)?|go(?:ing)?\s+(?:through|over)|scan(?:ning)?|dig(?:ging)?\s+(?:into|through)|"
-    r"in)\s+(?:(?:the|our|my|those|these|all|of)\s+){0,2}"
-    r"([\w-]+)(?![\w-])(?!\s*(?:/|folders?\b|dir\b|directory\b|directories\b))",
-    re.IGNORECASE,
-)
-LOOKS_REACH = 400
-
-
-def looked_into(text: str) -> set[str]:
-    """The words `text` (its first `LOOKS_REACH` characters) asks to have looked into ("check
-    the logs" → "logs"), lower case."""
-    return {word.lower() for word in LOOKS_INTO.findall(text[:LOOKS_REACH])}
-
-
-def follows_on(text: str) -> bool:
-    """True when `text` opens by carrying on from the message before it ("and …", "what
-    about …")."""
-    return FOLLOWS_ON.search(text[:FOLLOWS_ON_REACH]) is not None
-
-
 def looked_last_turn(rows: Sequence[Row]) -> bool:
     """Whether the turn before the user's last message called a tool (`turn_calls` of the
     rows before that message, when a user's message starts them)."""
@@ -335,12 +147,6 @@ def allowed_tools(names: Sequence[str], dangerous: Collection[str], text: str) -
     if not takes_acting_out(text):
         return list(names)
     return [name for name in names if name not in dangerous]
-
-
-def takes_acting_out(text: str) -> bool:
-    """Whether the user's `text` leaves the dangerous tools out of its turn: it forbids
-    changes, asks how to do something or about things in general, or whether to act."""
-    return forbids_changes(text) or asks_for_knowledge(text) or weighs_acting(text)
 
 
 def round_choice(
@@ -429,18 +235,9 @@ def _small_file(path: object, here: Here) -> str | None:
 # list, a 1.5B model inserted a notebook cell holding it; asked what a function of the code
 # would return, it read cell 1).
 CELL_TOOLS = frozenset({"insert_cell", "edit_cell", "run_cell", "read_cell"})
-NOTEBOOK_WORDS = frozenset({"cell", "cells", "notebook", "notebooks", "jupyter", "kernel"})
-WORDS = re.compile(r"[A-Za-z]+")
-NOTEBOOK_SCAN = 4_000
 # What `run_cell` takes: a cell's id or its position. Anything else is code (a 1.5B model sent
 # an expression as the cell to run); it runs as `run_code`, the tool for code.
 CELL_REFERENCE = re.compile(r"[\w-]{1,64}")
-
-
-def speaks_of_the_notebook(text: str) -> bool:
-    """True when `text` (its first `NOTEBOOK_SCAN` characters) says cell, notebook, Jupyter or
-    kernel."""
-    return any(word.lower() in NOTEBOOK_WORDS for word in WORDS.findall(text[:NOTEBOOK_SCAN]))
 
 
 # A distribution's name as pip spells it: nothing a shell would read as more than a word.
