@@ -8,7 +8,8 @@ A turn is scored from what the user would see and what the tools returned:
   hold the expected values (`path`: the workspace entry it names, see `names_entry`; a string
   argument: a substring of it; any other value, such as `read_cell`'s `number`: its text equals
   the expected one), or reads the file whose code defines the name the case would search for,
-  which is where that search leads (`Outcome.reads_definition`; the table counts these apart);
+  which is where that search leads (`Outcome.reads_definition`; the table counts apart the
+  calls right by that alone, where the case lists no `read_file`);
 - key facts: any of the case's facts in the final answer (the last assistant text of the turn);
 - ungrounded claims (`ungrounded_claims`): the final answer states something only the workspace
   or the notebook could tell, with nothing behind it in the session's tool results, in the
@@ -207,6 +208,11 @@ class Outcome:
         entry = next((e for e in FILES if names_entry(path, e, workspace)), None)
         return entry is not None and defines(FILES[entry], wanted)
 
+    def right_by_definition(self, registry: ToolRegistry, workspace: Path) -> bool:
+        """Whether the first call is right only as a read of the file defining the name
+        searched for (`reads_definition`): the case lists no `read_file` of its own."""
+        return "read_file" not in self.case.calls and self.reads_definition(registry, workspace)
+
     def _first_call(self, registry: ToolRegistry) -> tuple[str, dict[str, Any] | None]:
         """The first call's tool and arguments; None for arguments that do not parse or that
         its schema refuses, a tool that is not there, or no call at all."""
@@ -373,8 +379,8 @@ def split_figures(
         ),
         share_figure("correct first tool call", right, len(tool_cases), goal=GOALS["call"]),
         Figure(
-            "of which reading the file that defines the name searched for",
-            str(sum(o.reads_definition(registry, workspace) for o in tool_cases)),
+            "of which right only as a read of the file defining the name searched for",
+            str(sum(o.right_by_definition(registry, workspace) for o in tool_cases)),
         ),
         *fact_figures(plain_cases, tool_cases),
         *count_figures(outcomes, workspace),

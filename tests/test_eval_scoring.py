@@ -251,6 +251,20 @@ def test_reading_the_file_that_defines_the_searched_name_is_a_right_first_call(
     unlooked = scoring.Outcome(cases.tool("where's slugify defined", {"search_files": {}}))
     assert not unlooked.is_right_call(registry, Path("/work/space"))
     assert not unlooked.reads_definition(registry, Path("/work/space"))  # no call at all
+    # Counted apart only where the rule alone makes it right: not where the case lists the read.
+    both = cases.tool(
+        "where's slugify defined",
+        {"search_files": {"pattern": "slugify"}, "read_file": {"path": "src/utils.py"}},
+    )
+    read = scoring.Outcome(both, calls=[("read_file", json.dumps({"path": "src/utils.py"}))])
+    assert read.is_right_call(registry, Path("/work/space"))
+    assert read.reads_definition(registry, Path("/work/space"))
+    assert not read.right_by_definition(registry, Path("/work/space"))
+    alone = scoring.Outcome(
+        cases.tool("where's slugify defined", {"search_files": {"pattern": "slugify"}}),
+        calls=[("read_file", json.dumps({"path": "src/utils.py"}))],
+    )
+    assert alone.right_by_definition(registry, Path("/work/space"))
     assert scoring.defines("async def fetch(url):\n", "fetch")
     assert not scoring.defines("x = slugify(y)\n# def slugify\n", "slugify")
 
