@@ -1,12 +1,21 @@
 """`nbchat.conversation.grounding`: an answer after a tool round that holds none of the
 results' own words (beyond what the user and the call said) names nothing shown; one that
-quotes a value, a name or a word of a line does; a text is read only up to `SCANNED`."""
+quotes a value, a name or a word of a line does; a text is read only up to `SCANNED`. The files
+an answer names that nothing earlier holds and that are not here are invented."""
 
 from __future__ import annotations
 
 import pytest
 
-from nbchat.conversation.grounding import SCANNED, names_nothing_shown, words_of
+from nbchat.conversation.grounding import (
+    NAMES_JUDGED,
+    PATH_CHARS,
+    SCANNED,
+    file_names,
+    invented_files,
+    names_nothing_shown,
+    words_of,
+)
 
 SCRIPT = "#!/bin/sh\n# remove build output\nrm -rf build/ dist/ *.egg-info\n"
 CONFIG = "server:\n  port: 8042\n  debug: false\n"
@@ -51,3 +60,28 @@ def test_a_text_is_read_only_up_to_its_bound() -> None:
     huge = "a " * SCANNED + "zebra"
     assert "zebra" not in words_of(huge)
     assert words_of("Port 8042, v2 of 3 files") == {"port", "8042", "v2", "3"}
+
+
+def test_the_files_an_answer_names() -> None:
+    text = (
+        'The file "sales.csv" holds it; see `src/app.py`, ./logs/server.log, README.md. '
+        "Not np.log(x), https://example.org/data.csv, Python 3.10, df.to_csv or Node.js; "
+        "sales.csv again."
+    )
+    assert file_names(text) == ["sales.csv", "src/app.py", "./logs/server.log", "README.md"]
+    assert file_names("x" * (PATH_CHARS + 1) + ".csv") == []  # no path anyone wrote
+    assert file_names("a " * SCANNED + "late.csv") == []
+
+
+def test_a_file_is_invented_when_nothing_earlier_holds_it_and_it_is_not_here() -> None:
+    def here(name: str) -> bool:
+        return name in {"notes.txt", "src/app.py"}
+
+    answer = "From notes.txt and src/app.py, per sales.csv and Plan.MD."
+    assert invented_files(answer, [], here) == ["sales.csv", "Plan.MD"]
+    # Named earlier (any case) by the user, a call or a result: not made up.
+    assert invented_files(answer, ["what's in plan.md?", '{"path": "sales.csv"}'], here) == []
+    assert invented_files("Nothing named.", [], here) == []
+    # An answer listing many names is judged on its first `NAMES_JUDGED`.
+    many = " ".join(f"f{number}.csv" for number in range(NAMES_JUDGED + 10))
+    assert len(invented_files(many, [], here)) == NAMES_JUDGED

@@ -29,6 +29,7 @@ from nbchat.conversation.reply import (
     AFTER_FAILURES,
     AFTER_RESULTS,
     ASKED_AGAIN,
+    INVENTED,
     plan_request,
     request_system_prompt,
     request_tools,
@@ -182,6 +183,45 @@ def test_an_answer_naming_nothing_the_result_shows_is_asked_again_once(
     ]
     answered = [e.row for e in events if isinstance(e, RowSaved) and e.row.role == "assistant"]
     assert answered == [Row("assistant", kept)]  # the withdrawn answer is not stored
+
+
+@pytest.mark.parametrize(
+    ("answer", "invented"),
+    [
+        # A file nobody named and that is not here: withdrawn, asked again saying which.
+        ("Thursday, as planning.md shows.", "planning.md"),
+        ("The meeting is on Thursday; see `./minutes/2024.txt`.", "./minutes/2024.txt"),
+        # The file read, a file that is here (in a folder), one the user named: kept.
+        ("notes.txt says Thursday.", None),
+        ("Thursday; src/agenda.md has the agenda.", None),
+        ("Thursday, and agenda.md lists the items.", None),
+        ("Thursday, not in meeting.ics but in notes.txt.", None),
+        # Words that only look like files: a call, a URL, a version.
+        ("Thursday; pandas 2.1 can read it with np.load( or https://x.org/a.csv", None),
+    ],
+)
+def test_an_answer_naming_a_file_that_is_not_here_is_asked_again_once(
+    make_settings: Any, store: Store, answer: str, invented: str | None
+) -> None:
+    # After running code on a notebook DataFrame, a 1.5B model answered 'The file "sales.csv"
+    # contains the data': there was no such file, and nothing had named one. (A file's own
+    # name, without its folder, is found in the workspace's overview.)
+    settings = small(make_settings, max_tool_turns=2, workspace_overview=True)
+    (settings.workspace / "notes.txt").write_text("Meeting on Thursday.\n")
+    (settings.workspace / "src").mkdir()
+    (settings.workspace / "src" / "agenda.md").write_text("- budget\n")
+    with FakeServer() as server:
+        server.enqueue(LOOK, ARGS, Reply(text=answer), Reply(text="It is on Thursday."))
+        message = "when's the meeting, per my notes? not in meeting.ics I think"
+        events = run(conversation_on(server, store, settings), message)
+        requests = server.chat_requests()
+    withdrawn = [event for event in events if isinstance(event, TextWithdrawn)]
+    assert len(requests) == 1 + (invented is not None)
+    assert len(withdrawn) == (invented is not None)
+    if invented is not None:
+        note = requests[1]["messages"][-1]["content"]
+        assert note.split("\n")[1] == ASKED_AGAIN.split("\n")[1] + INVENTED.format(names=invented)
+        assert invented in withdrawn[0].reason
 
 
 def test_after_a_refused_call_the_answer_is_told_to_say_so_not_what_was_asked(

@@ -14,6 +14,12 @@ of the words any sentence about files uses (`COMMON`). Long results hold many wo
 check only ever fires on an answer that names nothing at all; it cannot tell a misread value
 from a right one.
 
+A second check names what an answer invents: a file (`name.ext` with an extension files have,
+or a path) that no earlier text of the session holds (the user's messages, the calls, the tool
+results, a summary) and that is not here (`invented_files`). After running
+`sales['units'].max()` on a notebook DataFrame, a 1.5B model answered "The file "sales.csv"
+contains the data": no such file, and nobody had named one. That answer is asked again too.
+
 Linear in the texts (one pass of a pattern without backtracking over each, bounded by
 `SCANNED`), whatever the model or the workspace wrote.
 Must not import the loop, widgets, or SQL.
@@ -21,10 +27,11 @@ Must not import the loop, widgets, or SQL.
 
 from __future__ import annotations
 
+import os
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
-__all__ = ["COMMON", "SCANNED", "names_nothing_shown", "words_of"]
+__all__ = ["COMMON", "SCANNED", "file_names", "invented_files", "names_nothing_shown", "words_of"]
 
 WORD = re.compile(r"[^\W_]+")  # letters and digits; `_`, `.`, `/` and spaces split words
 # A thousands separator inside a number: "291,000" is the "291000" a CSV holds.
@@ -63,3 +70,52 @@ def names_nothing_shown(answer: str, results: Iterable[str], said: Iterable[str]
     already = set().union(*(words_of(text) for text in said))
     shown = set().union(*(words_of(text) for text in results)) - already
     return bool(shown) and not (answered & shown)
+
+
+# A run of characters that could be a file's name in prose: anything but spaces, quotes,
+# brackets and the separators around a name in a sentence. One negated class: no backtracking.
+TOKEN = re.compile(r"[^\s`'\"()<>\[\]{},;*|]+")
+# Extensions that name a file in prose; not "js" ("Node.js") nor ones that are words.
+_FILE_EXTENSIONS = """
+py ipynb csv tsv json jsonl yaml yml toml ini cfg conf txt md rst log sh bash zsh sql db sqlite
+xml html css parquet xlsx xls pkl pickle h5 npy npz lock pdf png jpg jpeg gif svg zip gz tar whl
+c h cpp rs go java rb env
+"""
+FILE_EXTENSIONS = frozenset(_FILE_EXTENSIONS.split())
+NAMES_JUDGED = 50  # file names of one answer checked: an answer listing more is not made up
+PATH_CHARS = 1_024  # a longer run of characters is no path anyone wrote
+
+
+def file_names(text: str) -> list[str]:
+    """The names of files in `text` (its first `SCANNED` characters), each once: `name.ext`
+    with an extension of `FILE_EXTENSIONS`, or a path ending in one. A URL, a call
+    (`np.log(`), a number (`3.10`) is none."""
+    found: dict[str, None] = {}
+    text = text[:SCANNED]
+    for match in TOKEN.finditer(text):
+        if text[match.end() : match.end() + 1] == "(":
+            continue
+        token = match.group().rstrip(".:!?")
+        if len(token) > PATH_CHARS or "://" in token or token.startswith("//"):
+            continue
+        stem, extension = os.path.splitext(token.rsplit("/", 1)[-1])
+        if stem.strip(".") and extension[1:].lower() in FILE_EXTENSIONS:
+            found[token] = None
+    return list(found)
+
+
+def invented_files(
+    answer: str, earlier: Iterable[str], is_here: Callable[[str], bool]
+) -> list[str]:
+    """The files `answer` names that none of the `earlier` texts (the session's messages,
+    calls and results) holds and that `is_here` does not find: names nothing behind it."""
+    names = file_names(answer)[:NAMES_JUDGED]
+    if not names:
+        return []
+    unseen = {name: name.lower().removeprefix("./") for name in names}
+    for text in earlier:
+        lowered = text[:SCANNED].lower()
+        unseen = {name: key for name, key in unseen.items() if key not in lowered}
+        if not unseen:
+            return []
+    return [name for name in unseen if not is_here(name)]

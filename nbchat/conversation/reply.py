@@ -22,14 +22,14 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Generator, Mapping, Sequence
+from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from nbchat.compaction.cacheform import RequestShape
 from nbchat.compaction.prune import is_placeholder
 from nbchat.conversation.events import Event, Notice, RequestStarted, UsageReported
-from nbchat.conversation.grounding import names_nothing_shown
+from nbchat.conversation.grounding import invented_files, names_nothing_shown
 from nbchat.conversation.routing import after_tool, choose_first_step
 from nbchat.conversation.turn import (
     Round,
@@ -47,13 +47,10 @@ from nbchat.llm.client import stream_chat
 from nbchat.llm.reader import ReasoningDelta, TextDelta, TextWithdrawn
 from nbchat.store.store import Store
 from nbchat.tools.arithmetic import work_out
-from nbchat.tools.choice import (
-    NO_TOOL,
-)
+from nbchat.tools.choice import NO_TOOL
 from nbchat.tools.executor import is_failed_result
-from nbchat.tools.offer import (
-    brief,
-)
+from nbchat.tools.fileaccess import exists_inside
+from nbchat.tools.offer import brief
 
 __all__ = [
     "AFTER_FAILURES",
@@ -133,14 +130,16 @@ AFTER_RESULTS = (
     "those results show, quoted where they asked to see something, not a bare yes or no. Do "
     "not describe the tool call or restate the question."
 )
-# Sent instead, once, when the answer to that note named nothing the results show
-# (`nbchat.conversation.grounding`): the answer is withdrawn and asked again.
+# Sent instead, once, when the answer to that note named nothing the results show, or named a
+# file that nothing holds and that is not here (`nbchat.conversation.grounding`): the answer is
+# withdrawn and asked again; for a made-up file, saying which (`INVENTED`).
 ASKED_AGAIN = (
     "The user asked: {asked}\n"
     "Answer them from the results of the tools called since they asked. Quote from those "
     "results the lines, names or values that answer the question, or, if none do, say what "
     "the results show instead. Do not describe the tool call or restate the question."
 )
+INVENTED = " There is no file {names} here and no result names one: do not name it."
 # When every call of the round was refused or failed there is nothing to answer from, and the
 # question is not repeated: told it, the same model answered a refused `python --version` with
 # "Python 3.8", and a refused `pip show pandas` with a version, even when told not to guess.
@@ -158,9 +157,10 @@ def request_reply(
 ) -> Generator[Event, None, StreamedReply]:
     """One streamed request; after an overflow, one forced compaction and one retry; after a
     tool result, an empty reply asked once more, for words (`tool_choice="none"`), and a small
-    model's answer that names nothing the results show withdrawn and asked once more."""
+    model's answer that names nothing the results show, or a file that is not here, withdrawn
+    and asked once more (`Reask`)."""
     choice = state.tool_choice
-    asked_again = False
+    asked_again: Reask | None = None
     while True:
         yield from warn_over_budget(parts)
         yield RequestStarted(state.number, 2 if state.overflow_retried else 1)
@@ -169,9 +169,9 @@ def request_reply(
             if reply.is_empty and not reply.stopped and after_tool(parts) and choice != NO_TOOL:
                 choice = NO_TOOL  # models answered nothing after a read (issue 19): ask again
                 continue
-            if not asked_again and _answered_past_results(parts, reply):
-                asked_again, choice = True, NO_TOOL
-                yield TextWithdrawn("the answer named nothing the tool results show")
+            if asked_again is None and (asked_again := _reask(parts, reply)) is not None:
+                choice = NO_TOOL
+                yield TextWithdrawn(asked_again.why)
                 continue
             break
         except ContextOverflowError as exc:
@@ -222,9 +222,19 @@ def _offered(parts: TurnParts) -> list[dict[str, Any]]:
     return offerable(parts.tools.schemas(), parts.history.rows)
 
 
-def plan_request(parts: TurnParts, *, asked_again: bool = False) -> RequestPlan:
+@dataclass(frozen=True)
+class Reask:
+    """Why a small model's answer after a tool round is withdrawn and asked again: `why`, for
+    the user; `invented`, the files it named that are nowhere (none when it named nothing the
+    results show)."""
+
+    why: str
+    invented: tuple[str, ...] = ()
+
+
+def plan_request(parts: TurnParts, *, asked_again: Reask | None = None) -> RequestPlan:
     """The next request's tools, system prompt and messages; `asked_again`: an answer after a
-    tool round that named nothing the results show is asked again (a small model's notes)."""
+    tool round is asked again, and why (a small model's notes)."""
     schemas = _offered(parts)
     in_prompt = takes_notes(parts)
     system_prompt = system_prompt_for(parts, schemas)
@@ -235,11 +245,11 @@ def plan_request(parts: TurnParts, *, asked_again: bool = False) -> RequestPlan:
 
 
 def _with_notes(
-    messages: list[dict[str, Any]], rows: Sequence[Row], *, asked_again: bool = False
+    messages: list[dict[str, Any]], rows: Sequence[Row], *, asked_again: Reask | None = None
 ) -> list[dict[str, Any]]:
     """What a small model is told besides the conversation, never stored: after a tool round,
-    to answer the user's words from the results (`asked_again`: to quote them), or, when every
-    call failed, to say so (last);
+    to answer the user's words from the results (`asked_again`: to quote them, and which files
+    are not here), or, when every call failed, to say so (last);
     before it answers a message, the arithmetic in it, worked out by code
     (`nbchat.tools.arithmetic`), just before that message (a note after it made a 1.5B model
     echo the question)."""
@@ -251,6 +261,8 @@ def _with_notes(
         told = (ASKED_AGAIN if asked_again else AFTER_RESULTS).format(
             asked=brief(asked, ASKED_CHARS)
         )
+        if asked_again is not None and asked_again.invented:
+            told += INVENTED.format(names=" or ".join(asked_again.invented))
         return [*messages, {"role": "system", "content": told}]
     if rows and rows[-1].role == "user" and (worked := work_out(rows[-1].content)):
         note = {"role": "system", "content": WORKED_OUT + "; ".join(worked) + "."}
@@ -258,21 +270,48 @@ def _with_notes(
     return messages
 
 
-def _answered_past_results(parts: TurnParts, reply: StreamedReply) -> bool:
-    """Whether `reply`, a small model's words after a tool round that did not all fail, names
-    nothing its results show (`nbchat.conversation.grounding`), so it is asked again."""
+def _reask(parts: TurnParts, reply: StreamedReply) -> Reask | None:
+    """Why `reply`, a small model's words after a tool round that did not all fail, is asked
+    again, if it is (`nbchat.conversation.grounding`): it names nothing its results show, or a
+    file that no earlier text of the session holds and that is not here."""
     rows = parts.history.rows
     if reply.calls or reply.stopped or reply.finish == "length" or not after_tool(parts):
-        return False
+        return None
     if not takes_notes(parts):
-        return False  # a model that gets no notes is not asked again with one
+        return None  # a model that gets no notes is not asked again with one
     results = _last_results(rows)
     if all(is_failed_result(row.content) for row in results):
-        return False
+        return None
     start = len(rows) - len(results)
     calls = rows[start - 1].tool_args if start > 0 else ""
     said = (last_user_text(rows), calls or "")
-    return names_nothing_shown(reply.text, (row.content for row in results), said)
+    if names_nothing_shown(reply.text, (row.content for row in results), said):
+        return Reask("the answer named nothing the tool results show")
+    invented = invented_files(reply.text, _earlier_texts(rows), lambda name: _is_here(parts, name))
+    if invented:
+        return Reask(f"the answer named {', '.join(invented)}, which is not here", tuple(invented))
+    return None
+
+
+def _earlier_texts(rows: Sequence[Row]) -> Iterator[str]:
+    """What a name in an answer may come from: every row's text but the assistant's own
+    answers (the user's messages, tool results, summaries), and every call's arguments."""
+    for row in rows:
+        if row.role not in ("assistant", "assistant_full"):
+            yield row.content
+        if row.tool_args:
+            yield row.tool_args
+
+
+def _is_here(parts: TurnParts, name: str) -> bool:
+    """Whether the file `name` is here: a listed path or a listed file's own name, or an
+    entry the file tools reach inside the workspace."""
+    workspace = parts.settings.workspace
+    relative = name.removeprefix("./")
+    paths = parts.overview.paths()
+    if relative in paths or any(path.rsplit("/", 1)[-1] == relative for path in paths):
+        return True
+    return exists_inside(workspace, relative)
 
 
 def _last_results(rows: Sequence[Row]) -> list[Row]:
@@ -307,7 +346,11 @@ def system_prompt_for(parts: TurnParts, schemas: Sequence[Mapping[str, Any]]) ->
 
 
 def stream_reply(
-    parts: TurnParts, stop: threading.Event, tool_choice: str | None, *, asked_again: bool = False
+    parts: TurnParts,
+    stop: threading.Event,
+    tool_choice: str | None,
+    *,
+    asked_again: Reask | None = None,
 ) -> Generator[Event, None, StreamedReply]:
     """Stream one reply; a failure keeps what arrived (as complete rows), then raises.
 

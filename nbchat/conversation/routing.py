@@ -45,7 +45,7 @@ from nbchat.tools.choice import (
     step_choice,
     turn_calls,
 )
-from nbchat.tools.fileaccess import open_folder, open_regular
+from nbchat.tools.fileaccess import exists_inside, open_regular
 from nbchat.tools.filewords import describe_found
 from nbchat.tools.offer import (
     MESSAGE_SCAN,
@@ -185,24 +185,8 @@ def _here(parts: TurnParts, sights: Sequence[Sight]) -> Here:
         installed=_installed,
         python=sys.executable,
         small=lambda path: _is_small(workspace, path),
-        exists=lambda path: _exists(workspace, path),
+        exists=lambda path: exists_inside(workspace, path),
     )
-
-
-def _exists(workspace: Path, path: str) -> bool:
-    """Whether `path` names a folder or a regular file the file tools can reach inside
-    `workspace` (opened as they open it: a link out of the workspace names nothing)."""
-    try:
-        with open_folder(workspace, path):
-            return True
-    except (OSError, NbchatError, ValueError):  # not a folder; or a NUL in the path
-        pass
-    try:
-        fd, _status = open_regular(workspace, path)
-    except (OSError, NbchatError, ValueError):
-        return False
-    os.close(fd)
-    return True
 
 
 # A file this small is read whole rather than searched inside: it fits any tool output limit.

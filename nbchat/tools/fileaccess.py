@@ -31,6 +31,7 @@ from nbchat.errors import ToolError
 __all__ = [
     "MAX_LINK_HOPS",
     "OpenedFile",
+    "exists_inside",
     "open_entry",
     "open_folder",
     "open_regular",
@@ -116,6 +117,22 @@ def open_regular(
         os.close(fd)
         raise
     return fd, status
+
+
+def exists_inside(workspace: Path, path: str) -> bool:
+    """Whether `path` names a folder or a regular file the file tools can reach inside
+    `workspace` (opened as they open it: a link out of the workspace names nothing)."""
+    try:
+        with open_folder(workspace, path):
+            return True
+    except (OSError, ToolError, ValueError):  # not a folder; or a NUL in the path
+        pass
+    try:
+        fd, _status = open_regular(workspace, path)
+    except (OSError, ToolError, ValueError):
+        return False
+    os.close(fd)
+    return True
 
 
 def open_entry(folder_fd: int, name: str) -> OpenedFile | None:
