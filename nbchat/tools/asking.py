@@ -33,7 +33,7 @@ __all__ = [
     "weighs_acting",
 ]
 
-# "don't run", "do NOT delete anything", "never touch", "without changing", "no need to run".
+# "don't run", "do NOT delete it", "never touch", "without changing", "no need to start it".
 NEGATION = r"(?:\bdo\s+not|\bdon['’]?t|\bnever|\bwithout|\bno\s+need\s+to)"
 # Verb stems, so "changing", "deleting", "written" count too.
 ACTION = (
