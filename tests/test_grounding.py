@@ -29,6 +29,13 @@ CONFIG = "server:\n  port: 8042\n  debug: false\n"
         # Past the result: none of its words.
         ("The script is dangerous to run.", SCRIPT, "is the shell script dangerous", True),
         ("Debug is on.", CONFIG, "is debug on in the config", True),
+        # Only a word any sentence about a workspace uses ("project"): nothing shown.
+        (
+            "The README has instructions on how to install the project.",
+            "# Demo project\nA tiny project for the evaluation.\n",
+            "does the readme say how to install it",
+            True,
+        ),
         # From it: a value, a word of a line.
         ("It deletes build/ and dist/.", SCRIPT, "is the shell script dangerous", False),
         ("The port is 8042.", CONFIG, "which port", False),

@@ -61,6 +61,7 @@ who whom when where why how will would could should may might must also just onl
 one file files line lines folder folders name names text content contents tool tools
 result results found show shows shown says said call called read list listed search
 match matches matching none empty here user asked question answer
+project projects workspace repo repository directory code
 """
 COMMON = frozenset(_COMMON_WORDS.split())
 
