@@ -8,11 +8,9 @@ from __future__ import annotations
 import pytest
 
 from nbchat.conversation.grounding import (
-    ECHO_WORDS,
     NAMES_JUDGED,
     PATH_CHARS,
     SCANNED,
-    echoes_note,
     file_names,
     invented_files,
     names_nothing_shown,
@@ -94,29 +92,3 @@ def test_a_file_is_invented_when_nothing_earlier_holds_it_and_it_is_not_here() -
     # An answer listing many names is judged on its first `NAMES_JUDGED`.
     many = " ".join(f"f{number}.csv" for number in range(NAMES_JUDGED + 10))
     assert len(invented_files(many, [], here)) == NAMES_JUDGED
-
-
-NOTE = "Answer from the results of the tools called: name the files, items or lines they show."
-
-
-@pytest.mark.parametrize(
-    ("answer", "echoes"),
-    [
-        ("The user asked: what's in notes. The tool call was: read_file.", True),
-        ("  the USER asked -- which port", True),
-        ("The files, items or lines they show are: port 8042.", True),
-        # Its own words, though some are the note's: not an echo.
-        ("From the results of the search, the port is 8042.", False),
-        ("The port is 8042; the user asked for it earlier.", False),
-        ("", False),
-    ],
-)
-def test_an_answer_that_repeats_its_note(answer: str, echoes: bool) -> None:
-    assert echoes_note(answer, "The user asked: ", NOTE) is echoes
-
-
-def test_an_echo_is_a_run_of_the_notes_words() -> None:
-    words = NOTE.rstrip(".").replace(":", "").split()
-    assert echoes_note(" ".join(words[:ECHO_WORDS]), "The user asked: ", NOTE)
-    assert not echoes_note(" ".join(words[: ECHO_WORDS - 1]), "The user asked: ", NOTE)
-    assert not echoes_note("a " * SCANNED + " ".join(words), "The user asked: ", NOTE)

@@ -14,13 +14,7 @@ of the words any sentence about files uses (`COMMON`). Long results hold many wo
 check only ever fires on an answer that names nothing at all; it cannot tell a misread value
 from a right one.
 
-An answer can also repeat the note it was given instead of answering: "The user asked: … The
-tool call was: … The results show …", or "The files, items, values or lines that the results
-show are …" (3 of 100 answers after a tool on the dev split's tool cases, one of them running to
-the reply's token limit). `echoes_note` finds one that opens as the note does or holds
-`ECHO_WORDS` words in a row of its instruction; it is asked again too.
-
-A third check names what an answer invents: a file (`name.ext` with an extension files have,
+A second check names what an answer invents: a file (`name.ext` with an extension files have,
 or a path) that no earlier text of the session holds (the user's messages, the calls, the tool
 results, a summary) and that is not here (`invented_files`). After running
 `sales['units'].max()` on a notebook DataFrame, a 1.5B model answered "The file "sales.csv"
@@ -37,16 +31,7 @@ import os
 import re
 from collections.abc import Callable, Iterable
 
-__all__ = [
-    "COMMON",
-    "ECHO_WORDS",
-    "SCANNED",
-    "echoes_note",
-    "file_names",
-    "invented_files",
-    "names_nothing_shown",
-    "words_of",
-]
+__all__ = ["COMMON", "SCANNED", "file_names", "invented_files", "names_nothing_shown", "words_of"]
 
 WORD = re.compile(r"[^\W_]+")  # letters and digits; `_`, `.`, `/` and spaces split words
 # A thousands separator inside a number: "291,000" is the "291000" a CSV holds.
@@ -135,19 +120,3 @@ def invented_files(
         if not unseen:
             return []
     return [name for name in unseen if not is_here(name)]
-
-
-ECHO_WORDS = 6  # words of the note's instruction in a row that no answer of its own repeats
-PLAIN_WORD = re.compile(r"[a-z0-9]+")
-
-
-def echoes_note(answer: str, opening: str, instruction: str) -> bool:
-    """Whether `answer` (its first `SCANNED` characters) repeats the note it was given: opens
-    with the note's `opening` ("The user asked"), or holds `ECHO_WORDS` words in a row of its
-    `instruction` (case, punctuation and spacing aside)."""
-    words = PLAIN_WORD.findall(answer[:SCANNED].lower())
-    if words[: len(opened := PLAIN_WORD.findall(opening.lower()))] == opened and opened:
-        return True
-    told = PLAIN_WORD.findall(instruction.lower())
-    runs = {tuple(told[i : i + ECHO_WORDS]) for i in range(len(told) - ECHO_WORDS + 1)}
-    return any(tuple(words[i : i + ECHO_WORDS]) in runs for i in range(len(words) - ECHO_WORDS + 1))

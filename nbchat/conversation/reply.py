@@ -29,7 +29,7 @@ from typing import Any, Protocol
 from nbchat.compaction.cacheform import RequestShape
 from nbchat.compaction.prune import is_placeholder
 from nbchat.conversation.events import Event, Notice, RequestStarted, UsageReported
-from nbchat.conversation.grounding import echoes_note, invented_files, names_nothing_shown
+from nbchat.conversation.grounding import invented_files, names_nothing_shown
 from nbchat.conversation.routing import after_tool, choose_first_step
 from nbchat.conversation.turn import (
     Round,
@@ -123,9 +123,8 @@ WORKED_OUT = "Worked out by code, exactly: "
 # It still begins a few answers with "The user asked: …" and the result (2 of 86 answers after
 # a tool on the dev split's fresh cases); quoting the message inside the instruction instead
 # lost more answers' facts than that ("The cleanup script is safe to run.").
-ASKED_OPENING = "The user asked: "
 AFTER_RESULTS = (
-    ASKED_OPENING + "{asked}\n"
+    "The user asked: {asked}\n"
     "Answer them now, speaking to them, from the results of the tools called since they asked "
     "(earlier results answered earlier questions): name the files, items, values or lines "
     "those results show, quoted where they asked to see something, not a bare yes or no. Do "
@@ -135,7 +134,7 @@ AFTER_RESULTS = (
 # file that nothing holds and that is not here (`nbchat.conversation.grounding`): the answer is
 # withdrawn and asked again; for a made-up file, saying which (`INVENTED`).
 ASKED_AGAIN = (
-    ASKED_OPENING + "{asked}\n"
+    "The user asked: {asked}\n"
     "Answer them from the results of the tools called since they asked. Quote from those "
     "results the lines, names or values that answer the question, or, if none do, say what "
     "the results show instead. Do not describe the tool call or restate the question."
@@ -273,9 +272,8 @@ def _with_notes(
 
 def _reask(parts: TurnParts, reply: StreamedReply) -> Reask | None:
     """Why `reply`, a small model's words after a tool round that did not all fail, is asked
-    again, if it is (`nbchat.conversation.grounding`): it repeats the note it was given, names
-    nothing its results show, or names a file that no earlier text of the session holds and
-    that is not here."""
+    again, if it is (`nbchat.conversation.grounding`): it names nothing its results show, or a
+    file that no earlier text of the session holds and that is not here."""
     rows = parts.history.rows
     if reply.calls or reply.stopped or reply.finish == "length" or not after_tool(parts):
         return None
@@ -287,8 +285,6 @@ def _reask(parts: TurnParts, reply: StreamedReply) -> Reask | None:
     start = len(rows) - len(results)
     calls = rows[start - 1].tool_args if start > 0 else ""
     said = (last_user_text(rows), calls or "")
-    if echoes_note(reply.text, ASKED_OPENING, AFTER_RESULTS.split("\n", 1)[1]):
-        return Reask("the answer repeated its instructions")
     if names_nothing_shown(reply.text, (row.content for row in results), said):
         return Reask("the answer named nothing the tool results show")
     invented = invented_files(reply.text, _earlier_texts(rows), lambda name: _is_here(parts, name))
