@@ -224,6 +224,28 @@ def test_an_answer_naming_a_file_that_is_not_here_is_asked_again_once(
         assert invented in withdrawn[0].reason
 
 
+@pytest.mark.parametrize(
+    ("answer", "asked"),
+    [
+        # Cut at max_tokens after naming a made-up file (a 1.5B model then listed made-up
+        # values to the limit): asked again.
+        ("The file sales.csv holds 10, 20, 30, 40, 50", 2),
+        # Cut before it named anything: it may not have got to the results; kept.
+        ("Let me look through everything that was", 1),
+    ],
+)
+def test_an_answer_cut_at_the_token_limit_is_asked_again_only_for_a_made_up_file(
+    make_settings: Any, store: Store, answer: str, asked: int
+) -> None:
+    settings = small(make_settings, max_tool_turns=2)
+    (settings.workspace / "notes.txt").write_text("Meeting on Thursday.\n")
+    cut = Reply(text=answer, finish_reason="length")
+    with FakeServer() as server:
+        server.enqueue(LOOK, ARGS, cut, Reply(text="It is on Thursday."))
+        run(conversation_on(server, store, settings), "when's the meeting, per my notes")
+        assert len(server.chat_requests()) == asked
+
+
 def test_after_a_refused_call_the_answer_is_told_to_say_so_not_what_was_asked(
     make_settings: Any, store: Store
 ) -> None:

@@ -272,10 +272,12 @@ def _with_notes(
 
 def _reask(parts: TurnParts, reply: StreamedReply) -> Reask | None:
     """Why `reply`, a small model's words after a tool round that did not all fail, is asked
-    again, if it is (`nbchat.conversation.grounding`): it names nothing its results show, or a
-    file that no earlier text of the session holds and that is not here."""
+    again, if it is (`nbchat.conversation.grounding`): it names nothing its results show
+    (judged only on a whole answer: one cut at `max_tokens` may not have got to them), or a
+    file that no earlier text of the session holds and that is not here (a 1.5B model that
+    named one ran on listing made-up values to the limit)."""
     rows = parts.history.rows
-    if reply.calls or reply.stopped or reply.finish == "length" or not after_tool(parts):
+    if reply.calls or reply.stopped or not after_tool(parts):
         return None
     if not takes_notes(parts):
         return None  # a model that gets no notes is not asked again with one
@@ -285,7 +287,8 @@ def _reask(parts: TurnParts, reply: StreamedReply) -> Reask | None:
     start = len(rows) - len(results)
     calls = rows[start - 1].tool_args if start > 0 else ""
     said = (last_user_text(rows), calls or "")
-    if names_nothing_shown(reply.text, (row.content for row in results), said):
+    whole = reply.finish != "length"
+    if whole and names_nothing_shown(reply.text, (row.content for row in results), said):
         return Reask("the answer named nothing the tool results show")
     invented = invented_files(reply.text, _earlier_texts(rows), lambda name: _is_here(parts, name))
     if invented:
