@@ -139,7 +139,7 @@ ASKED_AGAIN = (
     "results the lines, names or values that answer the question, or, if none do, say what "
     "the results show instead. Do not describe the tool call or restate the question."
 )
-INVENTED = " There is no file {names} here and no result names one: do not name it."
+INVENTED = " The results name no file {names}: name only files they or the user name."
 # When every call of the round was refused or failed there is nothing to answer from, and the
 # question is not repeated: told it, the same model answered a refused `python --version` with
 # "Python 3.8", and a refused `pip show pandas` with a version, even when told not to guess.
