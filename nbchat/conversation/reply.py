@@ -292,7 +292,8 @@ def _reask(parts: TurnParts, reply: StreamedReply) -> Reask | None:
         return Reask("the answer named nothing the tool results show")
     invented = invented_files(reply.text, _earlier_texts(rows), lambda name: _is_here(parts, name))
     if invented:
-        return Reask(f"the answer named {', '.join(invented)}, which is not here", tuple(invented))
+        which = "which is" if len(invented) == 1 else "which are"
+        return Reask(f"the answer named {', '.join(invented)}, {which} not here", tuple(invented))
     return None
 
 
