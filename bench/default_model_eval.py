@@ -38,7 +38,8 @@ assertion.
 
 `--keep FILE` writes each case's outcome to FILE as one JSON line as the case ends (after a line
 naming the run), so a run stopped early, or a scorer that fails, loses no turn: `--rescore FILE`
-scores what was kept again, with no model, and writes its table as a run would. SIGTERM stops the
+scores what was kept again, with no model, and writes its table as a run would (`--verbose`: with
+each case's line and the ungrounded claims too). SIGTERM stops the
 run as Ctrl-C does: the model server it started (which outlives its starter by design) is
 stopped and the scratch removed.
 """
@@ -626,8 +627,9 @@ class Keeper:
         self.file.flush()
 
 
-def rescore(path: Path) -> Report:
-    """The report of the outcomes `--keep` wrote to `path`, scored now as a run scores them.
+def rescore(path: Path, *, verbose: bool = False) -> Report:
+    """The report of the outcomes `--keep` wrote to `path`, scored now as a run scores them
+    (`verbose`: with each case's line and each split's ungrounded claims, as a run prints them).
     A last line cut short (a run killed as it wrote) is left out; a case whose prompt is no
     longer the one its split holds at that place stops the scoring (the split changed)."""
     try:
@@ -657,12 +659,15 @@ def rescore(path: Path) -> Report:
     report = Report(head["model"], len(kept), head["start"], head["warm"])
     with temporary_directory("nbchat-eval-") as home, live_notebook(home) as shell:
         registry = eval_registry(shell)
+        workspace = Path(head["workspace"])
         for index, (name, outcomes) in enumerate(by_split.items()):
+            if verbose:
+                for number, outcome in enumerate(outcomes, 1):
+                    line = describe(number, outcome, workspace, registry)
+                    print(line, file=sys.stderr, flush=True)
+                list_ungrounded(name, outcomes, workspace)
             report.splits[name] = split_figures(
-                outcomes,
-                registry=registry,
-                workspace=Path(head["workspace"]),
-                first_split=index == 0,
+                outcomes, registry=registry, workspace=workspace, first_split=index == 0
             )
     return report
 
@@ -696,7 +701,7 @@ def run(argv: Sequence[str] = ()) -> Report:
     args = parse(argv)
     load_start = os.getloadavg()
     if args.rescore is not None:
-        report = rescore(args.rescore)
+        report = rescore(args.rescore, verbose=args.verbose)
     else:
         with stopped_by_sigterm():
             report = evaluate(args)

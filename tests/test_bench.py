@@ -186,7 +186,7 @@ def test_default_model_eval_scores_a_scripted_server(monkeypatch: pytest.MonkeyP
 
 
 def test_default_model_eval_keeps_each_case_and_scores_them_again(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     # A run that fails after its turns (a scorer that raised lost a whole split's run once) or
     # is stopped early keeps every case that ended: `--rescore` gives the same table, no model.
@@ -197,9 +197,11 @@ def test_default_model_eval_keeps_each_case_and_scores_them_again(
         report = module.run([*argv, str(kept)])
     lines = kept.read_text().splitlines()
     assert len(lines) == 3  # the run's line, then one a case
-    again = module.run(["--rescore", str(kept)])
+    again = module.run(["--rescore", str(kept), "--verbose"])
     assert again.splits == report.splits
     assert again.markdown() == report.markdown()
+    listed = capsys.readouterr().err
+    assert "[1] " in listed and "dev: ungrounded claims" in listed
     # A last line cut short as the run was killed is left out; the case before it counts.
     kept.write_text("\n".join([*lines[:2], lines[2][:40]]) + "\n")
     assert "1 / 0" in module.rescore(kept).markdown()  # cases (plain / tool): the plain one
