@@ -39,9 +39,8 @@ assertion.
 `--keep FILE` writes each case's outcome to FILE as one JSON line as the case ends (after a line
 naming the run), so a run stopped early, or a scorer that fails, loses no turn: `--rescore FILE`
 scores what was kept again, with no model, and writes its table as a run would (`--verbose`: with
-each case's line and the ungrounded claims too). SIGTERM stops the
-run as Ctrl-C does: the model server it started (which outlives its starter by design) is
-stopped and the scratch removed.
+each case's line and the ungrounded claims too). SIGTERM stops the run as Ctrl-C does: the model
+server it started (which outlives its starter by design) is stopped and the scratch removed.
 """
 
 from __future__ import annotations
@@ -569,14 +568,14 @@ def evaluate(args: argparse.Namespace) -> Report:
                         runner=runner,
                         keep=keeper.for_split(name),
                     )
-                    report.splits[name] = split_figures(
+                    report.splits[name] = score_split(
+                        name,
                         outcomes,
                         registry=tools,
                         workspace=settings.workspace,
                         first_split=index == 0,
+                        verbose=args.verbose,
                     )
-                    if args.verbose:
-                        list_ungrounded(name, outcomes, settings.workspace)
         finally:
             if server is not None:
                 server.stop()
@@ -661,13 +660,17 @@ def rescore(path: Path, *, verbose: bool = False) -> Report:
         registry = eval_registry(shell)
         workspace = Path(head["workspace"])
         for index, (name, outcomes) in enumerate(by_split.items()):
-            if verbose:
+            if verbose:  # a run prints these as each case ends (`run_split`)
                 for number, outcome in enumerate(outcomes, 1):
                     line = describe(number, outcome, workspace, registry)
                     print(line, file=sys.stderr, flush=True)
-                list_ungrounded(name, outcomes, workspace)
-            report.splits[name] = split_figures(
-                outcomes, registry=registry, workspace=workspace, first_split=index == 0
+            report.splits[name] = score_split(
+                name,
+                outcomes,
+                registry=registry,
+                workspace=workspace,
+                first_split=index == 0,
+                verbose=verbose,
             )
     return report
 
@@ -689,6 +692,22 @@ def stopped_by_sigterm() -> Iterator[None]:
         yield
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+def score_split(
+    name: str,
+    outcomes: Sequence[Outcome],
+    *,
+    registry: ToolRegistry,
+    workspace: Path,
+    first_split: bool,
+    verbose: bool,
+) -> list[Figure]:
+    """One split's figures, as a run and a rescore both give them; `verbose`: its ungrounded
+    claims listed first."""
+    if verbose:
+        list_ungrounded(name, outcomes, workspace)
+    return split_figures(outcomes, registry=registry, workspace=workspace, first_split=first_split)
 
 
 def list_ungrounded(split: str, outcomes: Sequence[Outcome], workspace: Path) -> None:
