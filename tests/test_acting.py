@@ -313,6 +313,44 @@ def test_the_acting_tools_can_be_turned_off(
     assert "describe_variable" in ui.conversation.tools  # reading stays
 
 
+def test_an_interrupt_the_os_hands_to_another_thread_still_stops_wait(
+    ipython: Any, store: Store, make_settings: Any
+) -> None:
+    # The kernel's Interrupt is a process signal; the OS may deliver it to any thread, say the
+    # one streaming the reply. Python then runs the handler on the main thread only once that
+    # wakes: `ui.wait()` must wake while the reply stalls, or the Interrupt waits for the reply.
+    import signal
+
+    class Interrupted(Exception):
+        pass
+
+    def interrupted(_signum: int, _frame: object) -> None:
+        raise Interrupted
+
+    previous = signal.signal(signal.SIGUSR1, interrupted)
+    elsewhere = threading.Thread(
+        target=lambda: signal.pthread_kill(threading.get_ident(), signal.SIGUSR1)
+    )
+    try:
+        with FakeServer(default_reply=Reply(fault="stall")) as stalled, recording_comms():
+            ui = make_chat(stalled, store, make_settings())
+            # Should the signal never be handled, Stop ends the wait (and the test fails).
+            guard = threading.Timer(60, ui.stop)
+            try:
+                ui.send("hi")
+                assert stalled.wait_for_chat_requests(1, timeout=30)
+                threading.Timer(0.2, elsewhere.start).start()
+                guard.start()
+                with pytest.raises(Interrupted):
+                    ui.wait()
+                assert ui.busy  # the reply still stalls: the wait ended for the signal alone
+            finally:
+                guard.cancel()
+                ui.close()
+    finally:
+        signal.signal(signal.SIGUSR1, previous)
+
+
 def test_a_run_names_each_display_by_type_and_size_and_masks_secrets(ipython: Any) -> None:
     png = _png(640, 480)
     ipython.user_ns["png"] = png

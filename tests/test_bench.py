@@ -217,6 +217,31 @@ def test_default_model_eval_keeps_each_case_and_scores_them_again(
         module.rescore(tmp_path / "missing.jsonl")
 
 
+def test_default_model_eval_stopped_by_sigterm_cleans_up(tmp_path: Path) -> None:
+    # Killed mid-turn (here while the server stalls), the eval unwinds as on Ctrl-C: the
+    # `finally` blocks that stop the model server it started also remove its scratch home.
+    # The OS may hand the signal to the turn's thread; the main thread must still wake for it.
+    import signal
+    import subprocess
+
+    kept = tmp_path / "kept.jsonl"
+    with FakeServer(default_reply=Reply(fault="stall")) as fake:
+        command = [sys.executable, str(BENCH / "default_model_eval.py"), "--split", "dev"]
+        command += ["--no-warm", "--base-url", fake.url + "/v1", "--keep", str(kept)]
+        process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        try:
+            assert fake.wait_for_chat_requests(1, timeout=120), "the eval never asked"
+            process.send_signal(signal.SIGTERM)
+            _out, err = process.communicate(timeout=60)
+        finally:
+            process.kill()
+            process.wait()
+    home = Path(json.loads(kept.read_text().splitlines()[0])["workspace"]).parent
+    assert process.returncode != 0
+    assert b"stopped by signal" in err
+    assert not home.exists()
+
+
 def test_default_model_eval_reports_the_test_split_first_beside_dev(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
