@@ -105,8 +105,6 @@ NOTEBOOK_MODULE = "nbchat_eval_notebook"
 LAST_ERROR = ("last_type", "last_value", "last_traceback", "last_exc")
 # The first line of a file `--keep` writes, so `--rescore` knows one.
 KEPT = "nbchat default-model eval outcomes"
-# How long the main thread waits at most before it looks for a signal to handle (seconds).
-SIGNAL_SLICE = 0.5
 
 
 def model_label(model: str) -> str:
@@ -289,11 +287,7 @@ def beside_the_kernel(work: Callable[[], None], queue: KernelQueue) -> None:
 
     thread = threading.Thread(target=run, name="nbchat-eval-turn", daemon=True)
     thread.start()
-    # In slices: a SIGTERM the OS hands to another thread (here the turn's, waiting on the
-    # server) only marks the signal, and the main thread runs its handler once it wakes; one
-    # wait with no end never woke, and the killed eval hung.
-    while not queue.serve(done.is_set, timeout=SIGNAL_SLICE):
-        pass
+    queue.serve(done.is_set)  # in slices, so a SIGTERM is handled (`stopping.wait_slice`)
     thread.join()
     if failed:
         raise failed[0]

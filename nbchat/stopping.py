@@ -1,4 +1,5 @@
-"""`StopSignal`: the Stop button's event, which can also interrupt a blocked read.
+"""`StopSignal`: the Stop button's event, which can also interrupt a blocked read; and waits on
+the main thread that an interrupt can end (`wait_slice`, `wait_event`).
 
 A `threading.Event` checked between chunks is not enough when a read blocks on a stalled
 server: the thread waiting for bytes never gets to the check. So whoever holds a resource that
@@ -10,9 +11,12 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable
 
-__all__ = ["StopSignal"]
+__all__ = ["StopSignal", "wait_event", "wait_slice"]
+
+SIGNAL_SLICE = 0.25  # the longest the main thread waits before it looks for a signal (seconds)
 
 log = logging.getLogger(__name__)
 
@@ -53,3 +57,26 @@ def _run(callback: Callable[[], object]) -> None:
         callback()
     except Exception:
         log.exception("a stop callback failed")
+
+
+def wait_slice(left: float | None) -> float | None:
+    """How long this thread may wait at once, `left` being the time it has (None: no end).
+
+    On the main thread, at most `SIGNAL_SLICE`: an interrupt (Ctrl-C, the kernel's Interrupt,
+    SIGTERM) that the OS hands to another thread, say the one streaming the reply, only marks
+    the signal, and Python runs its handler on the main thread once that wakes; a wait with no
+    end would hold the interrupt until the reply ended. Elsewhere, `left`."""
+    if threading.current_thread() is not threading.main_thread():
+        return left
+    return SIGNAL_SLICE if left is None else min(left, SIGNAL_SLICE)
+
+
+def wait_event(event: threading.Event, timeout: float | None = None) -> bool:
+    """`event.wait(timeout)`, in slices on the main thread (see `wait_slice`)."""
+    end = None if timeout is None else time.monotonic() + timeout
+    while True:
+        left = None if end is None else max(0.0, end - time.monotonic())
+        if event.wait(wait_slice(left)):
+            return True
+        if left is not None and left <= 0:
+            return False

@@ -313,8 +313,9 @@ def test_the_acting_tools_can_be_turned_off(
     assert "describe_variable" in ui.conversation.tools  # reading stays
 
 
+@pytest.mark.parametrize("acting", [True, False], ids=["serving-the-kernel", "waiting"])
 def test_an_interrupt_the_os_hands_to_another_thread_still_stops_wait(
-    ipython: Any, store: Store, make_settings: Any
+    ipython: Any, store: Store, make_settings: Any, acting: bool
 ) -> None:
     # The kernel's Interrupt is a process signal; the OS may deliver it to any thread, say the
     # one streaming the reply. Python then runs the handler on the main thread only once that
@@ -333,7 +334,8 @@ def test_an_interrupt_the_os_hands_to_another_thread_still_stops_wait(
     )
     try:
         with FakeServer(default_reply=Reply(fault="stall")) as stalled, recording_comms():
-            ui = make_chat(stalled, store, make_settings())
+            ui = make_chat(stalled, store, make_settings(notebook_acting=acting))
+            assert (ui.acting is not None) is acting
             # Should the signal never be handled, Stop ends the wait (and the test fails).
             guard = threading.Timer(60, ui.stop)
             try:

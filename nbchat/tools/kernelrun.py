@@ -51,7 +51,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from nbchat.errors import ToolError
-from nbchat.stopping import StopSignal
+from nbchat.stopping import StopSignal, wait_slice
 from nbchat.tools.cells import KernelState
 from nbchat.tools.context import ToolContext
 from nbchat.tools.execution import Ran, describe, run_source
@@ -64,7 +64,6 @@ SETTLE_SECONDS = 0.001
 INTERRUPTS = 3  # KeyboardInterrupts sent to code that does not stop, before giving up on it
 INTERRUPT_WAIT = 0.5  # seconds code gets to stop after each
 POLL_SECONDS = 0.1  # how often a plain Event (not a StopSignal) is looked at
-SIGNAL_SLICE = 0.25  # the longest the main thread waits before it looks for a signal
 # A job not started this long after it was queued while a user's cell executes is said to wait
 # for it (sooner, and a cell about to wait on the chat, which runs it at once, would be named).
 QUEUED_AFTER = 0.5
@@ -203,7 +202,7 @@ class KernelQueue:
                         continue
                     if remaining.over():
                         return until()
-                    self._changed.wait(_sliced(remaining.left()) if on_main else remaining.left())
+                    self._changed.wait(wait_slice(remaining.left()))
             return True
         finally:
             with self._changed:
@@ -325,14 +324,6 @@ def _wait(
             return "time limit"
         step = left if isinstance(stop, StopSignal) or stop is None else min(left, POLL_SECONDS)
         ticket.wake.wait(step)
-
-
-def _sliced(left: float | None) -> float:
-    """How long the main thread may wait at once: an interrupt (Ctrl-C, the kernel's
-    Interrupt, SIGTERM) that the OS hands to another thread, say the one streaming the reply,
-    only marks the signal, and Python runs its handler on the main thread once that wakes; a
-    wait with no end would keep `ui.wait()` from being interrupted until the reply ended."""
-    return SIGNAL_SLICE if left is None else min(left, SIGNAL_SLICE)
 
 
 class _Deadline:

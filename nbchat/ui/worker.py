@@ -35,7 +35,7 @@ from collections.abc import Callable
 
 from nbchat.compaction.result import CompactionResult
 from nbchat.conversation.loop import Conversation
-from nbchat.stopping import StopSignal
+from nbchat.stopping import StopSignal, wait_event
 
 __all__ = ["CellReport", "IDLE_GRACE", "IdleWork", "Worker", "database_message"]
 
@@ -82,7 +82,7 @@ class Worker:
 
     def wait(self, timeout: float | None = None) -> bool:
         """Block until every submitted job has finished; False if `timeout` passed first."""
-        return self._idle.wait(timeout)
+        return wait_event(self._idle, timeout)  # an interrupt ends it (`wait_slice`)
 
     def close(self, timeout: float | None = 10.0) -> bool:
         """Finish the queued jobs, end the thread and join it; True when it has ended."""
@@ -197,4 +197,4 @@ class IdleWork:
 
     def wait(self, timeout: float | None = None) -> bool:
         """Block until the last queued idle job has ended; False on timeout."""
-        return self._finished.wait(timeout)
+        return wait_event(self._finished, timeout)
