@@ -1917,4 +1917,256 @@ CASES: tuple[Case, ...] = (
         "traceback",
         before=("read config.yaml for me",),
     ),
+    # --- batch 6 (2026-11-28): fresh phrasings, run once on the unchanged code first ---
+    tool(
+        "hey what version of flask does my requirements file ask for",
+        {
+            "read_file": {"path": "requirements.txt"},
+            "search_files": {"pattern": "flask", "path": ANY_PATH},
+        },
+        "3.0.2",
+    ),
+    tool(
+        "remind me which room we're meeting in",
+        {"read_file": {"path": "notes.txt"}, "search_files": {"path": ANY_PATH}},
+        "B12",
+    ),
+    tool(
+        "has anyone written the farewell thing in app.py yet or is it still a todo",
+        {"read_file": {"path": "src/app.py"}, "search_files": {"path": ANY_PATH}},
+        "TODO",
+        "not",
+        "no ",
+    ),
+    tool(
+        "the csv, how many cities are in it",
+        {"read_file": {"path": "data.csv"}},
+        "3",
+        "three",
+    ),
+    tool(
+        "are there any errors logged",
+        {
+            "read_file": {"path": "logs/server.log"},
+            "search_files": {"pattern": "error", "path": ANY_PATH},
+        },
+        "Connection refused",
+        "Errno 111",
+        "ConnectionRefused",
+    ),
+    tool(
+        "what have we got in scripts/",
+        {"list_files": {"path": "scripts"}},
+        "cleanup.sh",
+    ),
+    tool(
+        "quick check, is debug enabled in our config",
+        {
+            "read_file": {"path": "config.yaml"},
+            "search_files": {"pattern": "debug", "path": ANY_PATH},
+        },
+        "false",
+        "not",
+        "disabled",
+    ),
+    tool(
+        "what's still on the todo",
+        {"read_file": {"path": "todo.md"}},
+        "milk",
+    ),
+    tool(
+        "what's the title in the readme",
+        {"read_file": {"path": "README.md"}},
+        "Demo project",
+    ),
+    tool(
+        "which tests do we have",
+        {
+            "list_files": {"path": ANY_PATH},
+            "search_files": {"path": ANY_PATH},
+            "read_file": {"path": "tests/test_app.py"},
+        },
+        "test_greet",
+        "test_app",
+    ),
+    tool(
+        "which file pulls in the math module",
+        {
+            "search_files": {"pattern": "math", "path": ANY_PATH},
+            "read_file": {"path": "src/utils.py"},
+        },
+        "utils",
+    ),
+    tool(
+        "print out my sales frame",
+        {"describe_variable": {"name": "sales"}, "run_code": {"code": "sales"}},
+        "north",
+    ),
+    tool(
+        "threshold is what right now?",
+        {"describe_variable": {"name": "threshold"}},
+        "100",
+    ),
+    tool(
+        "my notebook threw an error, what was it",
+        {"last_error": {}},
+        "discount",
+        "KeyError",
+    ),
+    tool(
+        "big has how many rows now?",
+        {"describe_variable": {"name": "big"}, "run_code": {"code": "big"}},
+        "2",
+        "two",
+    ),
+    tool(
+        "show me what's in the 2nd cell",
+        {"read_cell": {"number": "2"}},
+        "DataFrame",
+        "region",
+    ),
+    tool(
+        "add up the units column of sales for me",
+        {"run_code": {"code": "units"}},
+        "505",
+    ),
+    tool(
+        "where is the domain renewal mentioned",
+        {"search_files": {"pattern": "domain", "path": ANY_PATH}, "read_file": {"path": "todo.md"}},
+        "todo.md",
+    ),
+    tool(
+        "when did the server start retrying, per the log",
+        {
+            "read_file": {"path": "logs/server.log"},
+            "search_files": {"pattern": "retr", "path": ANY_PATH},
+        },
+        "09:15:40",
+        "9:15",
+    ),
+    tool(
+        "what would the cleanup script wipe if i ran it? don't run it",
+        {"read_file": {"path": "scripts/cleanup.sh"}},
+        "build",
+        "dist",
+    ),
+    tool(
+        "what db is configured",
+        {
+            "read_file": {"path": "config.yaml"},
+            "search_files": {"pattern": "database", "path": ANY_PATH},
+        },
+        "inventory.db",
+        "sqlite",
+    ),
+    tool(
+        "what's imported at the top of utils.py",
+        {"read_file": {"path": "src/utils.py"}},
+        "math",
+    ),
+    tool(
+        "how do our tests check greet",
+        {
+            "read_file": {"path": "tests/test_app.py"},
+            "search_files": {"pattern": "greet", "path": ANY_PATH},
+        },
+        "Ada",
+    ),
+    tool(
+        "anything in my notes about the review",
+        {
+            "read_file": {"path": "notes.txt"},
+            "search_files": {"pattern": "review", "path": ANY_PATH},
+        },
+        "Thursday",
+    ),
+    tool(
+        "which variables have i defined so far",
+        {"list_notebook_variables": {}},
+        "sales",
+        "threshold",
+    ),
+    tool(
+        "what's sitting in the logs dir",
+        {"list_files": {"path": "logs"}},
+        "server.log",
+    ),
+    tool(
+        "trondheim's population according to the data file?",
+        {
+            "read_file": {"path": "data.csv"},
+            "search_files": {"pattern": "trondheim", "path": ANY_PATH},
+        },
+        "212000",
+        "212,000",
+    ),
+    tool(
+        "show me requirements.txt",
+        {"read_file": {"path": "requirements.txt"}},
+        "pandas",
+    ),
+    tool(
+        "what's the revenue for north in my sales df",
+        {"describe_variable": {"name": "sales"}, "run_code": {"code": "revenue"}},
+        "1140",
+    ),
+    tool(
+        "find every place 8042 shows up",
+        {"search_files": {"pattern": "8042", "path": ANY_PATH}},
+        "config.yaml",
+    ),
+    tool(
+        "everything under tests/, list it",
+        {"list_files": {"path": "tests"}},
+        "test_app.py",
+    ),
+    tool(
+        "is requests pinned to an exact version?",
+        {
+            "read_file": {"path": "requirements.txt"},
+            "search_files": {"pattern": "requests", "path": ANY_PATH},
+        },
+        ">=",
+        "minimum",
+        "at least",
+    ),
+    tool(
+        "what address was the database at when the connection failed",
+        {"read_file": {"path": "logs/server.log"}, "search_files": {"path": ANY_PATH}},
+        "10.0.0.7",
+    ),
+    tool(
+        "open config.yaml, what port",
+        {"read_file": {"path": "config.yaml"}},
+        "8042",
+    ),
+    tool(
+        "what does my last cell say",
+        {"read_cell": {"number": "5"}, "list_cells": {}, "last_error": {}},
+        "discount",
+    ),
+    tool(
+        "in sales which region has the priciest item",
+        {"describe_variable": {"name": "sales"}, "run_code": {"code": "price"}},
+        "west",
+    ),
+    tool(
+        "ugh, the cell before this one crashed, why",
+        {"last_error": {}},
+        "KeyError",
+        "discount",
+    ),
+    # plain, though they name files, commands or the notebook
+    plain("what's the point of a .gitignore", "ignore", "untrack"),
+    plain("with ls, how do i see hidden files", "-a"),
+    plain("generally speaking, what does rm -rf do", "remov", "delet"),
+    plain("how do people usually pin a version in a requirements.txt", "=="),
+    plain("what is YAML, briefly", "YAML", "data", "config"),
+    plain("how can I see which python version I have from a terminal", "--version", "-V"),
+    plain("what's a csv file", "comma"),
+    plain("how do i show just the last 20 lines of a log file", "tail"),
+    plain("what does pip freeze print", "install", "package"),
+    plain("on linux, how do i find what's using port 8080", "lsof", "ss ", "netstat", "fuser"),
+    plain("what's the difference between a jupyter cell and a script", "cell", "script"),
+    plain("whats 45 divided by 9", "5"),
 )
