@@ -406,6 +406,8 @@ class Report:
     start: float
     warm: float | None = None
     splits: dict[str, list[Figure]] = field(default_factory=dict)
+    # The command line that ran the model (for a rescore, the kept run's, when it was kept).
+    command: str | None = None
 
     def run_rows(self) -> list[Figure]:
         start = f"{self.model} server start, {self.cases} cases"
@@ -540,8 +542,9 @@ def parse(argv: Sequence[str]) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def evaluate(args: argparse.Namespace) -> Report:
-    """Start the model in a temporary home (unless --base-url), run the splits, stop it."""
+def evaluate(args: argparse.Namespace, command: str) -> Report:
+    """Start the model in a temporary home (unless --base-url), run the splits, stop it.
+    `command`: the command line, kept with the outcomes (`--keep`)."""
     global MODEL
     MODEL = args.model
     names = ["test", "dev"] if args.split == "both" else [args.split]
@@ -554,7 +557,7 @@ def evaluate(args: argparse.Namespace) -> Report:
         if args.base_url is None:
             server = ensure_server(MODEL, home=home, n_ctx=N_CTX, timeout=600)
         count = sum(map(len, chosen.values()))
-        report = Report(model_label(MODEL), count, time.monotonic() - started)
+        report = Report(model_label(MODEL), count, time.monotonic() - started, command=command)
         try:
             settings = eval_settings(home, args.base_url, overview=args.overview)
             report.warm = warm_up(settings, tools) if args.warm else None
@@ -605,6 +608,7 @@ class Keeper:
                     "workspace": str(workspace),
                     "start": report.start,
                     "warm": report.warm,
+                    "command": report.command,
                 }
             )
             yield keeper
@@ -655,7 +659,9 @@ def rescore(path: Path, *, verbose: bool = False) -> Report:
                 " the split changed since the run, so its outcomes cannot be scored against it."
             )
         by_split.setdefault(line["split"], []).append(Outcome.from_record(case, line["outcome"]))
-    report = Report(head["model"], len(kept), head["start"], head["warm"])
+    report = Report(
+        head["model"], len(kept), head["start"], head["warm"], command=head.get("command")
+    )
     with temporary_directory("nbchat-eval-") as home, live_notebook(home) as shell:
         registry = eval_registry(shell)
         workspace = Path(head["workspace"])
@@ -719,16 +725,20 @@ def list_ungrounded(split: str, outcomes: Sequence[Outcome], workspace: Path) ->
 def run(argv: Sequence[str] = ()) -> Report:
     args = parse(argv)
     load_start = os.getloadavg()
+    command = " ".join(["python bench/default_model_eval.py", *argv])
     if args.rescore is not None:
         report = rescore(args.rescore, verbose=args.verbose)
+        # The section says how the outcomes were made, where the kept file says.
+        ran = report.command or "a run that did not record its command"
+        command = f"{ran}; its kept outcomes scored by {command}"
     else:
         with stopped_by_sigterm():
-            report = evaluate(args)
+            report = evaluate(args, command)
     if args.write:
         results.write_section(
             f"{SECTION}/{report.model}",
             report.markdown(),
-            command=" ".join(["python bench/default_model_eval.py", *argv]),
+            command=command,
             load_start=load_start,
             load_end=os.getloadavg(),
         )

@@ -199,6 +199,9 @@ def test_default_model_eval_keeps_each_case_and_scores_them_again(
     assert len(lines) == 3  # the run's line, then one a case
     again = module.run(["--rescore", str(kept), "--verbose"])
     assert again.splits == report.splits
+    # What made the outcomes travels with them: a rescored section names the run's command.
+    ran = " ".join(["python bench/default_model_eval.py", *argv, str(kept)])
+    assert again.command == report.command == ran
     assert again.markdown() == report.markdown()
     listed = capsys.readouterr().err
     assert "[1] " in listed and "dev: ungrounded claims" in listed
