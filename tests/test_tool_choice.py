@@ -43,6 +43,7 @@ from nbchat.store.store import Store
 from nbchat.tools import ToolContext, default_registry
 from nbchat.tools.asking import looked_into
 from nbchat.tools.choice import Here, aimed_call
+from nbchat.tools.registry import Sight, Tool
 
 CALL = '{"name": "read_file", "arguments": {"path": "notes.txt"}}'
 LOOK = Reply(first_step={"read_file": 0.97, "none": 0.01, "list_files": 0.02})
@@ -117,7 +118,7 @@ def test_a_first_step_that_leans_to_a_tool_writes_its_call_on_its_own_prompt(
     [
         ("when's the review meeting", True),  # names nothing here: told where its words are
         ("anything about the meeting in notes.txt", False),  # names a file: nothing more
-        ("how do I run a good review meeting", False),  # how-to: general knowledge
+        ("how do I run our review meeting better", False),  # how-to: general knowledge
         ("tips for a review meeting", False),  # about no meeting in particular
     ],
 )
@@ -440,7 +441,7 @@ def test_a_how_to_question_is_answered_unless_the_model_is_nearly_sure_it_must_l
     # A small model's first token went mostly to running code for a question about how to do
     # something: the acting tools are out of its first step, and a tenth for answering answers.
     eager = Reply(first_step={"read_file": 0.9, "none": 0.1})
-    text = "how do I drop the rows with a missing value in pandas?"
+    text = "how do I drop the rows with a missing value in my frame?"
     with FakeServer(default_reply=Reply(text="Use df.dropna().")) as server:
         server.enqueue(eager)
         run(conversation_on(server, store, small(make_settings)), text)
@@ -451,6 +452,38 @@ def test_a_how_to_question_is_answered_unless_the_model_is_nearly_sure_it_must_l
     assert "response_format" not in answer and "grammar" in answer  # words
 
 
+@pytest.mark.parametrize(
+    ("text", "weighed"),
+    [
+        # How to do something, naming nothing here nor anything of the user's: words at once.
+        ("how do i show just the last 20 lines of a log file", False),
+        ("in general, what goes into a log file?", False),
+        # Of theirs, of the notebook, or naming a file here: the model's first step weighs it.
+        ("how do i show the last 20 lines of my log", True),
+        ("how do i make the last cell faster", True),
+        ("how do i show the last 20 lines of server.log", True),
+    ],
+)
+def test_a_how_to_naming_nothing_of_the_users_is_answered_without_a_first_step(
+    make_settings: Any, store: Store, text: str, weighed: bool
+) -> None:
+    # Asked how to show the last lines of a log file, a 1.5B model read the workspace's log
+    # and answered with its lines.
+    settings = small(make_settings, max_tool_turns=2, workspace_overview=True)
+    (settings.workspace / "logs").mkdir()
+    (settings.workspace / "logs" / "server.log").write_text("09:14 INFO started\n")
+    eager = Reply(first_step={"read_file": 0.99, "none": 0.01})
+    reads = Reply(text='{"tool": "read_file", "arguments": {"path": "logs/server.log"}}')
+    with FakeServer(default_reply=Reply(text="Use tail -n 20 FILE.")) as server:
+        server.enqueue(eager, reads)
+        events = run(conversation_on(server, store, settings), text)
+        steps = server.first_steps()
+    assert bool(steps) is weighed
+    looked = any(isinstance(e, RowSaved) and e.row.role == "tool" for e in events)
+    assert looked is weighed
+    assert any(isinstance(e, Done) for e in events)
+
+
 def test_a_message_that_takes_tools_out_is_asked_on_the_prompt_every_message_is_asked_on(
     make_settings: Any, store: Store
 ) -> None:
@@ -458,7 +491,10 @@ def test_a_message_that_takes_tools_out_is_asked_on_the_prompt_every_message_is_
     # the warm-up's does, so the server's cached prefix serves it (described only the allowed
     # ones, the first how-to of a server's life re-read the whole prompt: ~12 s on two cores).
     steps = []
-    for text in ("how do I drop the rows with a missing value in pandas?", "what is in notes.txt?"):
+    for text in (
+        "how do I drop the rows with a missing value in my frame?",
+        "what is in notes.txt?",
+    ):
         with FakeServer(default_reply=Reply(text="Done.")) as server:
             server.enqueue(Reply(first_step={"none": 0.9, "read_file": 0.1}))
             run(conversation_on(server, store, small(make_settings)), text)
@@ -490,8 +526,9 @@ def test_a_how_to_names_a_file_only_by_its_whole_name(
     with FakeServer(default_reply=Reply(text="Use yaml.safe_load.")) as server:
         server.enqueue(leaning, reads)
         events = run(conversation_on(server, store, settings), text)
-        step = server.first_steps()[0]
-    shown = json.dumps(step["messages"])
+        steps = server.first_steps()
+    # Naming nothing here, the general question is not even weighed (below).
+    shown = json.dumps(steps[0]["messages"]) if steps else ""
     assert ("config.yaml (a file in the workspace)" in shown) is looks
     assert any(isinstance(e, RowSaved) and e.row.role == "tool" for e in events) is looks
 
@@ -633,6 +670,63 @@ def test_a_cell_tool_for_a_message_naming_one_file_reads_that_file() -> None:
     assert aimed_call(*insert, HERE, ACTING, named_files=["plan.md", "src/shapes.py"]) == insert
     assert aimed_call(*insert, HERE, ACTING) == insert
     assert aimed_call(*insert, HERE, ["insert_cell"], named_files=["plan.md"]) == insert
+
+
+def test_a_read_of_the_cells_for_a_message_naming_one_variable_describes_it() -> None:
+    for read in (("read_cell", {"number": 1}), ("list_cells", {})):
+        assert aimed_call(*read, HERE, READING, named_variables=["df"]) == (
+            "describe_variable",
+            {"name": "df"},
+        )
+        # Two variables named, or none, or no describe_variable allowed: as chosen.
+        assert aimed_call(*read, HERE, READING, named_variables=["df", "area"]) == read
+        assert aimed_call(*read, HERE, READING) == read
+        assert aimed_call(*read, HERE, ["read_cell"], named_variables=["df"]) == read
+    # A cell tool that changes the notebook is no read of it: it stays.
+    insert = ("insert_cell", {"source": "df.head()"})
+    assert aimed_call(*insert, HERE, [*READING, "insert_cell"], named_variables=["df"]) == insert
+
+
+def with_variables(output: str, *names: str) -> Any:
+    """`with_read_cell`'s tools and a `describe_variable` that sees `names` in the notebook."""
+    import dataclasses
+
+    tools = with_read_cell(output)
+
+    def describe_variable(ctx: ToolContext, name: str) -> str:
+        """Describe a variable of the user's notebook.
+
+        Args:
+            name: the variable's name.
+        """
+        return f"{name}: a DataFrame"
+
+    line = f"The notebook's variables: {', '.join(names)}."
+    sight = Sight(line, names)
+    tools.register(
+        dataclasses.replace(Tool.from_function(describe_variable), context=lambda: sight)
+    )
+    return tools
+
+
+@pytest.mark.parametrize(
+    ("message", "made"),
+    [
+        ("print out my orders frame", "describe_variable"),
+        # Said of the notebook's cells: the cell tool stays.
+        ("show me the cell that made orders", "read_cell"),
+    ],
+)
+def test_a_first_step_reading_a_cell_for_a_variable_describes_the_variable(
+    make_settings: Any, store: Store, message: str, made: str
+) -> None:
+    settings = small(make_settings, max_tool_turns=2, workspace_overview=True)
+    tools = with_variables("In [1]: orders = load()", "orders")
+    cell = '{"tool": "read_cell", "arguments": {"number": 1}}'
+    function = first_call_made(settings, store, tools, message, "read_cell", cell)
+    assert function["name"] == made
+    if made == "describe_variable":
+        assert json.loads(function["arguments"]) == {"name": "orders"}
 
 
 @pytest.mark.parametrize(

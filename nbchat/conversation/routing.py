@@ -52,6 +52,7 @@ from nbchat.tools.offer import (
     named_in,
     paths_named,
     points_at_something,
+    points_at_theirs,
     router_messages,
     specific_words,
     symbols_in,
@@ -97,6 +98,8 @@ def choose_first_step(
         return FirstStep(NO_TOOL)
     sights = parts.tools.sights(allowed)  # read once: they call into the user's notebook
     named = _named(parts, parts.history.rows, sights)
+    if not after_tool(parts) and _asks_for_knowledge_only(last_user, named):
+        return FirstStep(NO_TOOL)
     # Every tool of the turn is described, whatever this message allows: the grammar holds the
     # choice to `allowed`, and the prompt stays the one the warm-up read. Described only the
     # allowed tools, a how-to sent first re-read its whole prompt (~12 s more on two cores).
@@ -154,10 +157,20 @@ def _aimed(
     # cell tool may be what it asks for): named by path, or by a name their code defines that
     # is no variable of the notebook, else the one file of a folder named in the singular
     # (asked what "the unit test" checks, a 1.5B model read the notebook's first cell).
-    files = []
+    files: list[str] = []
+    variables: list[str] = []
     if not speaks_of_the_notebook(last_user):
         files = _files_named(words, said, here) or list(sole.values())
-    return aimed_call(choice, arguments, here, allowed, named_files=files, sole_files=sole)
+        variables = sorted(name for name in here.variables if name.lower() in words)
+    return aimed_call(
+        choice,
+        arguments,
+        here,
+        allowed,
+        named_files=files,
+        named_variables=variables,
+        sole_files=sole,
+    )
 
 
 def _files_named(words: set[str], said: Sequence[str], here: Here) -> list[str]:
@@ -235,6 +248,20 @@ def first_step_messages(
         notes=[sight.line for sight in sights],
         named=named,
         found="" if named else _files_holding(parts, last_user_text(rows)),
+    )
+
+
+def _asks_for_knowledge_only(text: str, named: Sequence[str]) -> bool:
+    """Whether the user's `text` asks how to do something or about things in general
+    (`asks_for_knowledge`) and names nothing here (`named`), says nothing of the notebook and
+    points at nothing of theirs ("my", "our", "this": `points_at_theirs`): then it is answered
+    in words without asking the model. Asked in general for the tail end of any log, a 1.5B
+    model read the workspace's own log and answered with its lines."""
+    return (
+        asks_for_knowledge(text)
+        and not named
+        and not speaks_of_the_notebook(text)
+        and not points_at_theirs(text)
     )
 
 

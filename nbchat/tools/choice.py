@@ -25,7 +25,9 @@
   `asks_in_general`) asks for instructions or knowledge, not for the assistant to act: the
   dangerous tools are not allowed either, and it answers in words at `ANSWER_SHARE_HOW_TO`
   unless it names something that is here (a small model ran `run_code` for "how do I group
-  by in pandas");
+  by in pandas"); one that names nothing here, nothing of the user's ("my", "our", "this")
+  and not the notebook is not weighed at all: `nbchat.conversation.routing` answers it in
+  words;
 - a message that carries on ("and …", "what about …", `follows_on`) from a turn that called a
   tool (`looked_last_turn`) leans to looking as one naming something here does.
 
@@ -44,11 +46,12 @@ neither but an installed package's asks pip about it, with the kernel's own inte
 (asked which pandas version was installed, it described a variable `pandas` there was none
 of); a tool on the notebook's cells, for a message that names one file here (by its path, or
 by a name its code defines) and says nothing of the notebook, reads that file (asked to add a
-function to a file, it inserted a notebook cell holding it); `run_cell` given code instead of
-a cell runs it as `run_code`; a search under a folder that is not here searches the whole
-workspace; a listing of a folder the message names in the singular only ("the log"), or asks to
-have looked into by its own name ("go through the logs", `looked_into`), that holds one file only
-reads that file.
+function to a file, it inserted a notebook cell holding it); a read of the notebook's cells,
+for a message naming one of its variables and not the notebook, describes that variable;
+`run_cell` given code instead of a cell runs it as `run_code`; a search under a folder that is
+not here searches the whole workspace; a listing of a folder the message names in the singular
+only ("the log"), or asks to have looked into by its own name ("go through the logs",
+`looked_into`), that holds one file only reads that file.
 
 What the user's message asks for (`forbids_changes`, `asks_how_to`, `follows_on`, ...) is read
 from its words by `nbchat.tools.asking`.
@@ -235,6 +238,7 @@ def _small_file(path: object, here: Here) -> str | None:
 # list, a 1.5B model inserted a notebook cell holding it; asked what a function of the code
 # would return, it read cell 1).
 CELL_TOOLS = frozenset({"insert_cell", "edit_cell", "run_cell", "read_cell"})
+CELL_READS = frozenset({"read_cell", "list_cells"})
 # What `run_cell` takes: a cell's id or its position. Anything else is code (a 1.5B model sent
 # an expression as the cell to run); it runs as `run_code`, the tool for code.
 CELL_REFERENCE = re.compile(r"[\w-]{1,64}")
@@ -251,6 +255,7 @@ def aimed_call(
     allowed: Collection[str],
     *,
     named_files: Sequence[str] = (),
+    named_variables: Sequence[str] = (),
     sole_files: Mapping[str, str] | None = None,
 ) -> tuple[str, dict[str, Any]]:
     """The call to make for a first step's `name(arguments)`: itself, or the tool that looks at
@@ -258,10 +263,14 @@ def aimed_call(
     the module docstring); only to an `allowed` tool. `named_files`: the workspace files the
     user's message names (by path, or by a name their code defines, else the one file of a
     folder it names in the singular), when it says nothing of the notebook
-    (`speaks_of_the_notebook`);
+    (`speaks_of_the_notebook`); `named_variables`: the notebook's variables it names, when
+    it says nothing of the notebook either;
     `sole_files`: each folder the message names (`logs/`) that holds one file only, that file."""
     if name in CELL_TOOLS and len(named_files) == 1 and "read_file" in allowed:
         return "read_file", {"path": named_files[0]}
+    if name in CELL_READS and len(named_variables) == 1 and "describe_variable" in allowed:
+        # Asked to show a DataFrame of the notebook by its name, a 1.5B model read the first cell.
+        return "describe_variable", {"name": named_variables[0]}
     if name == "list_files" and "read_file" in allowed:
         folder = str(arguments.get("path", "")).strip().removeprefix("./").rstrip("/") + "/"
         if sole_files and folder in sole_files:

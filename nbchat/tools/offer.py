@@ -54,6 +54,7 @@ __all__ = [
     "named_in",
     "paths_named",
     "points_at_something",
+    "points_at_theirs",
     "recent_exchange",
     "router_messages",
     "specific_words",
@@ -440,3 +441,14 @@ def points_at_something(text: str) -> bool:
     """True when `text` (its first `MESSAGE_SCAN` characters) holds a word that points at a
     particular thing (`POINTING`)."""
     return any(word.lower() in POINTING for word in WORD.findall(text[:MESSAGE_SCAN]))
+
+
+# The pointing words but "the", which how-to questions use of things at large as often as of
+# the user's ("how do I split the string on its commas").
+POINTING_AT_THEIRS = POINTING - {"the"}
+
+
+def points_at_theirs(text: str) -> bool:
+    """True when `text` (its first `MESSAGE_SCAN` characters) holds a word that points at
+    something of the user's or already in the conversation (`POINTING_AT_THEIRS`)."""
+    return any(word.lower() in POINTING_AT_THEIRS for word in WORD.findall(text[:MESSAGE_SCAN]))
