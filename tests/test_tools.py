@@ -327,6 +327,27 @@ def test_a_short_form_that_found_nothing_finds_its_long_form(workspace: Path) ->
     )
 
 
+@pytest.mark.parametrize(
+    ("pattern", "words"),
+    [("domain renewal", "domain, renew"), ("the Renewed_Domains", "renew, domain")],
+)
+def test_words_that_found_nothing_together_find_a_line_holding_one_of_them(
+    workspace: Path, pattern: str, words: str
+) -> None:
+    (workspace / "todo.md").write_text("- buy milk\n- renew the domain name\n- domains: 2\n")
+    (workspace / "notes.txt").write_text("The subdomain is ours; renewing costs 10.\n")
+    assert run(executor_for(workspace), "search_files", pattern=pattern).content == (
+        f"No line holds {pattern!r} as written; these hold one of its words ({words}):\n"
+        "notes.txt:1: The subdomain is ours; renewing costs 10.\n"
+        "todo.md:2: - renew the domain name\ntodo.md:3: - domains: 2"
+    )
+    # Only common words, or words found together: no such fallback.
+    executor = executor_for(workspace)
+    assert run(executor, "search_files", pattern="for the").content == (
+        "No matches for 'for the' in '.'."
+    )
+
+
 def test_one_word_or_regex_syntax_is_not_loosened(workspace: Path) -> None:
     (workspace / "todo.md").write_text("release notes\n")
     executor = executor_for(workspace)

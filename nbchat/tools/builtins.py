@@ -207,12 +207,14 @@ def search_files(
     ignoring = None if include_hidden else Ignoring(rules_above(ctx.workspace, parts))
     found = _first_found(ctx, matcher, path, names=names, ignoring=ignoring)
     notes = [names.note] if names is not None and names.note else []
-    if not found and (loose := matcher.loosened()) is not None:
+    for loose in (matcher.loosened, matcher.any_word):
+        if found or (looser := loose()) is None:
+            continue
         # The same entries again, counted afresh (a second count would double what was left out).
         ignoring = None if include_hidden else Ignoring(rules_above(ctx.workspace, parts))
-        found = _first_found(ctx, loose, path, names=names, ignoring=ignoring)
+        found = _first_found(ctx, looser, path, names=names, ignoring=ignoring)
         if found:
-            notes.append(f"No line holds {pattern!r} as written; these hold {loose.described}:")
+            notes.append(f"No line holds {pattern!r} as written; these hold {looser.described}:")
     note = "\n".join(notes)
     shown, unshown = _fitted(found[:MAX_MATCHES], ctx.output_limit - NOTE_ROOM - len(note))
     results = ([note] if note else []) + shown

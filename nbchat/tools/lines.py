@@ -13,7 +13,8 @@ file names (`*.py`, invalid as a regular expression) or a regular expression for
 which as a search matches nearly every line) points to `list_files` and the `glob` argument; a
 pattern with no capital letter matches any case (`smart_case`, as ripgrep's); plain words that
 found nothing as written are tried again apart or joined another way (`Pattern.loosened`:
-`release_notes` finds "release notes").
+`release_notes` finds "release notes"), then, for several words, any one of them in another
+form (`Pattern.any_word`: `domain renewal` finds "renew the domain name").
 
 Must not: open files (nbchat.tools.fileaccess does) or format results for the model.
 """
@@ -63,6 +64,14 @@ SHORT_FOR = {  # none is the start of its long form, which a search for it alrea
     "src": "source",
     "fn": "function",
 }
+# `Pattern.any_word`: words that find nothing by themselves, the endings cut so that a word's
+# other forms match (`renewal`, `renewed` → `renew`), and the shortest stem left.
+COMMON_WORDS = frozenset(
+    {"the", "and", "for", "from", "with", "its", "this", "that", "our", "your", "any", "all"}
+)
+WORD_ENDINGS = ("ations", "ation", "ings", "ing", "ions", "ion", "ments", "ment", "als", "al")
+WORD_ENDINGS += ("ed", "es", "s")
+MIN_STEM = 4
 # Where a pattern can tell a line from a block of lines, the batch is not a fair test.
 LINE_BOUND_SYNTAX = ("\\A", "\\Z", "\\z", "\\G", "(?<", "(?m", "(?s", "(?-")
 
@@ -141,6 +150,25 @@ class Pattern:
             LOOSE_JOIN.join(_either_form(word) for word in words), described=", ".join(how)
         )
 
+    def any_word(self) -> Pattern | None:
+        """For plain words of two or more parts, the pattern that finds a line holding any
+        one of them at a word's start in any case, each cut to its stem (`renewal` →
+        `renew`), common and one- or two-letter words left out but for short forms (`db`);
+        None for anything else. Asked where a domain renewal was mentioned, a 1.5B model
+        searched for the two words together, found nothing in a list saying "renew the
+        domain name", and named a file that did not hold it."""
+        if not PLAIN_WORDS.fullmatch(self.text):
+            return None
+        words = [word.lower() for word in CAMEL_PARTS.findall(self.text)]
+        if len(words) < 2:
+            return None
+        kept = [w for w in words if (len(w) > 2 or w in SHORT_FOR) and w not in COMMON_WORDS]
+        stems = list(dict.fromkeys(_stem(word) for word in kept))
+        if not stems:
+            return None
+        either = "|".join(_either_form(stem) for stem in stems)
+        return Pattern(rf"\b(?:{either})", described=f"one of its words ({', '.join(stems)})")
+
     def search_block(self, block: str, position: int, ctx: ToolContext) -> int | None:
         """Where the pattern next occurs in `block` (lines joined by "\\n") from `position`,
         or None; `SLOW_BLOCK` when the block takes too long (its lines are then tried alone,
@@ -174,6 +202,14 @@ class Pattern:
 
 # A backslash and what it escapes (`\S`, `\D`): regex syntax, not a letter of the text.
 ESCAPE = regex.compile(r"\\.", regex.DOTALL)
+
+
+def _stem(word: str) -> str:
+    """`word` without the first of `WORD_ENDINGS` that leaves `MIN_STEM` letters."""
+    for ending in WORD_ENDINGS:
+        if word.endswith(ending) and len(word) - len(ending) >= MIN_STEM:
+            return word[: -len(ending)]
+    return word
 
 
 def _either_form(word: str) -> str:
