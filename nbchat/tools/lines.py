@@ -69,8 +69,10 @@ SHORT_FOR = {  # none is the start of its long form, which a search for it alrea
 COMMON_WORDS = frozenset(
     {"the", "and", "for", "from", "with", "its", "this", "that", "our", "your", "any", "all"}
 )
-WORD_ENDINGS = ("ations", "ation", "ings", "ing", "ions", "ion", "ments", "ment", "als", "al")
-WORD_ENDINGS += ("ed", "es", "s")
+WORD_ENDINGS = (
+    *("ations", "ation", "ings", "ing", "ions", "ion", "ments", "ment", "als", "al"),
+    *("ed", "es", "s"),
+)
 MIN_STEM = 4
 # Where a pattern can tell a line from a block of lines, the batch is not a fair test.
 LINE_BOUND_SYNTAX = ("\\A", "\\Z", "\\z", "\\G", "(?<", "(?m", "(?s", "(?-")
