@@ -472,16 +472,23 @@ def test_a_how_to_naming_nothing_of_the_users_is_answered_without_a_first_step(
     settings = small(make_settings, max_tool_turns=2, workspace_overview=True)
     (settings.workspace / "logs").mkdir()
     (settings.workspace / "logs" / "server.log").write_text("09:14 INFO started\n")
-    eager = Reply(first_step={"read_file": 0.99, "none": 0.01})
-    reads = Reply(text='{"tool": "read_file", "arguments": {"path": "logs/server.log"}}')
-    with FakeServer(default_reply=Reply(text="Use tail -n 20 FILE.")) as server:
-        server.enqueue(eager, reads)
+    steps, looked = steps_and_look(settings, store, text, "logs/server.log", lean=0.99)
+    assert (bool(steps), looked) == (weighed, weighed)
+
+
+def steps_and_look(
+    settings: Settings, store: Store, text: str, path: str, *, lean: float
+) -> tuple[list[dict[str, Any]], bool]:
+    """Send `text` to a model whose first step leans `lean` to reading `path`: the first
+    steps it was asked, and whether the turn read anything."""
+    leaning = Reply(first_step={"read_file": lean, "none": round(1 - lean, 6)})
+    reads = Reply(text=json.dumps({"tool": "read_file", "arguments": {"path": path}}))
+    with FakeServer(default_reply=Reply(text="In words.")) as server:
+        server.enqueue(leaning, reads)
         events = run(conversation_on(server, store, settings), text)
         steps = server.first_steps()
-    assert bool(steps) is weighed
-    looked = any(isinstance(e, RowSaved) and e.row.role == "tool" for e in events)
-    assert looked is weighed
     assert any(isinstance(e, Done) for e in events)
+    return steps, any(isinstance(e, RowSaved) and e.row.role == "tool" for e in events)
 
 
 def test_a_message_that_takes_tools_out_is_asked_on_the_prompt_every_message_is_asked_on(
@@ -521,16 +528,11 @@ def test_a_how_to_names_a_file_only_by_its_whole_name(
 ) -> None:
     settings = small(make_settings, max_tool_turns=2, workspace_overview=True)
     (settings.workspace / "config.yaml").write_text("port: 8042\n")
-    leaning = Reply(first_step={"read_file": 0.8, "none": 0.2})
-    reads = Reply(text='{"tool": "read_file", "arguments": {"path": "config.yaml"}}')
-    with FakeServer(default_reply=Reply(text="Use yaml.safe_load.")) as server:
-        server.enqueue(leaning, reads)
-        events = run(conversation_on(server, store, settings), text)
-        steps = server.first_steps()
-    # Naming nothing here, the general question is not even weighed (below).
+    steps, looked = steps_and_look(settings, store, text, "config.yaml", lean=0.8)
+    # Naming nothing here, the general question is not even weighed (above).
     shown = json.dumps(steps[0]["messages"]) if steps else ""
     assert ("config.yaml (a file in the workspace)" in shown) is looks
-    assert any(isinstance(e, RowSaved) and e.row.role == "tool" for e in events) is looks
+    assert looked is looks
 
 
 def test_after_a_repeated_call_the_model_answers_without_asking(
