@@ -1,5 +1,5 @@
-"""`StopSignal`: the Stop button's event, which can also interrupt a blocked read; and waits on
-the main thread that an interrupt can end (`wait_slice`, `wait_event`).
+"""`StopSignal`: the Stop button's event, which can also interrupt a blocked read; waits on the
+main thread that an interrupt can end (`wait_slice`, `wait_event`); and a wait's `Deadline`.
 
 A `threading.Event` checked between chunks is not enough when a read blocks on a stalled
 server: the thread waiting for bytes never gets to the check. So whoever holds a resource that
@@ -14,7 +14,7 @@ import threading
 import time
 from collections.abc import Callable
 
-__all__ = ["StopSignal", "wait_event", "wait_slice"]
+__all__ = ["Deadline", "StopSignal", "wait_event", "wait_slice"]
 
 SIGNAL_SLICE = 0.25  # the longest the main thread waits before it looks for a signal (seconds)
 
@@ -59,6 +59,19 @@ def _run(callback: Callable[[], object]) -> None:
         log.exception("a stop callback failed")
 
 
+class Deadline:
+    """The end of a wait of `timeout` seconds from now (None: no end)."""
+
+    def __init__(self, timeout: float | None) -> None:
+        self._end = None if timeout is None else time.monotonic() + timeout
+
+    def over(self) -> bool:
+        return self._end is not None and time.monotonic() >= self._end
+
+    def left(self) -> float | None:
+        return None if self._end is None else max(0.0, self._end - time.monotonic())
+
+
 def wait_slice(left: float | None) -> float | None:
     """How long this thread may wait at once, `left` being the time it has (None: no end).
 
@@ -73,10 +86,8 @@ def wait_slice(left: float | None) -> float | None:
 
 def wait_event(event: threading.Event, timeout: float | None = None) -> bool:
     """`event.wait(timeout)`, in slices on the main thread (see `wait_slice`)."""
-    end = None if timeout is None else time.monotonic() + timeout
-    while True:
-        left = None if end is None else max(0.0, end - time.monotonic())
-        if event.wait(wait_slice(left)):
-            return True
-        if left is not None and left <= 0:
+    deadline = Deadline(timeout)
+    while not event.wait(wait_slice(deadline.left())):
+        if deadline.over():
             return False
+    return True

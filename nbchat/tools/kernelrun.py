@@ -51,7 +51,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from nbchat.errors import ToolError
-from nbchat.stopping import StopSignal, wait_slice
+from nbchat.stopping import Deadline, StopSignal, wait_slice
 from nbchat.tools.cells import KernelState
 from nbchat.tools.context import ToolContext
 from nbchat.tools.execution import Ran, describe, run_source
@@ -188,7 +188,7 @@ class KernelQueue:
         `timeout` passes (`wake` makes it look again); what `until()` says last. Elsewhere than
         the main thread, only waits: a job must never run beside the user's code."""
         on_main = threading.current_thread() is threading.main_thread()
-        remaining = _Deadline(timeout)
+        remaining = Deadline(timeout)
         with self._changed:
             self._serving += on_main
         try:
@@ -324,17 +324,6 @@ def _wait(
             return "time limit"
         step = left if isinstance(stop, StopSignal) or stop is None else min(left, POLL_SECONDS)
         ticket.wake.wait(step)
-
-
-class _Deadline:
-    def __init__(self, timeout: float | None) -> None:
-        self._end = None if timeout is None else time.monotonic() + timeout
-
-    def over(self) -> bool:
-        return self._end is not None and time.monotonic() >= self._end
-
-    def left(self) -> float | None:
-        return None if self._end is None else max(0.0, self._end - time.monotonic())
 
 
 NOT_SERVED = (

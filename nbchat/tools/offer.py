@@ -440,7 +440,7 @@ POINTING = frozenset({"the", "my", "our", "this", "these", "that", "those", "her
 def points_at_something(text: str) -> bool:
     """True when `text` (its first `MESSAGE_SCAN` characters) holds a word that points at a
     particular thing (`POINTING`)."""
-    return any(word.lower() in POINTING for word in WORD.findall(text[:MESSAGE_SCAN]))
+    return _says_any(text, POINTING)
 
 
 # The pointing words but "the", which how-to questions use of things at large as often as of
@@ -451,4 +451,9 @@ POINTING_AT_THEIRS = POINTING - {"the"}
 def points_at_theirs(text: str) -> bool:
     """True when `text` (its first `MESSAGE_SCAN` characters) holds a word that points at
     something of the user's or already in the conversation (`POINTING_AT_THEIRS`)."""
-    return any(word.lower() in POINTING_AT_THEIRS for word in WORD.findall(text[:MESSAGE_SCAN]))
+    return _says_any(text, POINTING_AT_THEIRS)
+
+
+def _says_any(text: str, words: frozenset[str]) -> bool:
+    """Whether `text` (its first `MESSAGE_SCAN` characters) holds one of `words`, case aside."""
+    return any(word.lower() in words for word in WORD.findall(text[:MESSAGE_SCAN]))
