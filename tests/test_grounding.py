@@ -1,7 +1,8 @@
 """`nbchat.conversation.grounding`: an answer after a tool round that holds none of the
 results' own words (beyond what the user and the call said) names nothing shown; one that
 quotes a value, a name or a word of a line does; a text is read only up to `SCANNED`. The files
-an answer names that nothing earlier holds and that are not here are invented."""
+an answer names that nothing earlier holds and that are not here are invented; the files here
+an answer speaks of are those its prose names, outside code blocks."""
 
 from __future__ import annotations
 
@@ -12,8 +13,11 @@ from nbchat.conversation.grounding import (
     PATH_CHARS,
     SCANNED,
     file_names,
+    files_spoken_of,
     invented_files,
     names_nothing_shown,
+    says_it_was_not_told,
+    says_yes_or_no,
     words_of,
 )
 
@@ -92,3 +96,45 @@ def test_a_file_is_invented_when_nothing_earlier_holds_it_and_it_is_not_here() -
     # An answer listing many names is judged on its first `NAMES_JUDGED`.
     many = " ".join(f"f{number}.csv" for number in range(NAMES_JUDGED + 10))
     assert len(invented_files(many, [], here)) == NAMES_JUDGED
+
+
+def test_the_files_here_an_answer_speaks_of_are_those_of_its_prose() -> None:
+    here = {"settings.toml", "run.sh", "deploy/run.sh"}.__contains__
+    answer = "It is in `settings.toml`; see deploy/run.sh and notes.md.\n```\nopen('run.sh')\n```"
+    assert files_spoken_of(answer, here) == ["settings.toml", "deploy/run.sh"]
+    # Past a closing fence the prose goes on; an unclosed fence runs to the end.
+    assert files_spoken_of("```\nx = 1\n```\nrun.sh does it", here) == ["run.sh"]
+    assert files_spoken_of("Here:\n```\nbash run.sh", here) == []
+    assert files_spoken_of("run.sh " * (SCANNED // 7 + 10), here) == ["run.sh"]
+
+
+@pytest.mark.parametrize(
+    ("answer", "verdict"),
+    [
+        ("Yes, it is pinned.", True),
+        ("**No.** It is not.", True),
+        ("  nope", True),
+        ("Not that I know.", False),
+        ("None of them.", False),
+        ("Yesterday it was.", False),
+        ("It is: yes.", False),
+        (" " * 100 + "Yes", False),  # past the opening
+    ],
+)
+def test_an_answer_opening_with_a_yes_or_a_no(answer: str, verdict: bool) -> None:
+    assert says_yes_or_no(answer) is verdict
+
+
+@pytest.mark.parametrize(
+    ("answer", "not_told"),
+    [
+        ("The port is not specified in the given information.", True),
+        ("That is not mentioned in your message.", True),
+        ("I can't tell from the provided context.", True),
+        ("The error means the server is not listening on that port.", False),
+        ("It was not given a value, so it defaults to 5432.", False),
+        ("x " * 1_500 + "not specified in the notes", False),  # past what is searched
+    ],
+)
+def test_an_answer_saying_it_was_not_given_what_was_asked(answer: str, not_told: bool) -> None:
+    assert says_it_was_not_told(answer) is not_told

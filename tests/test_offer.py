@@ -213,6 +213,7 @@ def test_the_whether_to_act_rule_reads_a_bounded_start_and_end() -> None:
         "what's the best way to read a big json file in chunks",
         "Is there a way to pin a package to a minor version?",
         "how would one profile a slow loop",
+        "How do folks usually lay out a monorepo?",
         "which command would I type to see free disk space",
         "is there a magic command that times a cell?",
         "what's the keyboard shortcut for commenting out lines in vscode",

@@ -225,6 +225,63 @@ def test_an_answer_naming_a_file_that_is_not_here_is_asked_again_once(
         assert invented in withdrawn[0].reason
 
 
+ANSWERS = Reply(first_step={"none": 0.9, "read_file": 0.06, "list_files": 0.04})
+
+
+@pytest.mark.parametrize(
+    ("message", "answer", "looks"),
+    [
+        # Words for a message pointing at something of theirs, speaking of a file here that
+        # nothing read: withdrawn, and the model looks first.
+        ("where do we keep the database settings?", "They live in `settings.toml`.", True),
+        ("is the deploy script of ours safe?", "Yes: deploy/run.sh only prints.", True),
+        # A file here named only inside a code block is an example; a file that is not here,
+        # or no file at all, is not something here left unread.
+        ("where do we keep the database settings?", "```\nopen('settings.toml')\n```", False),
+        ("where do we keep the database settings?", "Probably in app.ini.", False),
+        ("where do we keep the database settings?", "In a settings file.", False),
+        # A message about nothing here: naming one of its files is no claim about it.
+        ("what's a common name for a settings file?", "settings.toml is common.", False),
+        # A yes or a no about what the message names, unread: it looks first. Not about what
+        # a message only points at ("that", "my": a follow-up may be answered from the turn
+        # before), nor words that open otherwise.
+        ("does settings.toml use sqlite?", "Yes, it does.", True),
+        ("is my shop on sqlite?", "Yes, it is.", False),
+        ("does settings.toml use sqlite?", "It may.", False),
+        # An answer saying it was not given what was asked, whatever the message: it looks.
+        ("db?", "The database is not specified in the given information.", True),
+        ("db?", "SQLite is a common choice.", False),
+    ],
+)
+def test_an_answer_without_looking_that_speaks_of_a_file_here_looks_first(
+    make_settings: Any, store: Store, message: str, answer: str, looks: bool
+) -> None:
+    # Asked what a script of theirs would delete, a 1.5B model answered without reading it
+    # that it deletes "the `app.py` file": the file was here, and nobody had read it.
+    settings = small(make_settings, max_tool_turns=2, workspace_overview=True)
+    (settings.workspace / "settings.toml").write_text('database = "sqlite:///shop.db"\n')
+    (settings.workspace / "deploy").mkdir()
+    (settings.workspace / "deploy" / "run.sh").write_text("echo deploying\n")
+    reads = Reply(text='{"tool": "read_file", "arguments": {"path": "settings.toml"}}')
+    with FakeServer() as server:
+        server.enqueue(ANSWERS, Reply(text=answer), ANSWERS, reads, Reply(text="shop.db"))
+        events = run(conversation_on(server, store, settings), message)
+        steps = server.first_steps()
+    withdrawn = [event for event in events if isinstance(event, TextWithdrawn)]
+    saved = [e.row for e in events if isinstance(e, RowSaved)]
+    if not looks:
+        assert not withdrawn and len(steps) <= 1
+        assert [row.role for row in saved] == ["user", "assistant"]
+        assert saved[-1].content == answer
+        return
+    assert len(withdrawn) == 1 and withdrawn[0].reason.startswith("the answer ")
+    # Asked again, the first step may only choose a tool: answering is not in its grammar.
+    assert "none" in allowed(steps[0]) and "none" not in allowed(steps[1])
+    assert [row.role for row in saved] == ["user", "assistant_full", "tool", "assistant"]
+    assert json.loads(saved[1].tool_args)[0]["function"]["name"] == "read_file"
+    assert saved[-1].content == "shop.db"  # the withdrawn answer is not stored
+
+
 @pytest.mark.parametrize(
     ("answer", "asked"),
     [

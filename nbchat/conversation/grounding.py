@@ -20,6 +20,15 @@ results, a summary) and that is not here (`invented_files`). After running
 `sales['units'].max()` on a notebook DataFrame, a 1.5B model answered "The file "sales.csv"
 contains the data": no such file, and nobody had named one. That answer is asked again too.
 
+A third names what an answer speaks of without having looked: files here named in the prose of
+an answer given before any tool ran (`files_spoken_of`). Asked what a shell script here would
+delete if run, a 1.5B model answered without reading it that it deletes "the `app.py` file
+from the `src` directory"; the reply then asks the model which tool to look with. So does an
+answer given before any tool ran that opens with a yes or a no (`says_yes_or_no`) to a message
+naming something here: asked whether a dependency was pinned, the same model said "Yes"; and
+one that says it was not given what it was asked (`says_it_was_not_told`): asked a setting's
+value in one word, it answered that the value was "not specified in the given information".
+
 Linear in the texts (one pass of a pattern without backtracking over each, bounded by
 `SCANNED`), whatever the model or the workspace wrote.
 Must not import the loop, widgets, or SQL.
@@ -31,7 +40,17 @@ import os
 import re
 from collections.abc import Callable, Iterable
 
-__all__ = ["COMMON", "SCANNED", "file_names", "invented_files", "names_nothing_shown", "words_of"]
+__all__ = [
+    "COMMON",
+    "SCANNED",
+    "file_names",
+    "files_spoken_of",
+    "invented_files",
+    "names_nothing_shown",
+    "says_it_was_not_told",
+    "says_yes_or_no",
+    "words_of",
+]
 
 WORD = re.compile(r"[^\W_]+")  # letters and digits; `_`, `.`, `/` and spaces split words
 # A thousands separator inside a number: "291,000" is the "291000" a CSV holds.
@@ -103,6 +122,41 @@ def file_names(text: str) -> list[str]:
         if stem.strip(".") and extension[1:].lower() in FILE_EXTENSIONS:
             found[token] = None
     return list(found)
+
+
+def files_spoken_of(answer: str, is_here: Callable[[str], bool]) -> list[str]:
+    """The files `answer` names in its prose (outside its ``` code blocks, where a name is an
+    example) that `is_here` finds: an answer given without reading anything that says the
+    database "is configured in `config.yaml`" speaks of a file here it did not read."""
+    prose = " ".join(answer[:SCANNED].split("```")[::2])
+    return [name for name in file_names(prose)[:NAMES_JUDGED] if is_here(name)]
+
+
+# An answer opening with a yes or a no (after at most `OPENING` characters of quotes, stars and
+# spaces): a verdict on what the question asks about.
+YES_OR_NO = re.compile(r"\W*(?:yes|no|yep|nope)\b", re.IGNORECASE)
+OPENING = 40
+
+
+def says_yes_or_no(answer: str) -> bool:
+    """Whether `answer` opens with a yes or a no ("Yes, it is pinned.", "No.")."""
+    return YES_OR_NO.match(answer[:OPENING]) is not None
+
+
+# An answer saying it was not given the information, where a tool could have looked it up:
+# "not specified in the given information", "not mentioned in the provided context". Literal
+# words and spaces: no backtracking.
+NOT_TOLD = re.compile(
+    r"\bnot\s+(?:specified|provided|mentioned|given|stated|included|shown)\s+in\s+"
+    r"(?:the|your|this)\b|\b(?:given|provided)\s+(?:information|context)\b",
+    re.IGNORECASE,
+)
+NOT_TOLD_SCAN = 2_000  # characters of an answer searched: it says so early, if at all
+
+
+def says_it_was_not_told(answer: str) -> bool:
+    """Whether `answer` says the information it was asked for was not given to it."""
+    return NOT_TOLD.search(answer[:NOT_TOLD_SCAN]) is not None
 
 
 def invented_files(

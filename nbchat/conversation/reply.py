@@ -29,7 +29,13 @@ from typing import Any, Protocol
 from nbchat.compaction.cacheform import RequestShape
 from nbchat.compaction.prune import is_placeholder
 from nbchat.conversation.events import Event, Notice, RequestStarted, UsageReported
-from nbchat.conversation.grounding import invented_files, names_nothing_shown
+from nbchat.conversation.grounding import (
+    files_spoken_of,
+    invented_files,
+    names_nothing_shown,
+    says_it_was_not_told,
+    says_yes_or_no,
+)
 from nbchat.conversation.routing import after_tool, choose_first_step
 from nbchat.conversation.turn import (
     Round,
@@ -158,16 +164,23 @@ def request_reply(
     """One streamed request; after an overflow, one forced compaction and one retry; after a
     tool result, an empty reply asked once more, for words (`tool_choice="none"`), and a small
     model's answer that names nothing the results show, or a file that is not here, withdrawn
-    and asked once more (`Reask`)."""
+    and asked once more (`Reask`); a small model's answer given without looking that speaks of
+    what it has not read (`_unread`), withdrawn and looked into first (its first step asked to
+    choose a tool)."""
     choice = state.tool_choice
     asked_again: Reask | None = None
+    look = False
     while True:
         yield from warn_over_budget(parts)
         yield RequestStarted(state.number, 2 if state.overflow_retried else 1)
         try:
-            reply = yield from stream_reply(parts, stop, choice, asked_again=asked_again)
+            reply = yield from stream_reply(parts, stop, choice, asked_again=asked_again, look=look)
             if reply.is_empty and not reply.stopped and after_tool(parts) and choice != NO_TOOL:
                 choice = NO_TOOL  # models answered nothing after a read (issue 19): ask again
+                continue
+            if not look and (unread := _unread(parts, reply)):
+                look = True
+                yield TextWithdrawn(unread)
                 continue
             if asked_again is None and (asked_again := _reask(parts, reply)) is not None:
                 choice = NO_TOOL
@@ -297,6 +310,28 @@ def _reask(parts: TurnParts, reply: StreamedReply) -> Reask | None:
     return None
 
 
+def _unread(parts: TurnParts, reply: StreamedReply) -> str:
+    """What `reply`, words a small model's first step chose before anything was read this turn
+    (`StreamedReply.unlooked`), left unread, in words for the status line; "" when nothing:
+    the information it says it was not given (`nbchat.conversation.grounding.
+    says_it_was_not_told`); for a message naming or pointing at something here
+    (`StreamedReply.pointed`), the files here its prose names (`files_spoken_of`), or, when it
+    opens with a yes or a no, what the message names (`StreamedReply.named`). The model then
+    looks first. Answered without looking, such replies said a setting was "not specified in
+    the given information", what a script deletes or where a setting lives, naming the file,
+    and "Yes" to whether a dependency is pinned: stating what nobody had read."""
+    if not reply.unlooked or reply.calls or reply.stopped:
+        return ""
+    if says_it_was_not_told(reply.text):
+        return "the answer said it was not given what a tool can look up"
+    if not reply.pointed:
+        return ""
+    files = files_spoken_of(reply.text, lambda name: _is_here(parts, name))
+    if not files and reply.named and says_yes_or_no(reply.text):
+        files = list(reply.named)
+    return f"the answer spoke of {', '.join(files)} without reading it" if files else ""
+
+
 def _earlier_texts(rows: Sequence[Row]) -> Iterator[str]:
     """What a name in an answer may come from: every row's text but the assistant's own
     answers (the user's messages, tool results, summaries), and every call's arguments."""
@@ -355,16 +390,17 @@ def stream_reply(
     tool_choice: str | None,
     *,
     asked_again: Reask | None = None,
+    look: bool = False,
 ) -> Generator[Event, None, StreamedReply]:
     """Stream one reply; a failure keeps what arrived (as complete rows), then raises.
 
     With the tools in the prompt and no choice made yet, the model's first step chooses
-    (`choose_first_step`)."""
+    (`choose_first_step`; with `look`, only among the tools)."""
     settings = parts.settings
     reply = StreamedReply(request_rows=len(parts.history))
     plan = plan_request(parts, asked_again=asked_again)
     if plan.in_prompt and tool_choice is None:
-        step = choose_first_step(parts, plan.schemas, stop)
+        step = choose_first_step(parts, plan.schemas, stop, look=look)
         if step is None:  # Stop came first
             reply.finish = "stopped"
             return reply
@@ -372,6 +408,7 @@ def stream_reply(
             reply.calls, reply.finish = (step.call,), "tool_calls"
             return reply
         tool_choice = step.choice
+        reply.unlooked, reply.pointed, reply.named = step.unlooked, step.pointed, step.named
     # A summary is then asked as this request's continuation, in the server's cache.
     shape = RequestShape(
         plan.system_prompt, tuple(plan.body_tools), settings.model, tuple(plan.messages)

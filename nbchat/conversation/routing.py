@@ -77,19 +77,33 @@ def after_tool(parts: TurnParts) -> bool:
 @dataclass(frozen=True)
 class FirstStep:
     """A small model's choice for a round: "none" (words) or a tool, with the call when the
-    first step wrote its arguments."""
+    first step wrote its arguments. `unlooked`: the model itself chose words before any tool
+    ran this turn, so its answer has read nothing; `pointed`: and the message names something
+    here (`named`, by name) or points at something of the user's
+    (`nbchat.tools.offer.points_at_theirs`). An answer that then says it was not told, speaks
+    of a file here, or says yes or no about what the message names did not look
+    (`nbchat.conversation.reply` asks again with `look`)."""
 
     choice: str
     call: ToolCall | None = None
+    unlooked: bool = False
+    pointed: bool = False
+    named: tuple[str, ...] = ()
 
 
 def choose_first_step(
-    parts: TurnParts, schemas: Sequence[dict[str, Any]], stop: threading.Event
+    parts: TurnParts,
+    schemas: Sequence[dict[str, Any]],
+    stop: threading.Event,
+    *,
+    look: bool = False,
 ) -> FirstStep | None:
     """The model's first step (`nbchat.llm.firststep`, weighed by
     `nbchat.tools.choice.step_choice`) among the tools this turn allows, asked on its own
     prompt (`nbchat.tools.offer.router_messages`); for a tool, the call's arguments too. None
-    after Stop. Arguments the tool refuses leave the call to the chat, forced to that tool."""
+    after Stop. Arguments the tool refuses leave the call to the chat, forced to that tool.
+    With `look`, answering in words is not among the choices (an answer given without looking
+    spoke of what it had not read)."""
     last_user = last_user_text(parts.history.rows)
     dangerous = {name for name in parts.tools.names() if _is_dangerous(parts, name)}
     names = [schema["function"]["name"] for schema in schemas]
@@ -98,12 +112,14 @@ def choose_first_step(
         return FirstStep(NO_TOOL)
     sights = parts.tools.sights(allowed)  # read once: they call into the user's notebook
     named = _named(parts, parts.history.rows, sights)
-    if not after_tool(parts) and _asks_for_knowledge_only(last_user, named):
+    if not look and not after_tool(parts) and _asks_for_knowledge_only(last_user, named):
         return FirstStep(NO_TOOL)
     # Every tool of the turn is described, whatever this message allows: the grammar holds the
     # choice to `allowed`, and the prompt stays the one the warm-up read. Described only the
     # allowed tools, a how-to sent first re-read its whole prompt (~12 s more on two cores).
-    messages = first_step_messages(parts, schemas, parts.history.rows, sights=sights, named=named)
+    messages = first_step_messages(
+        parts, schemas, parts.history.rows, sights=sights, named=named, look=look
+    )
     leaning = Leaning(
         after_result=after_tool(parts),
         named=bool(named),
@@ -113,10 +129,20 @@ def choose_first_step(
     )
     client, model = parts.budget.connect().client, parts.settings.model
     try:
-        step = ask_first_step(client, messages, model=model, names=allowed, stop=stop)
+        step = ask_first_step(
+            client, messages, model=model, names=allowed, stop=stop, answering=not look
+        )
         choice = None if step is None else step_choice(step.chosen, step.answer_share, leaning)
-        if choice is None or choice == NO_TOOL:
-            return None if choice is None else FirstStep(NO_TOOL)
+        if look and step is not None:
+            choice = step.chosen  # the grammar held it to a tool: no share to weigh
+        if choice is None:
+            return None
+        if choice == NO_TOOL:
+            if turn_calls(parts.history.rows):
+                return FirstStep(NO_TOOL)
+            said = tuple(dict.fromkeys(entry.split(" (", 1)[0] for entry in named))
+            pointed = bool(said) or points_at_theirs(last_user)
+            return FirstStep(NO_TOOL, unlooked=True, pointed=pointed, named=said)
         schema = next(s for s in schemas if s["function"]["name"] == choice)
         parameters = schema["function"].get("parameters") or {}
         arguments = ask_arguments(
@@ -232,11 +258,13 @@ def first_step_messages(
     *,
     sights: Sequence[Sight] | None = None,
     named: Sequence[str] | None = None,
+    look: bool = False,
 ) -> list[dict[str, Any]]:
     """What a first step is asked on (`nbchat.tools.offer.router_messages`): the turn's tools
     (`schemas`, all of them, so the prompt is the same for every message), the workspace, what
     the tools can see (`sights`, read here unless the caller read them), the conversation in
-    `rows` and what its last message names (`named`, likewise)."""
+    `rows` and what its last message names (`named`, likewise); with `look` (a tool must be
+    chosen), which files hold the words of any message that names nothing."""
     if sights is None:
         sights = parts.tools.sights([str(schema["function"]["name"]) for schema in schemas])
     if named is None:
@@ -247,7 +275,7 @@ def first_step_messages(
         workspace=parts.overview.text() if parts.overview.enabled else "",
         notes=[sight.line for sight in sights],
         named=named,
-        found="" if named else _files_holding(parts, last_user_text(rows)),
+        found="" if named else _files_holding(parts, last_user_text(rows), look=look),
     )
 
 
@@ -265,14 +293,16 @@ def _asks_for_knowledge_only(text: str, named: Sequence[str]) -> bool:
     )
 
 
-def _files_holding(parts: TurnParts, text: str) -> str:
+def _files_holding(parts: TurnParts, text: str, *, look: bool = False) -> str:
     """Which files hold the words of a message that names nothing here, points at something
-    particular and does not ask how to do something (`nbchat.tools.filewords`). With a file
-    named, a 1.5B model told that "server" was in config.yaml searched the logs for it
-    instead of reading the log it was asked about; asked how to do something, or about no
-    thing in particular (which port a database server listens on by default), it is general
-    knowledge whatever words it shares with the files."""
-    if asks_for_knowledge(text) or not points_at_something(text):
+    particular and does not ask how to do something (`nbchat.tools.filewords`), or of any
+    message when a tool must be chosen (`look`). With a file named, a 1.5B model told that
+    "server" was in config.yaml searched the logs for it instead of reading the log it was
+    asked about; asked how to do something, or about no thing in particular (which port a
+    database server listens on by default), it is general knowledge whatever words it shares
+    with the files. Made to look after answering a one-word question about a setting that it
+    was not told the value, and told nothing, the same model read the notebook's last error."""
+    if not look and (asks_for_knowledge(text) or not points_at_something(text)):
         return ""
     return describe_found(parts.overview.files_holding(text))
 

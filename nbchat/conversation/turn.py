@@ -115,6 +115,12 @@ class StreamedReply:
     usage: Usage | None = None
     finish: str | None = None
     request_id: int | None = None  # its request record (`Store.record_sent`)
+    # What a small model's first step saw when it chose words before any tool ran in the turn
+    # (`nbchat.conversation.routing.FirstStep`): the turn has read nothing (`unlooked`), and
+    # the message names (`named`) or points at (`pointed`) something here.
+    unlooked: bool = False
+    pointed: bool = False
+    named: tuple[str, ...] = ()
     started: float = field(default_factory=time.monotonic)
     # Deltas are kept as parts and joined on demand: `+=` on a long string copies it each time.
     _reasoning: list[str] = field(default_factory=list)

@@ -71,11 +71,17 @@ class FirstStep:
 
 
 def first_step_body(
-    messages: Sequence[Mapping[str, Any]], *, model: str, names: Sequence[str]
+    messages: Sequence[Mapping[str, Any]],
+    *,
+    model: str,
+    names: Sequence[str],
+    answering: bool = True,
 ) -> dict[str, Any]:
     """The request: the chat's messages, the opened reply, a grammar allowing only
-    `none` or one of `names`, greedy, with the first token's alternatives reported."""
-    choices = " | ".join(json.dumps(name) for name in (NO_TOOL, *names))
+    `none` (unless `answering` is off: a tool must be chosen) or one of `names`, greedy, with
+    the first token's alternatives reported."""
+    allowed = (NO_TOOL, *names) if answering else tuple(names)
+    choices = " | ".join(json.dumps(name) for name in allowed)
     return {
         "model": model,
         "messages": [*messages, {"role": "assistant", "content": FIRST_STEP_OPENING}],
@@ -149,9 +155,11 @@ def ask_first_step(
     names: Sequence[str],
     stop: threading.Event | None = None,
     on_request: Callable[[dict[str, Any]], None] | None = None,
+    answering: bool = True,
 ) -> FirstStep | None:
-    """Ask the model for its first step; None when Stop came first."""
-    body = first_step_body(messages, model=model, names=names)
+    """Ask the model for its first step (`answering` off: which tool, answering in words not
+    allowed); None when Stop came first."""
+    body = first_step_body(messages, model=model, names=names, answering=answering)
     answer = _post(client, body, stop=stop, on_request=on_request)
     return None if answer is None else read_first_step(answer, names)
 

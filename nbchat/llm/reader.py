@@ -82,8 +82,9 @@ class TextDelta:
 class TextWithdrawn:
     """The text streamed so far is no part of the reply, which is asked again: a call that did
     not validate, written as JSON (`nbchat.llm.reader.second_chance`), or an answer after a
-    tool round that named nothing the results show, or a file that is not here
-    (`nbchat.conversation.grounding`). `reason` says which, in words for the status line."""
+    tool round that named nothing the results show, or a file that is not here, or an answer
+    given without looking that spoke of a file here (`nbchat.conversation.grounding`).
+    `reason` says which, in words for the status line."""
 
     reason: str = ""
 

@@ -105,15 +105,15 @@ def weighs_acting(text: str) -> bool:
     return WEIGHS.search(text) is not None
 
 
-# "how do I …", "in bash, how can you …", "how to …" (within two words of the start), "what's
-# the best way to …", "is there a way to …", and asking for a command, shortcut or flag that
-# does something ("which command shows …", "is there a shortcut for …",
+# "how do I …", "in bash, how can you …", "how do people …", "how to …" (within two words of
+# the start), "what's the best way to …", "is there a way to …", and asking for a command,
+# shortcut or flag that does something ("which command shows …", "is there a shortcut for …",
 # "what's the keyboard shortcut for …", "jupyter shortcut to …", "git command for …"): asked
-# near the start of the message (its first
-# `HOW_TO_REACH` characters). "How does this function work", "how many rows" and "what command
-# does the script run" ask about something, not how to do it.
+# near the start of the message (its first `HOW_TO_REACH` characters). "How does this
+# function work", "how many rows" and "what command does the script run" ask about something,
+# not how to do it.
 HOW_TO = re.compile(
-    r"\bhow\s+(?:do|can|could|would|should|might)\s+(?:i|you|one)\b"
+    r"\bhow\s+(?:do|can|could|would|should|might)\s+(?:i|you|one|people|folks)\b"
     r"|^\W*(?:[\w'’-]+\W+){0,2}?how\s+to\b"  # not "I don't know how to run it"
     r"|\b(?:what['’]?s|what\s+is|is\s+there)\s+(?:the\s+|an?\s+)?"
     r"(?:best\s+|easiest\s+|simplest\s+|quickest\s+|right\s+|proper\s+|good\s+)?way\s+to\b"

@@ -209,8 +209,9 @@ class EventView:
         self._streaming_status(live, len(event.text))
 
     def _on_text_withdrawn(self, event: TextWithdrawn) -> None:
-        # What streamed was a call that did not validate, written as JSON, or an answer naming
-        # nothing its tool results show: the model is asked again, and its new reply streams
+        # What streamed was a call that did not validate, written as JSON, an answer naming
+        # nothing its tool results show, or one speaking of a file it had not read: the model
+        # is asked again (or looks first), and its new reply streams
         # into a box of its own. The status says why the text vanished (the re-ask's own
         # request starts next and keeps saying it).
         self._asking_again = f"asking again: {event.reason}…" if event.reason else ""
