@@ -247,6 +247,8 @@ ANSWERS = Reply(first_step={"none": 0.9, "read_file": 0.06, "list_files": 0.04})
         # before), nor words that open otherwise.
         ("does settings.toml use sqlite?", "Yes, it does.", True),
         ("is my shop on sqlite?", "Yes, it is.", False),
+        # A how-to's answer names files here as examples.
+        ("how do I load our settings?", "Use tomllib on `settings.toml`.", False),
         ("does settings.toml use sqlite?", "It may.", False),
         # An answer saying it was not given what was asked, whatever the message: it looks.
         ("db?", "The database is not specified in the given information.", True),

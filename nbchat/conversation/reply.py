@@ -57,6 +57,7 @@ from nbchat.tools.choice import NO_TOOL
 from nbchat.tools.executor import is_failed_result
 from nbchat.tools.fileaccess import exists_inside
 from nbchat.tools.offer import brief
+from nbchat.tools.units import convert_units
 
 __all__ = [
     "AFTER_FAILURES",
@@ -119,6 +120,8 @@ def offerable(schemas: Sequence[dict[str, Any]], rows: Sequence[Row]) -> list[di
 STOPPED_NOTICE = "Stopped by you; the reply so far was kept."
 # Before a small model answers arithmetic (a 1.5B model said 125 × 64 = 7500): the values.
 WORKED_OUT = "Worked out by code, exactly: "
+# Before it answers a conversion (a 1.5B model gave the formula and no number): the value.
+CONVERTED = "Converted by code: "
 # Sent after a small model's tool results (not stored): shown a file it was asked to show, a
 # 1.5B model answered "I have read the README.md file" without it.
 # Told what the user asked, in their words, just before answering: with only "the user's last
@@ -263,8 +266,8 @@ def _with_notes(
     """What a small model is told besides the conversation, never stored: after a tool round,
     to answer the user's words from the results (`asked_again`: to quote them, and which files
     are not here), or, when every call failed, to say so (last);
-    before it answers a message, the arithmetic in it, worked out by code
-    (`nbchat.tools.arithmetic`), just before that message (a note after it made a 1.5B model
+    before it answers a message, the arithmetic and the unit conversion in it, worked out by
+    code (`_worked_out`), just before that message (a note after it made a 1.5B model
     echo the question)."""
     if rows and rows[-1].role == "tool":
         results = _last_results(rows)
@@ -277,10 +280,22 @@ def _with_notes(
         if asked_again is not None and asked_again.invented:
             told += INVENTED.format(names=" or ".join(asked_again.invented))
         return [*messages, {"role": "system", "content": told}]
-    if rows and rows[-1].role == "user" and (worked := work_out(rows[-1].content)):
-        note = {"role": "system", "content": WORKED_OUT + "; ".join(worked) + "."}
+    if rows and rows[-1].role == "user" and (worked := _worked_out(rows[-1].content)):
+        note = {"role": "system", "content": worked}
         return [*messages[:-1], note, messages[-1]]
     return messages
+
+
+def _worked_out(text: str) -> str:
+    """The note of what code worked out in the user's `text`: its arithmetic
+    (`nbchat.tools.arithmetic`) and a quantity converted to the unit it asks for
+    (`nbchat.tools.units`); "" when neither."""
+    notes = []
+    if worked := work_out(text):
+        notes.append(WORKED_OUT + "; ".join(worked) + ".")
+    if converted := convert_units(text):
+        notes.append(CONVERTED + "; ".join(converted) + ".")
+    return " ".join(notes)
 
 
 def _reask(parts: TurnParts, reply: StreamedReply) -> Reask | None:

@@ -80,9 +80,9 @@ class FirstStep:
     first step wrote its arguments. `unlooked`: the model itself chose words before any tool
     ran this turn, so its answer has read nothing; `pointed`: and the message names something
     here (`named`, by name) or points at something of the user's
-    (`nbchat.tools.offer.points_at_theirs`). An answer that then says it was not told, speaks
-    of a file here, or says yes or no about what the message names did not look
-    (`nbchat.conversation.reply` asks again with `look`)."""
+    (`nbchat.tools.offer.points_at_theirs`), and does not ask how to do something. An answer
+    that then says it was not told, speaks of a file here, or says yes or no about what the
+    message names did not look (`nbchat.conversation.reply` asks again with `look`)."""
 
     choice: str
     call: ToolCall | None = None
@@ -140,8 +140,10 @@ def choose_first_step(
         if choice == NO_TOOL:
             if turn_calls(parts.history.rows):
                 return FirstStep(NO_TOOL)
+            # Not a how-to: its answer names files here as examples ("run `pytest
+            # tests/test_app.py`"), and a yes or a no to it is no claim about them.
             said = tuple(dict.fromkeys(entry.split(" (", 1)[0] for entry in named))
-            pointed = bool(said) or points_at_theirs(last_user)
+            pointed = (bool(said) or points_at_theirs(last_user)) and not leaning.how_to
             return FirstStep(NO_TOOL, unlooked=True, pointed=pointed, named=said)
         schema = next(s for s in schemas if s["function"]["name"] == choice)
         parameters = schema["function"].get("parameters") or {}
