@@ -77,20 +77,31 @@ def test_working_out_takes_linear_time_on_hostile_text() -> None:
     assert seconds(10_000_000) / max(seconds(1_000_000), 1e-4) < 30
 
 
+@pytest.mark.parametrize(
+    ("message", "note"),
+    [
+        ("how much is 125x64", "Worked out by code, exactly: 125 × 64 = 8000."),
+        # A unit conversion (`nbchat.tools.units`) goes in the same note.
+        (
+            "100 fahrenheit in celsius? and 3 x 4",
+            "Worked out by code, exactly: 3 × 4 = 12. Converted by code: 100 °F ≈ 37.78 °C.",
+        ),
+    ],
+)
 def test_a_small_model_is_told_the_worked_out_values_before_it_answers(
-    make_settings: Any, store: Store
+    make_settings: Any, store: Store, message: str, note: str
 ) -> None:
     settings = make_settings(tools_on_request=True, json_tool_fallback=True)
     with FakeServer(default_reply=Reply(text="8000")) as server:
         client = openai.OpenAI(base_url=server.url + "/v1", api_key="test", max_retries=0)
         chat = Conversation(settings, store, client=client)
         chat.new_session("t")
-        run(chat, "how much is 125x64")
+        run(chat, message)
         run(chat, "thanks")
         worked, thanks = server.chat_requests()
     assert worked["messages"][-2:] == [
-        {"role": "system", "content": "Worked out by code, exactly: 125 × 64 = 8000."},
-        {"role": "user", "content": "how much is 125x64"},
+        {"role": "system", "content": note},
+        {"role": "user", "content": message},
     ]
     assert thanks["messages"][-1] == {"role": "user", "content": "thanks"}
     # Never stored: the next request carries the conversation without it.

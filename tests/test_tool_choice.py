@@ -247,15 +247,15 @@ ANSWERS = Reply(first_step={"none": 0.9, "read_file": 0.06, "list_files": 0.04})
         # before), nor words that open otherwise.
         ("does settings.toml use sqlite?", "Yes, it does.", True),
         ("is my shop on sqlite?", "Yes, it is.", False),
+        ("does settings.toml use sqlite?", "It may.", False),
         # A how-to's answer names files here as examples.
         ("how do I load our settings?", "Use tomllib on `settings.toml`.", False),
-        ("does settings.toml use sqlite?", "It may.", False),
         # An answer saying it was not given what was asked, whatever the message: it looks.
         ("db?", "The database is not specified in the given information.", True),
         ("db?", "SQLite is a common choice.", False),
     ],
 )
-def test_an_answer_without_looking_that_speaks_of_a_file_here_looks_first(
+def test_an_answer_without_looking_that_speaks_of_what_it_never_read_looks_first(
     make_settings: Any, store: Store, message: str, answer: str, looks: bool
 ) -> None:
     # Asked what a script of theirs would delete, a 1.5B model answered without reading it

@@ -1,18 +1,12 @@
 """Unit conversions in the user's words worked out by code for a small model (issue 19): what
 counts as a quantity and a unit asked for and what does not, exact and rounded values, names
-typed with a slip, bounds, and the note the model gets before it answers (over real HTTP)."""
+typed with a slip, bounds. The note the model gets is tested with the arithmetic's
+(`tests/test_arithmetic.py`)."""
 
 from __future__ import annotations
 
-from typing import Any
-
-import openai
 import pytest
-from fakeserver import FakeServer, Reply
-from helpers import run
 
-from nbchat.conversation.loop import Conversation
-from nbchat.store.store import Store
 from nbchat.tools.units import MAX_CHARS, convert_units
 
 
@@ -67,23 +61,3 @@ def test_no_conversion_unless_one_quantity_and_one_unit_of_its_kind(text: str) -
 def test_only_the_start_of_a_message_is_read() -> None:
     assert convert_units("x " * MAX_CHARS + "100 fahrenheit in celsius") == []
     assert convert_units("1 kg in " + "y" * 10_000_000) == []
-
-
-def test_a_small_model_is_told_the_converted_value_before_it_answers(
-    make_settings: Any, store: Store
-) -> None:
-    settings = make_settings(tools_on_request=True, json_tool_fallback=True)
-    with FakeServer(default_reply=Reply(text="37.78 °C")) as server:
-        client = openai.OpenAI(base_url=server.url + "/v1", api_key="test", max_retries=0)
-        chat = Conversation(settings, store, client=client)
-        chat.new_session("t")
-        run(chat, "100 fahrenheit in celsius? and 3 x 4")
-        (asked,) = server.chat_requests()
-    assert asked["messages"][-2:] == [
-        {
-            "role": "system",
-            "content": "Worked out by code, exactly: 3 × 4 = 12. "
-            "Converted by code: 100 °F ≈ 37.78 °C.",
-        },
-        {"role": "user", "content": "100 fahrenheit in celsius? and 3 x 4"},
-    ]
