@@ -330,20 +330,21 @@ def _unread(parts: TurnParts, reply: StreamedReply) -> str:
     (`StreamedReply.unlooked`), left unread, in words for the status line; "" when nothing:
     the information it says it was not given (`nbchat.conversation.grounding.
     says_it_was_not_told`); for a message naming or pointing at something here
-    (`StreamedReply.pointed`), the files here its prose names (`files_spoken_of`), or, when it
-    opens with a yes or a no, what the message names (`StreamedReply.named`). The model then
+    (`Unlooked.pointed`), the files here its prose names (`files_spoken_of`), or, when it
+    opens with a yes or a no, what the message names (`Unlooked.named`). The model then
     looks first. Answered without looking, such replies said a setting was "not specified in
     the given information", what a script deletes or where a setting lives, naming the file,
     and "Yes" to whether a dependency is pinned: stating what nobody had read."""
-    if not reply.unlooked or reply.calls or reply.stopped:
+    unlooked = reply.unlooked
+    if unlooked is None or reply.calls or reply.stopped:
         return ""
     if says_it_was_not_told(reply.text):
         return "the answer said it was not given what a tool can look up"
-    if not reply.pointed:
+    if not unlooked.pointed:
         return ""
     files = files_spoken_of(reply.text, lambda name: _is_here(parts, name))
-    if not files and reply.named and says_yes_or_no(reply.text):
-        files = list(reply.named)
+    if not files and unlooked.named and says_yes_or_no(reply.text):
+        files = list(unlooked.named)
     return f"the answer spoke of {', '.join(files)} without reading it" if files else ""
 
 
@@ -423,7 +424,7 @@ def stream_reply(
             reply.calls, reply.finish = (step.call,), "tool_calls"
             return reply
         tool_choice = step.choice
-        reply.unlooked, reply.pointed, reply.named = step.unlooked, step.pointed, step.named
+        reply.unlooked = step.unlooked
     # A summary is then asked as this request's continuation, in the server's cache.
     shape = RequestShape(
         plan.system_prompt, tuple(plan.body_tools), settings.model, tuple(plan.messages)

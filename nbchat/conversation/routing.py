@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from nbchat.conversation.turn import TurnParts
+from nbchat.conversation.turn import TurnParts, Unlooked
 from nbchat.errors import NbchatError, ServerUnavailableError
 from nbchat.history import Row, ToolCall, last_user_text, new_call_id, stored_calls
 from nbchat.llm.firststep import ask_arguments, ask_first_step
@@ -77,18 +77,15 @@ def after_tool(parts: TurnParts) -> bool:
 @dataclass(frozen=True)
 class FirstStep:
     """A small model's choice for a round: "none" (words) or a tool, with the call when the
-    first step wrote its arguments. `unlooked`: the model itself chose words before any tool
-    ran this turn, so its answer has read nothing; `pointed`: and the message names something
-    here (`named`, by name) or points at something of the user's
-    (`nbchat.tools.offer.points_at_theirs`), and does not ask how to do something. An answer
-    that then says it was not told, speaks of a file here, or says yes or no about what the
-    message names did not look (`nbchat.conversation.reply` asks again with `look`)."""
+    first step wrote its arguments. `unlooked`: set when the model itself chose words before
+    any tool ran this turn, so its answer has read nothing, with what the message names or
+    points at here (`nbchat.tools.offer.points_at_theirs`). An answer that then says it was
+    not told, speaks of a file here, or says yes or no about what the message names did not
+    look (`nbchat.conversation.reply` asks again with `look`)."""
 
     choice: str
     call: ToolCall | None = None
-    unlooked: bool = False
-    pointed: bool = False
-    named: tuple[str, ...] = ()
+    unlooked: Unlooked | None = None
 
 
 def choose_first_step(
@@ -132,11 +129,10 @@ def choose_first_step(
         step = ask_first_step(
             client, messages, model=model, names=allowed, stop=stop, answering=not look
         )
-        choice = None if step is None else step_choice(step.chosen, step.answer_share, leaning)
-        if look and step is not None:
-            choice = step.chosen  # the grammar held it to a tool: no share to weigh
-        if choice is None:
+        if step is None:
             return None
+        # With `look` the grammar held it to a tool: no share to weigh.
+        choice = step.chosen if look else step_choice(step.chosen, step.answer_share, leaning)
         if choice == NO_TOOL:
             if turn_calls(parts.history.rows):
                 return FirstStep(NO_TOOL)
@@ -144,7 +140,7 @@ def choose_first_step(
             # tests/test_app.py`"), and a yes or a no to it is no claim about them.
             said = tuple(dict.fromkeys(entry.split(" (", 1)[0] for entry in named))
             pointed = (bool(said) or points_at_theirs(last_user)) and not leaning.how_to
-            return FirstStep(NO_TOOL, unlooked=True, pointed=pointed, named=said)
+            return FirstStep(NO_TOOL, unlooked=Unlooked(pointed, said))
         schema = next(s for s in schemas if s["function"]["name"] == choice)
         parameters = schema["function"].get("parameters") or {}
         arguments = ask_arguments(

@@ -79,6 +79,7 @@ __all__ = [
     "Steps",
     "StreamedReply",
     "TurnParts",
+    "Unlooked",
     "compact",
     "compact_after_overflow",
     "compact_if_needed",
@@ -106,6 +107,16 @@ class Round:
         return not self.compacted
 
 
+@dataclass(frozen=True)
+class Unlooked:
+    """What the message of words chosen before any tool ran says of what is here: it names
+    (`named`, by name) or points at something of the user's (`pointed`), and does not ask how
+    to do something."""
+
+    pointed: bool = False
+    named: tuple[str, ...] = ()
+
+
 @dataclass
 class StreamedReply:
     """One streamed reply as it arrives; `rows()` is what gets stored."""
@@ -115,12 +126,9 @@ class StreamedReply:
     usage: Usage | None = None
     finish: str | None = None
     request_id: int | None = None  # its request record (`Store.record_sent`)
-    # What a small model's first step saw when it chose words before any tool ran in the turn
-    # (`nbchat.conversation.routing.FirstStep`): the turn has read nothing (`unlooked`), and
-    # the message names (`named`) or points at (`pointed`) something here.
-    unlooked: bool = False
-    pointed: bool = False
-    named: tuple[str, ...] = ()
+    # Set when a small model's first step chose words before any tool ran in the turn
+    # (`nbchat.conversation.routing.FirstStep`): the reply has read nothing.
+    unlooked: Unlooked | None = None
     started: float = field(default_factory=time.monotonic)
     # Deltas are kept as parts and joined on demand: `+=` on a long string copies it each time.
     _reasoning: list[str] = field(default_factory=list)
