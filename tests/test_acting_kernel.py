@@ -127,7 +127,6 @@ def test_an_edit_waits_for_accept_shows_its_diff_and_a_rejected_one_changes_noth
         Reply(tool_calls=[call("e1", "edit_cell", cell=first.id, old="41", new="42")]),
         Reply(text="Changed."),
         Reply(tool_calls=[call("e2", "edit_cell", cell="1", new="x = 0")]),
-        Reply(text="Not changed."),
     )
     send(ask, "make it 42")
     question = ask.run("card = ui.wait_for_approval(30)\nprint(card.question.value)").stdout
@@ -144,10 +143,12 @@ def test_an_edit_waits_for_accept_shows_its_diff_and_a_rejected_one_changes_noth
 
     send(ask, "set it to zero")
     ask.run("assert ui.wait_for_approval(30) is not None\nui.deny()")
-    assert fake.wait_for_chat_requests(4, TURN_SECONDS)
-    finish(ask)
+    finish(ask)  # a declined edit ends the turn: the model is not asked again
+    assert len(fake.chat_requests()) == 3
     assert page.find(first.id).source == "x = 42\nprint(x)"
     assert tool_result(ask, "edit_cell").startswith("Refused: the user did not approve")
+    last = ask.run("print(ui.conversation.history.rows[-1].content)").stdout
+    assert last.startswith("Not done: you declined edit_cell(")
     assert len(page.requests) == 1
 
 

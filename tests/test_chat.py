@@ -314,7 +314,7 @@ def test_the_same_failing_call_three_times_ends_the_turn(
     assert len(server.chat_requests()) == 3
 
 
-def test_ask_policy_uses_the_approver_and_a_refusal_is_a_tool_row(
+def test_ask_policy_uses_the_approver_and_a_declined_call_ends_the_turn_saying_so(
     server: FakeServer,
     store: Store,
     make_settings,  # type: ignore[no-untyped-def]
@@ -326,24 +326,30 @@ def test_ask_policy_uses_the_approver_and_a_refusal_is_a_tool_row(
         return False
 
     chat = make_conversation(server, store, make_settings(tool_policy="ask"), approver=deny)
-    server.enqueue(
-        Reply(tool_calls=[call("s1", "run_shell", command="echo hi")]), Reply(text="ok then")
-    )
+    server.enqueue(Reply(tool_calls=[call("s1", "run_shell", command="echo hi")]))
     rows = saved(run(chat, "run it"))
     assert asked == ["run_shell"]
     assert rows[2].role == "tool" and "hi\n" not in rows[2].content
-    assert rows[-1] == assistant("ok then")
+    # The model is not asked to go on: the reply is the refusal, in the user's terms.
+    assert rows[-1] == assistant(
+        "Not done: you declined run_shell(command='echo hi'). Say what to do instead."
+    )
+    assert len(server.chat_requests()) == 1
+    # The next message's request carries the refusal, so the model knows what did not run.
+    server.enqueue(Reply(text="noted"))
+    run(chat, "fine, leave it")
+    sent = server.chat_requests()[-1]["messages"]
+    assert any("did not approve 'run_shell'" in str(m.get("content")) for m in sent)
 
 
 def test_ask_without_an_approver_means_deny(
     server: FakeServer, store: Store, make_settings
 ) -> None:  # type: ignore[no-untyped-def]
     chat = make_conversation(server, store, make_settings(tool_policy="ask"))
-    server.enqueue(
-        Reply(tool_calls=[call("s1", "run_shell", command="echo hi")]), Reply(text="fine")
-    )
+    server.enqueue(Reply(tool_calls=[call("s1", "run_shell", command="echo hi")]))
     rows = saved(run(chat, "run it"))
     assert rows[2].role == "tool" and "approv" in rows[2].content.lower()
+    assert rows[-1].role == "assistant" and "NBCHAT_TOOL_POLICY=allow" in rows[-1].content
 
 
 def test_compaction_is_visible_in_events_and_store_and_the_next_request_fits(

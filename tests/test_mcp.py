@@ -153,17 +153,19 @@ def test_every_mcp_tool_asks_first_and_a_refusal_reaches_the_model(
         return next(answers)
 
     chat = chat_with({SERVER: stdio()}, approver=approver)
-    model.enqueue(
-        Reply(tool_calls=[call("c1", f"{SERVER}__shout", text="no")]),
-        Reply(tool_calls=[call("c2", f"{SERVER}__shout", text="yes")]),
-        Reply(text="done"),
-    )
-    rows = tool_rows(run(chat, "shout"))
-    assert rows == [
+    model.enqueue(Reply(tool_calls=[call("c1", f"{SERVER}__shout", text="no")]))
+    declined = run(chat, "shout")
+    # A declined call ends the turn, saying so; the model reads the refusal with the next one.
+    assert tool_rows(declined) == [
         f"Refused: the user did not approve '{SERVER}__shout'. Ask the user how to proceed or "
-        "do without it.",
-        "YES",
+        "do without it."
     ]
+    model.enqueue(
+        Reply(tool_calls=[call("c2", f"{SERVER}__shout", text="yes")]), Reply(text="done")
+    )
+    assert tool_rows(run(chat, "shout yes then")) == ["YES"]
+    refusal = model.chat_requests()[-2]["messages"]
+    assert any("did not approve" in str(m.get("content")) for m in refusal)
     assert [r.summary() for r in asked] == [
         f"{SERVER}__shout(text='no')",
         f"{SERVER}__shout(text='yes')",

@@ -306,20 +306,46 @@ def test_an_answer_cut_at_the_token_limit_is_asked_again_only_for_a_made_up_file
         assert len(server.chat_requests()) == asked
 
 
-def test_after_a_refused_call_the_answer_is_told_to_say_so_not_what_was_asked(
+def test_after_a_failed_call_the_answer_is_told_to_say_so_not_what_was_asked(
+    make_settings: Any, store: Store
+) -> None:
+    settings = small(make_settings, max_tool_turns=2)
+    registry = default_registry()
+
+    @registry.register(name="release_date", description="When the next release ships.")
+    def release_date() -> str:
+        return "Error: the release calendar is offline."
+
+    runs = Reply(first_step={"release_date": 0.97, "none": 0.03})
+    called = Reply(text='{"tool": "release_date", "arguments": {}}')
+    with FakeServer() as server:
+        server.enqueue(runs, called, Reply(text="The calendar is offline."))
+        client = openai.OpenAI(base_url=server.url + "/v1", api_key="test", max_retries=0)
+        chat = Conversation(settings, store, client=client, tools=registry)
+        run(chat, "when do we ship the next release")
+        (answer,) = server.chat_requests()
+    *_, result, note = answer["messages"]
+    assert result["content"] == "Error: the release calendar is offline."
+    assert note == {"role": "system", "content": AFTER_FAILURES}
+    assert "release" not in note["content"]
+
+
+def test_a_refused_call_ends_the_turn_without_asking_the_model(
     make_settings: Any, store: Store
 ) -> None:
     settings = small(make_settings, max_tool_turns=2)  # tool_policy="deny"
     shell = Reply(first_step={"run_shell": 0.97, "none": 0.03})
     command = Reply(text='{"tool": "run_shell", "arguments": {"command": "python --version"}}')
     with FakeServer() as server:
-        server.enqueue(shell, command, Reply(text="The tool policy denies the shell."))
-        run(conversation_on(server, store, settings), "which python have I got")
-        (answer,) = server.chat_requests()
-    *_, result, note = answer["messages"]
-    assert result["content"].startswith("Refused: the user's tool policy denies 'run_shell'")
-    assert note == {"role": "system", "content": AFTER_FAILURES}
-    assert "which python" not in note["content"]
+        server.enqueue(shell, command)
+        events = run(conversation_on(server, store, settings), "which python have I got")
+        assert server.chat_requests() == []  # the first step wrote the call; nothing else
+    said = [e.row.content for e in events if isinstance(e, RowSaved) and e.row.role == "assistant"]
+    assert said == [
+        "Not done: your tool policy denies run_shell(command='python --version') (it changes "
+        "files or runs commands). To allow it, set NBCHAT_TOOL_POLICY=allow, or "
+        "NBCHAT_TOOL_POLICY=ask to approve each call in the widget."
+    ]
 
 
 def test_a_file_listed_as_if_it_were_a_folder_is_read(make_settings: Any, store: Store) -> None:

@@ -257,7 +257,12 @@ def start_servers(parts: TurnParts, stop: threading.Event) -> Steps:
 def run_tools(
     parts: TurnParts, calls: tuple[ToolCall, ...], stop: threading.Event, guard: FailureGuard
 ) -> Generator[Event, None, bool]:
-    """Run each call and store its result; returns True when the turn has ended."""
+    """Run each call and store its result; returns True when the turn has ended: a call
+    failed three times alike, or every call was refused before it ran (declined by the user,
+    or not allowed by the policy), which ends the turn with the refusals in the user's terms
+    as the reply. The model is not asked to go on: asked, a 1.5B model answered a declined
+    call with "The tool call failed because the user did not approve it. They can ask the
+    user how to proceed", and a declined call is the user's to follow up, as in other agents."""
 
     def approve(request: ApprovalRequest) -> bool:
         # Read at call time, so a UI can attach its approver after the conversation exists.
@@ -268,6 +273,7 @@ def run_tools(
     limited = parts.settings.replace(tool_output_limit=parts.budget.tool_output_limit())
     executor = ToolExecutor.from_settings(limited, parts.tools, approver=approver)
     gave_up = False
+    refusals: list[str | None] = []
     for index, call in enumerate(calls):
         if stop.is_set():  # every call still needs a result row
             skipped = [Row("tool", NOT_RUN, c.id, c.name) for c in calls[index:]]
@@ -278,7 +284,12 @@ def run_tools(
         outcome = executor.execute(call, stop=stop)
         yield from save_rows(parts.session, Row("tool", outcome.content, call.id, call.name))
         yield ToolFinished(call, outcome)
+        refusals.append(outcome.refused)
         gave_up = guard.record(call, ok=outcome.ok) or gave_up
+    if refusals and all(refusals):
+        yield from save_rows(parts.session, Row("assistant", "\n".join(filter(None, refusals))))
+        yield Done()
+        return True
     if gave_up:
         yield from post_notice(
             parts.session,

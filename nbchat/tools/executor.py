@@ -6,7 +6,9 @@ arguments, apply the approval policy to dangerous tools (`allow` runs them, `den
 under a time limit and the Stop event, and cap the output (head and tail kept, the whole within
 `output_limit`, which the conversation sets to a share of its budget). Every problem
 (an unknown tool, bad arguments, a refusal, an exception, a timeout, Stop) becomes the outcome's
-`content` with `ok=False`; `execute` never raises for a tool problem.
+`content` with `ok=False`; `execute` never raises for a tool problem. A call refused before it
+ran (declined, or not allowed by the policy) also carries what to tell the user, in their terms
+(`ToolOutcome.refused`): the chat ends its turn with those words (`nbchat.conversation.turn`).
 
 Must not: know about rows, the chat loop or widgets (the approver is just a callable).
 """
@@ -36,6 +38,7 @@ __all__ = [
     "Approver",
     "ToolExecutor",
     "ToolOutcome",
+    "call_summary",
     "is_failed_result",
 ]
 
@@ -82,8 +85,13 @@ class ApprovalRequest:
 
     def summary(self) -> str:
         """One line for a prompt: `run_shell(command='ls -la')`, long values shortened."""
-        shown = ", ".join(f"{key}={_short(value)}" for key, value in self.arguments.items())
-        return f"{self.name}({shown})"
+        return call_summary(self.name, self.arguments)
+
+
+def call_summary(name: str, arguments: Mapping[str, Any]) -> str:
+    """A call on one line, `run_shell(command='ls -la')`, long values shortened."""
+    shown = ", ".join(f"{key}={_short(value)}" for key, value in arguments.items())
+    return f"{name}({shown})"
 
 
 Approver = Callable[[ApprovalRequest], bool]
@@ -91,16 +99,28 @@ Approver = Callable[[ApprovalRequest], bool]
 
 @dataclass(frozen=True)
 class ToolOutcome:
-    """The tool result the model reads (`content`); `error` is its headline when `ok` is False."""
+    """The tool result the model reads (`content`); `error` is its headline when `ok` is False;
+    `refused`, when the call was refused before it ran, what the user is told of it (one
+    sentence or two, in their terms: "Not done: you declined run_shell(command='pytest').")."""
 
     content: str
     ok: bool
     error: str | None = None
     duration: float = 0.0
+    refused: str | None = None
 
 
 class _Failed(Exception):
     """A tool problem on its way to becoming the outcome's content."""
+
+
+class _Refused(_Failed):
+    """A call refused before it ran: the result for the model, and `for_user`, what the user is
+    told of it."""
+
+    def __init__(self, for_model: str, for_user: str) -> None:
+        super().__init__(for_model)
+        self.for_user = for_user
 
 
 @dataclass
@@ -162,14 +182,17 @@ class ToolExecutor:
     def execute(self, call: ToolCall, *, stop: threading.Event | None = None) -> ToolOutcome:
         """Run one call; every problem is reported in the outcome, never raised."""
         started = time.monotonic()
+        refused = None
         try:
             content, ok = self._run(call, stop), True
+        except _Refused as refusal:
+            content, ok, refused = str(refusal), False, refusal.for_user
         except _Failed as failure:
             content, ok = str(failure), False
         advice = CUT_ADVICE.format(limit=self.output_limit)
         content = cap_output(content, self.output_limit, advice=advice)
         headline = None if ok else (content.splitlines() or [""])[0][:HEADLINE_CHARS]
-        return ToolOutcome(content, ok, headline, time.monotonic() - started)
+        return ToolOutcome(content, ok, headline, time.monotonic() - started, refused)
 
     def _run(self, call: ToolCall, stop: threading.Event | None) -> str:
         tool = self.registry.get(call.name)
@@ -205,20 +228,25 @@ class ToolExecutor:
     ) -> None:
         if not tool.dangerous or self.policy == "allow":
             return
+        call = call_summary(tool.name, arguments)
         if self.policy == "deny":
             what = (
                 f"a tool of {tool.origin}" if tool.origin else "it changes files or runs commands"
             )
-            raise _Failed(
-                f"Refused: the user's tool policy denies {tool.name!r} ({what}). To allow it, "
-                "set NBCHAT_TOOL_POLICY=allow, or NBCHAT_TOOL_POLICY=ask to approve each call "
-                "in the widget."
+            allow = (
+                "To allow it, set NBCHAT_TOOL_POLICY=allow, or NBCHAT_TOOL_POLICY=ask to approve "
+                "each call in the widget."
+            )
+            raise _Refused(
+                f"Refused: the user's tool policy denies {tool.name!r} ({what}). {allow}",
+                f"Not done: your tool policy denies {call} ({what}). {allow}",
             )
         if self.approver is None:
-            raise _Failed(
-                f"Refused: {tool.name!r} needs approval and nothing here can ask for it (policy "
-                "'ask' without an approver). Set NBCHAT_TOOL_POLICY=allow to let it run."
+            needs = (
+                "needs approval and nothing here can ask for it (policy 'ask' without an "
+                "approver). Set NBCHAT_TOOL_POLICY=allow to let it run."
             )
+            raise _Refused(f"Refused: {tool.name!r} {needs}", f"Not done: {call} {needs}")
         approver = self.approver
         request = ApprovalRequest(
             tool.name,
@@ -235,11 +263,15 @@ class ToolExecutor:
             raise _Failed(f"Refused: Stop was pressed while {tool.name!r} waited for approval.")
         if worker.error is not None:
             error = f"{type(worker.error).__name__}: {worker.error}"
-            raise _Failed(f"Refused: asking for approval of {tool.name!r} failed ({error}).")
+            raise _Refused(
+                f"Refused: asking for approval of {tool.name!r} failed ({error}).",
+                f"Not done: asking for approval of {call} failed ({error}).",
+            )
         if worker.value is not True:
-            raise _Failed(
+            raise _Refused(
                 f"Refused: the user did not approve {tool.name!r}. Ask the user how to proceed "
-                "or do without it."
+                "or do without it.",
+                f"Not done: you declined {call}. Say what to do instead.",
             )
 
 
