@@ -36,6 +36,7 @@ from nbchat.conversation.grounding import (
     says_it_was_not_told,
     says_yes_or_no,
 )
+from nbchat.conversation.noteecho import without_note_echo
 from nbchat.conversation.routing import after_tool, choose_first_step
 from nbchat.conversation.turn import (
     Round,
@@ -209,12 +210,17 @@ def request_reply(
 class RequestPlan:
     """What a request of the chat sends besides its tool choice: the tools the model may use,
     whether they travel in the request (or, on a small model, only bound its first step and
-    its forced calls: `nbchat.tools.offer`), the system prompt and the messages."""
+    its forced calls: `nbchat.tools.offer`), the system prompt and the messages; after a tool
+    round on a small model, the note's own words (`note`) and the user's message it quotes
+    (`quoted`), so an answer that opens by copying them is caught (`nbchat.conversation.
+    noteecho`)."""
 
     schemas: list[dict[str, Any]]
     in_prompt: bool
     system_prompt: str
     messages: list[dict[str, Any]]
+    note: str = ""
+    quoted: str = ""
 
     @property
     def body_tools(self) -> list[dict[str, Any]]:
@@ -255,35 +261,33 @@ def plan_request(parts: TurnParts, *, asked_again: Reask | None = None) -> Reque
     in_prompt = takes_notes(parts)
     system_prompt = system_prompt_for(parts, schemas)
     messages = build_messages(parts.history.rows, system_prompt)
-    if in_prompt:
-        messages = _with_notes(messages, parts.history.rows, asked_again=asked_again)
+    if not in_prompt:
+        return RequestPlan(schemas, in_prompt, system_prompt, messages)
+    rows = parts.history.rows
+    if rows and rows[-1].role == "tool":
+        note, quoted, told = _after_results(rows, asked_again)
+        messages = [*messages, {"role": "system", "content": told}]
+        return RequestPlan(schemas, in_prompt, system_prompt, messages, note, quoted)
+    if rows and rows[-1].role == "user" and (worked := _worked_out(rows[-1].content)):
+        # Just before the message: a note after it made a 1.5B model echo the question.
+        messages = [*messages[:-1], {"role": "system", "content": worked}, messages[-1]]
     return RequestPlan(schemas, in_prompt, system_prompt, messages)
 
 
-def _with_notes(
-    messages: list[dict[str, Any]], rows: Sequence[Row], *, asked_again: Reask | None = None
-) -> list[dict[str, Any]]:
-    """What a small model is told besides the conversation, never stored: after a tool round,
-    to answer the user's words from the results (`asked_again`: to quote them, and which files
-    are not here), or, when every call failed, to say so (last);
-    before it answers a message, the arithmetic and the unit conversion in it, worked out by
-    code (`_worked_out`), just before that message (a note after it made a 1.5B model
-    echo the question)."""
-    if rows and rows[-1].role == "tool":
-        results = _last_results(rows)
-        if all(is_failed_result(row.content) for row in results):
-            return [*messages, {"role": "system", "content": AFTER_FAILURES}]
-        asked = last_user_text(rows)
-        told = (ASKED_AGAIN if asked_again else AFTER_RESULTS).format(
-            asked=brief(asked, ASKED_CHARS)
-        )
-        if asked_again is not None and asked_again.invented:
-            told += INVENTED.format(names=" or ".join(asked_again.invented))
-        return [*messages, {"role": "system", "content": told}]
-    if rows and rows[-1].role == "user" and (worked := _worked_out(rows[-1].content)):
-        note = {"role": "system", "content": worked}
-        return [*messages[:-1], note, messages[-1]]
-    return messages
+def _after_results(rows: Sequence[Row], asked_again: Reask | None) -> tuple[str, str, str]:
+    """What a small model is told after a tool round, never stored: to answer the user's
+    words from the results (`asked_again`: to quote them, and which files are not here), or,
+    when every call failed, to say so. The note's own words, the user's message it quotes, and
+    the note as sent."""
+    if all(is_failed_result(row.content) for row in _last_results(rows)):
+        return AFTER_FAILURES, "", AFTER_FAILURES
+    asked = brief(last_user_text(rows), ASKED_CHARS)
+    template = ASKED_AGAIN if asked_again else AFTER_RESULTS
+    note, told = template.format(asked=""), template.format(asked=asked)
+    if asked_again is not None and asked_again.invented:
+        note += INVENTED.format(names="")
+        told += INVENTED.format(names=" or ".join(asked_again.invented))
+    return note, asked, told
 
 
 def _worked_out(text: str) -> str:
@@ -431,7 +435,7 @@ def stream_reply(
     )
     parts.engine.request_shape = shape
     try:
-        for event in stream_chat(
+        streamed = stream_chat(
             parts.budget.connect().client,
             plan.messages,
             model=settings.model,
@@ -444,7 +448,8 @@ def stream_reply(
             check_arguments=parts.tools.accepts,
             tool_choice=tool_choice,
             on_request=lambda body: _record_sent(parts, reply, body, plan.system_prompt),
-        ):
+        )
+        for event in without_note_echo(streamed, plan.note, plan.quoted):
             reply.take(event)
             if isinstance(event, ReasoningDelta | TextDelta | TextWithdrawn):
                 yield event
