@@ -224,6 +224,10 @@ def test_the_whether_to_act_rule_reads_a_bounded_start_and_end() -> None:
         "bash one-liner to count lines in every csv",
         "python snippet for timing a block of code",
         "regex that matches an email address?",
+        # A task asked as a search box is: topic, colon or dash, task, question mark.
+        "python: reverse a list in place?",
+        "bash - loop over every file in a folder?",
+        "SQL: select the newest row per user?",
     ],
 )
 def test_a_question_asking_how_to_do_something_asks_for_instructions(text: str) -> None:
@@ -246,6 +250,11 @@ def test_a_question_asking_how_to_do_something_asks_for_instructions(text: str) 
         "the regex in utils.py that strips tags, what does it match",
         "the shortcut key I set up yesterday stopped working, check my keybindings.json",
         "a very long message about many things " * 3 + "how do I do that",
+        # Topic first, then a question about what is here, not a task.
+        "logs - anything odd since yesterday?",
+        "config: is caching on?",
+        "deploy script: what does it copy?",
+        "tests: run them all now and tell me what fails, then " + "fix " * 60 + "it?",
     ],
 )
 def test_questions_about_something_or_requests_to_act_are_not_how_to(text: str) -> None:

@@ -126,11 +126,28 @@ HOW_TO = re.compile(
     re.IGNORECASE,
 )
 HOW_TO_REACH = 80
+# A task asked the way a search box is: a topic, a colon or a dash, the task, a question mark
+# ("python: reverse a list?", "bash - loop over files?"). Asked so how to take back a commit
+# in git, a 1.5B model chose to run `git reset`. Only a short message, all of it,
+# and only a task: "logs - anything odd?" or "config: is debug on?" asks about what is here.
+NOT_A_TASK = (
+    r"(?:what|which|who|whose|where|when|why|how|is|are|was|were|do|does|did|can|could|should|"
+    r"would|will|has|have|any|anything|anyone|something|everything|the|a|an|my|our|this|that|"
+    r"these|those|it|its|there|here)\b"
+)
+TOPIC_QUESTION = re.compile(
+    r"^\W*[\w.+#-]{1,30}(?:\s+[\w.+#-]{1,30})?\s*(?::|\s[-–—])\s+"
+    rf"(?!{NOT_A_TASK})\w[^\n?]*\?\s*$",
+    re.IGNORECASE,
+)
+TOPIC_QUESTION_CHARS = 200
 
 
 def asks_how_to(text: str) -> bool:
     """True when `text` asks how to do something: for instructions, not for an action."""
-    return HOW_TO.search(text[:HOW_TO_REACH]) is not None
+    if HOW_TO.search(text[:HOW_TO_REACH]) is not None:
+        return True
+    return len(text) <= TOPIC_QUESTION_CHARS and TOPIC_QUESTION.search(text) is not None
 
 
 # "add …", "please put …", "can you rename …", "ok now fix …": a request to change something,
