@@ -206,7 +206,7 @@ def test_a_listing_of_hostile_objects_calls_none_of_their_methods(
     run_cell(ipython, HOSTILE_CELL)
     listed = run_tool(ipython, "list_notebook_variables").splitlines()
     assert {
-        "a_frame: DataFrame, shape 1×2, columns <Label>, <Label>",
+        "a_frame: DataFrame, shape 1×2 (1 row, 2 columns), columns <Label>, <Label>",
         "b_int: SlowInt = 5",
         "c_liar: Liar",
         "d_array: FakeArray",

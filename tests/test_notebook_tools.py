@@ -279,7 +279,10 @@ def test_a_dataframe_is_shown_by_its_dtypes_and_head_not_its_contents() -> None:
 
     frame = pd.DataFrame({"price": [float(i) for i in range(100_000)], "name": ["x"] * 100_000})
     shown = describe_value("sales", frame)
-    assert shown.startswith("sales: DataFrame, shape 100,000×2, columns price, name\ndtypes:\n")
+    assert shown.startswith(
+        "sales: DataFrame, shape 100,000×2 (100,000 rows, 2 columns), columns price, name\n"
+        "dtypes:\n"
+    )
     assert "head():" in shown and "99999" not in shown
     assert len(shown) <= ANSWER_LIMIT
 

@@ -261,7 +261,7 @@ def summarise_value(value: Any, *, secret: bool = False) -> str:
         dtype = numpy.ndarray.dtype.__get__(value)
         return f"{name}, shape {_shape(shape)}, dtype {cut(str(dtype), 60)}"
     if pandas is not None and issubclass(kind, pandas.DataFrame | pandas.Series):
-        parts = [name, f"shape {_shape(value.shape)}"]
+        parts = [name, f"shape {_shape(value.shape)}{_rows_and_columns(value.shape)}"]
         if issubclass(kind, pandas.DataFrame):
             labels = [_label(label) for label in itertools.islice(value.columns, 8)]
             more = len(value.columns) - len(labels)
@@ -356,6 +356,16 @@ def _number(value: Any) -> str:
 
 def _shape(shape: Any) -> str:
     return "×".join(f"{n:,}" if type(n) is int else "?" for n in tuple(shape)[:8])
+
+
+def _rows_and_columns(shape: Any) -> str:
+    """ " (4 rows, 2 columns)" for a table's shape: "4×2" alone left a 1.5B model saying a
+    DataFrame's shape without saying which number counts what."""
+    sizes = tuple(shape)[:3]
+    if len(sizes) != 2 or not all(type(n) is int for n in sizes):
+        return ""
+    rows, columns = sizes
+    return f" ({rows:,} row{'s' * (rows != 1)}, {columns:,} column{'s' * (columns != 1)})"
 
 
 def _label(label: Any) -> str:
