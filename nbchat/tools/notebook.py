@@ -173,7 +173,8 @@ def notebook_tools(
         """Read the source and the result of the notebook cell with this execution number.
 
         Args:
-            number: the cell's execution count, as in In [number].
+            number: the cell's execution count, as in In [number]; -1 for the newest cell
+                run, -2 for the one before it.
         """
         return _cell(shell.user_ns, number, ctx)
 
@@ -185,8 +186,24 @@ def notebook_tools(
         Tool.from_function(list_notebook_variables),
         context=lambda: variable_names(shell.user_ns),
     )
-    others = (describe_variable, read_cell, last_error)
-    return (listing, *(Tool.from_function(function) for function in others))
+    reading = dataclasses.replace(
+        Tool.from_function(read_cell), context=lambda: newest_run(shell.user_ns)
+    )
+    describing, erring = Tool.from_function(describe_variable), Tool.from_function(last_error)
+    return (listing, describing, reading, erring)
+
+
+def newest_run(namespace: dict[Any, Any]) -> Sight:
+    """What a small model's first step is told of the cells run: "The newest cell run is
+    In [5]." (asked what the last cell said, a 1.5B model read In [1]); an empty line before
+    any."""
+    newest = _newest_number(namespace)
+    return Sight(f"The newest cell run is In [{newest}].") if newest else Sight("")
+
+
+def _newest_number(namespace: dict[Any, Any]) -> int:
+    inputs = namespace.get("In")
+    return len(inputs) - 1 if type(inputs) is list else 0
 
 
 def variable_names(namespace: dict[Any, Any], limit: int = NAMES_SHOWN) -> Sight:
@@ -318,6 +335,8 @@ def _describe_into(name: str, value: Any, out: Output) -> None:
 
 def _cell(namespace: dict[str, Any], number: int, ctx: ToolContext) -> str:
     inputs = namespace.get("In")
+    if number < 0 and type(inputs) is list:  # counted back from the newest run
+        number += len(inputs)
     if type(inputs) is not list or not 0 < number < len(inputs):
         return f"There is no cell In [{number}] in this kernel's history."
     source = inputs[number] if type(inputs[number]) is str else ""
