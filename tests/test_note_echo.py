@@ -157,3 +157,11 @@ def test_the_saved_answer_after_a_tool_round_lacks_the_copied_note(
     assert said == ["No: requirements.txt asks for requests>=2.31."]
     shown = "".join(e.text for e in events if isinstance(e, TextDelta))
     assert shown == "No: requirements.txt asks for requests>=2.31."
+
+
+def test_an_answer_of_its_own_streams_from_its_first_words() -> None:
+    pieces = [TextDelta("The port "), TextDelta("is "), TextDelta("8042.\n"), Finish("stop")]
+    passed = without_note_echo(iter(pieces), NOTE, "which port?")
+    # Released as soon as a whole word is no word of the note: not held to the sentence's end.
+    assert next(passed) == TextDelta("The port ")
+    assert list(passed) == [TextDelta("is "), TextDelta("8042.\n"), Finish("stop")]

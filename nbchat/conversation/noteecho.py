@@ -5,7 +5,9 @@ and how to answer (`nbchat.conversation.reply`). A 1.5B model sometimes opens it
 copying that note ("The user asked: " and the message again, or the failure note's first
 sentence) and only then answers. Those sentences are nbchat's own words, not an answer, so
 they are dropped as the answer streams (`without_note_echo`): the start of the answer is held
-back until its first sentence ends; a sentence of three words or more is dropped when every
+back only while it may still be such a copy (every word so far the note's, or the note's words
+in the note's order), at most to the end of its first sentence, so an answer of its own streams
+from its first words; a sentence of three words or more is dropped when every
 word of it is a word of the note's own text, or when it opens with "the user asked" and every
 other word is the note's or the user's message's (up to `MAX_DROPPED` sentences). A sentence
 made of the user's words alone is kept: restating a yes-or-no question is how a small model
@@ -160,6 +162,31 @@ def _without_copied_opening(text: str, note_run: tuple[str, ...]) -> str:
     return text[cut:].lstrip() if cut else text
 
 
+def _may_copy(
+    sentence: str,
+    note_words: frozenset[str],
+    asked_words: frozenset[str],
+    note_run: tuple[str, ...],
+) -> bool:
+    """Whether the start of a sentence, its last word perhaps unfinished, may still turn out
+    to echo the note or open with a copy of it: held back only while it may, the answer's
+    first words are not kept from the user any longer than that."""
+    words = WORD.findall(sentence.lower())
+    if sentence and (sentence[-1].isalnum() or sentence[-1] == "_"):
+        words = words[:-1]  # the word being written may go on
+    reported = tuple(words[: len(REPORTED)]) == REPORTED[: len(words)]
+    if all(word in note_words or (reported and word in asked_words) for word in words):
+        return True
+    run = tuple(word for word in words if word not in LINKING)
+    if not run:
+        return True
+    return any(
+        note_run[start : start + len(run)] == run
+        for start, word in enumerate(note_run)
+        if word == run[0]
+    )
+
+
 def _drop_echoes(
     held: str,
     dropped: int,
@@ -172,6 +199,10 @@ def _drop_echoes(
     (the first sentence that is no echo is not over yet)."""
     while dropped < MAX_DROPPED:
         end = SENTENCE_END.search(held, 0, HOLD_CHARS)
+        first = held[:HOLD_CHARS] if end is None else held[: end.end()]
+        if not _may_copy(first, note_words, asked_words, note_run):
+            # Its first words are the answer's own, or end a copied opening: let it stream.
+            return _without_copied_opening(held, note_run), dropped, False
         if end is None:
             return held, dropped, len(held) < HOLD_CHARS
         sentence, rest = held[: end.end()], held[end.end() :]
