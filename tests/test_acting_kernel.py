@@ -148,7 +148,7 @@ def test_an_edit_waits_for_accept_shows_its_diff_and_a_rejected_one_changes_noth
     assert page.find(first.id).source == "x = 42\nprint(x)"
     assert tool_result(ask, "edit_cell").startswith("Refused: the user did not approve")
     last = ask.run("print(ui.conversation.history.rows[-1].content)").stdout
-    assert last.startswith("Not done: you declined edit_cell(")
+    assert last.strip() == "Not done: you declined edit_cell. Say what to do instead."
     assert len(page.requests) == 1
 
 

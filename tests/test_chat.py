@@ -331,9 +331,7 @@ def test_ask_policy_uses_the_approver_and_a_declined_call_ends_the_turn_saying_s
     assert asked == ["run_shell"]
     assert rows[2].role == "tool" and "hi\n" not in rows[2].content
     # The model is not asked to go on: the reply is the refusal, in the user's terms.
-    assert rows[-1] == assistant(
-        "Not done: you declined run_shell(command='echo hi'). Say what to do instead."
-    )
+    assert rows[-1] == assistant("Not done: you declined run_shell. Say what to do instead.")
     assert len(server.chat_requests()) == 1
     # The next message's request carries the refusal, so the model knows what did not run.
     server.enqueue(Reply(text="noted"))

@@ -309,8 +309,12 @@ def test_run_shell_waits_under_ask_until_the_user_decides(
     button.click()
     assert ui.wait(20)
     assert marker.exists() is (decision == "Approve")
-    said = "done" if decision == "Approve" else "Not done: you declined run_shell(command='touch "
-    assert ui.conversation.history.rows[-1].content.startswith(said)
+    said = (
+        "done"
+        if decision == "Approve"
+        else "Not done: you declined run_shell. Say what to do instead."
+    )
+    assert ui.conversation.history.rows[-1].content == said
     ui.close()
 
 

@@ -342,9 +342,9 @@ def test_a_refused_call_ends_the_turn_without_asking_the_model(
         assert server.chat_requests() == []  # the first step wrote the call; nothing else
     said = [e.row.content for e in events if isinstance(e, RowSaved) and e.row.role == "assistant"]
     assert said == [
-        "Not done: your tool policy denies run_shell(command='python --version') (it changes "
-        "files or runs commands). To allow it, set NBCHAT_TOOL_POLICY=allow, or "
-        "NBCHAT_TOOL_POLICY=ask to approve each call in the widget."
+        "Not done: your tool policy denies run_shell (it changes files or runs commands). To "
+        "allow it, set NBCHAT_TOOL_POLICY=allow, or NBCHAT_TOOL_POLICY=ask to approve each call "
+        "in the widget."
     ]
 
 

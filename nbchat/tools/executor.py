@@ -38,7 +38,6 @@ __all__ = [
     "Approver",
     "ToolExecutor",
     "ToolOutcome",
-    "call_summary",
     "is_failed_result",
 ]
 
@@ -85,13 +84,8 @@ class ApprovalRequest:
 
     def summary(self) -> str:
         """One line for a prompt: `run_shell(command='ls -la')`, long values shortened."""
-        return call_summary(self.name, self.arguments)
-
-
-def call_summary(name: str, arguments: Mapping[str, Any]) -> str:
-    """A call on one line, `run_shell(command='ls -la')`, long values shortened."""
-    shown = ", ".join(f"{key}={_short(value)}" for key, value in arguments.items())
-    return f"{name}({shown})"
+        shown = ", ".join(f"{key}={_short(value)}" for key, value in self.arguments.items())
+        return f"{self.name}({shown})"
 
 
 Approver = Callable[[ApprovalRequest], bool]
@@ -101,7 +95,8 @@ Approver = Callable[[ApprovalRequest], bool]
 class ToolOutcome:
     """The tool result the model reads (`content`); `error` is its headline when `ok` is False;
     `refused`, when the call was refused before it ran, what the user is told of it (one
-    sentence or two, in their terms: "Not done: you declined run_shell(command='pytest').")."""
+    sentence or two, in their terms: "Not done: you declined run_shell.", whose card shows the
+    call)."""
 
     content: str
     ok: bool
@@ -228,7 +223,7 @@ class ToolExecutor:
     ) -> None:
         if not tool.dangerous or self.policy == "allow":
             return
-        call = call_summary(tool.name, arguments)
+        call = tool.name  # its card, above the reply, shows the arguments
         if self.policy == "deny":
             what = (
                 f"a tool of {tool.origin}" if tool.origin else "it changes files or runs commands"
