@@ -31,7 +31,7 @@ import openai
 import pytest
 from factories import assistant
 from fakeserver import FakeServer, Reply
-from helpers import is_summary_request
+from helpers import is_summary_request, shown_text
 from ipywidgets.widgets.widget import _instances
 from test_render import XSS_PAYLOADS, executable_parts
 
@@ -274,16 +274,18 @@ def test_run_shell_never_runs_under_deny(
     server: FakeServer, store: Store, settings: Settings
 ) -> None:
     marker = settings.workspace / "ran"
-    server.enqueue(
-        Reply(tool_calls=[("d1", "run_shell", json.dumps({"command": f"touch {marker}"}))]),
-    )
+    command = json.dumps({"command": f"touch {marker}"})
+    server.enqueue(Reply(text="Touching it.", tool_calls=[("d1", "run_shell", command)]))
     ui = make_ui(server, store, settings.replace(tool_policy="deny"))
     run_command(ui, "touch it")
     assert ui.conversation.history.rows[2].content == SHELL_DENIED
-    # The turn ends with the refusal in the user's terms, saying how to allow it.
+    # The turn ends with the refusal in the user's terms, saying how to allow it, shown below
+    # the words the model streamed before its call.
     reply = ui.conversation.history.rows[-1]
     assert reply.role == "assistant" and reply.content.startswith("Not done: your tool policy")
     assert "NBCHAT_TOOL_POLICY=allow" in reply.content
+    shown = shown_text(ui.messages.box)
+    assert shown.index("Touching it.") < shown.index("Not done: your tool policy denies run_shell")
     assert not marker.exists()
     ui.close()
 

@@ -245,6 +245,9 @@ class EventView:
                 self.messages.add(row_widget(Row("assistant_full", "", "", "", row.tool_args)))
             self._add_footer()
         elif row.role == "tool":
+            # The round's streaming is over: words saved after its results (a refused call's
+            # reply, written by nbchat) are a bubble of their own, not that stream's end.
+            self._finish_live()
             widget = tool_result_widget(row.tool_name or "tool", row.content)
             self._tool_widgets[row.tool_id] = widget
             self.messages.add(widget)
