@@ -4,17 +4,18 @@ After a tool round a small model is told, in a note the user never sees, what th
 and how to answer (`nbchat.conversation.reply`). A 1.5B model sometimes opens its answer by
 copying that note ("The user asked: " and the message again, or the failure note's first
 sentence) and only then answers. Those sentences are nbchat's own words, not an answer, so
-they are dropped as the answer streams (`without_note_echo`): the start of the answer is held
-back only while it may still be such a copy (every word so far the note's, or the note's words
-in the note's order), at most to the end of its first sentence, so an answer of its own streams
-from its first words; a sentence of three words or more is dropped when every
-word of it is a word of the note's own text, or when it opens with "the user asked" and every
-other word is the note's or the user's message's (up to `MAX_DROPPED` sentences). A sentence
-made of the user's words alone is kept: restating a yes-or-no question is how a small model
-says yes. The first sentence kept loses an opening that copies a run of the note
-(`copied_opening`: "The files, items, values or lines that the results show are" before the
-values); it, and everything after it, streams as it came. A sentence the answer ends with is
-never dropped, so no answer is emptied by this.
+they are dropped as the answer streams (`without_note_echo`).
+
+The start of the answer is held back only while it may still be such a copy (every word so far
+the note's, or the note's words in the note's order), at most to the end of its first
+sentence: an answer of its own streams from its first whole word. A sentence of three words or
+more is dropped when every word of it is a word of the note's own text, or when it opens with
+"the user asked" and every other word is the note's or the user's message's (up to
+`MAX_DROPPED` sentences). A sentence made of the user's words alone is kept: restating a
+yes-or-no question is how a small model says yes. The first sentence kept loses an opening
+that copies a run of the note (`copied_opening`: "The files, items, values or lines that the
+results show are" before the values); it, and everything after it, streams as it came. A
+sentence the answer ends with is never dropped, so no answer is emptied by this.
 
 Linear in the answer's length: each held character is looked at a bounded number of times.
 Pure: no I/O.
