@@ -32,7 +32,6 @@ from nbchat.tools.notebook import (
     notebook_tools,
     summarise_value,
 )
-from nbchat.tools.registry import Sight, ToolRegistry
 from nbchat.ui.chatui import ChatUI
 
 
@@ -172,19 +171,11 @@ def test_a_cell_is_read_by_its_execution_number() -> None:
     )
 
 
-def test_the_newest_cell_is_read_counting_back_and_the_first_step_is_told_its_number() -> None:
+def test_the_newest_cell_is_read_counting_back() -> None:
     shell = FakeShell(In=["", "total = 2 + 3\ntotal", "print('hi')"], Out={1: 5})
     assert run_tool(shell, "read_cell", number=-1).startswith("In [2]:\nprint('hi')")
     assert run_tool(shell, "read_cell", number=-2).startswith("In [1]:\ntotal = 2 + 3")
     assert run_tool(shell, "read_cell", number=-3).startswith("There is no cell")
-    registry = ToolRegistry()
-    for tool in notebook_tools(shell):
-        registry.register(tool)
-    assert registry.sights(["read_cell"]) == [Sight("The newest cell run is In [2].")]
-    empty = ToolRegistry()
-    for tool in notebook_tools(FakeShell()):
-        empty.register(tool)
-    assert empty.sights(["read_cell"]) == []  # nothing run yet: nothing said
 
 
 def test_the_last_error_keeps_its_final_line(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -186,24 +186,8 @@ def notebook_tools(
         Tool.from_function(list_notebook_variables),
         context=lambda: variable_names(shell.user_ns),
     )
-    reading = dataclasses.replace(
-        Tool.from_function(read_cell), context=lambda: newest_run(shell.user_ns)
-    )
-    describing, erring = Tool.from_function(describe_variable), Tool.from_function(last_error)
-    return (listing, describing, reading, erring)
-
-
-def newest_run(namespace: dict[Any, Any]) -> Sight:
-    """What a small model's first step is told of the cells run: "The newest cell run is
-    In [5]." (asked what the last cell said, a 1.5B model read In [1]); an empty line before
-    any."""
-    newest = _newest_number(namespace)
-    return Sight(f"The newest cell run is In [{newest}].") if newest else Sight("")
-
-
-def _newest_number(namespace: dict[Any, Any]) -> int:
-    inputs = namespace.get("In")
-    return len(inputs) - 1 if type(inputs) is list else 0
+    others = (describe_variable, read_cell, last_error)
+    return (listing, *(Tool.from_function(function) for function in others))
 
 
 def variable_names(namespace: dict[Any, Any], limit: int = NAMES_SHOWN) -> Sight:
