@@ -74,11 +74,31 @@ def echoes_note(sentence: str, note_words: frozenset[str], asked_words: frozense
     (the note's own text), or opening with "the user asked" and each one of those or of
     `asked_words` (the user's message, which the note quotes)."""
     words = WORD.findall(sentence.lower())
-    if len(words) < MIN_WORDS:
-        return False
-    if tuple(words[: len(REPORTED)]) == REPORTED:
-        return all(word in note_words or word in asked_words for word in words)
-    return all(word in note_words for word in words)
+    reported = tuple(words[: len(REPORTED)]) == REPORTED
+    return len(words) >= MIN_WORDS and _all_said(words, note_words, asked_words, reported)
+
+
+def _all_said(
+    words: list[str], note_words: frozenset[str], asked_words: frozenset[str], reported: bool
+) -> bool:
+    """Whether every one of `words` is the note's, or, in a sentence `reported` ("the user
+    asked …"), the note's or the user's message's."""
+    return all(word in note_words or (reported and word in asked_words) for word in words)
+
+
+def _run_in_note(words: list[str], note_run: tuple[str, ...]) -> int:
+    """How many of `words`, from the first, are a run of `note_run` (the longest such)."""
+    longest = 0
+    for start in (i for i, word in enumerate(note_run) if words and word == words[0]):
+        length = 0
+        while (
+            length < len(words)
+            and start + length < len(note_run)
+            and words[length] == note_run[start + length]
+        ):
+            length += 1
+        longest = max(longest, length)
+    return longest
 
 
 def copied_opening(sentence: str, note_run: tuple[str, ...]) -> int:
@@ -90,18 +110,7 @@ def copied_opening(sentence: str, note_run: tuple[str, ...]) -> int:
         for match in WORD.finditer(sentence.lower())
         if match.group() not in LINKING
     ]
-    if not spans:
-        return 0
-    longest = 0
-    for start in (i for i, word in enumerate(note_run) if word == spans[0][0]):
-        length = 0
-        while (
-            length < len(spans)
-            and start + length < len(note_run)
-            and spans[length][0] == note_run[start + length]
-        ):
-            length += 1
-        longest = max(longest, length)
+    longest = _run_in_note([word for word, _end in spans], note_run)
     if longest < MIN_COPIED or longest == len(spans):
         return 0  # too short to be a copy, or nothing follows it
     end = spans[longest - 1][1]
@@ -176,16 +185,10 @@ def _may_copy(
     if sentence and (sentence[-1].isalnum() or sentence[-1] == "_"):
         words = words[:-1]  # the word being written may go on
     reported = tuple(words[: len(REPORTED)]) == REPORTED[: len(words)]
-    if all(word in note_words or (reported and word in asked_words) for word in words):
+    if _all_said(words, note_words, asked_words, reported):
         return True
-    run = tuple(word for word in words if word not in LINKING)
-    if not run:
-        return True
-    return any(
-        note_run[start : start + len(run)] == run
-        for start, word in enumerate(note_run)
-        if word == run[0]
-    )
+    run = [word for word in words if word not in LINKING]
+    return _run_in_note(run, note_run) == len(run)
 
 
 def _drop_echoes(

@@ -223,7 +223,6 @@ class ToolExecutor:
     ) -> None:
         if not tool.dangerous or self.policy == "allow":
             return
-        call = tool.name  # its card, above the reply, shows the arguments
         if self.policy == "deny":
             what = (
                 f"a tool of {tool.origin}" if tool.origin else "it changes files or runs commands"
@@ -234,14 +233,14 @@ class ToolExecutor:
             )
             raise _Refused(
                 f"Refused: the user's tool policy denies {tool.name!r} ({what}). {allow}",
-                f"Not done: your tool policy denies {call} ({what}). {allow}",
+                f"Not done: your tool policy denies {tool.name} ({what}). {allow}",
             )
         if self.approver is None:
             needs = (
                 "needs approval and nothing here can ask for it (policy 'ask' without an "
                 "approver). Set NBCHAT_TOOL_POLICY=allow to let it run."
             )
-            raise _Refused(f"Refused: {tool.name!r} {needs}", f"Not done: {call} {needs}")
+            raise _Refused(f"Refused: {tool.name!r} {needs}", f"Not done: {tool.name} {needs}")
         approver = self.approver
         request = ApprovalRequest(
             tool.name,
@@ -260,13 +259,13 @@ class ToolExecutor:
             error = f"{type(worker.error).__name__}: {worker.error}"
             raise _Refused(
                 f"Refused: asking for approval of {tool.name!r} failed ({error}).",
-                f"Not done: asking for approval of {call} failed ({error}).",
+                f"Not done: asking for approval of {tool.name} failed ({error}).",
             )
         if worker.value is not True:
             raise _Refused(
                 f"Refused: the user did not approve {tool.name!r}. Ask the user how to proceed "
                 "or do without it.",
-                f"Not done: you declined {call}. Say what to do instead.",
+                f"Not done: you declined {tool.name}. Say what to do instead.",
             )
 
 
