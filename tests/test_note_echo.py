@@ -14,7 +14,7 @@ from helpers import run
 from nbchat.conversation.events import RowSaved
 from nbchat.conversation.loop import Conversation
 from nbchat.conversation.noteecho import without_note_echo
-from nbchat.conversation.reply import AFTER_FAILURES, AFTER_RESULTS
+from nbchat.conversation.notes import AFTER_FAILURES, AFTER_RESULTS
 from nbchat.errors import NbchatError
 from nbchat.llm.reader import Finish, ReasoningDelta, TextDelta, TextWithdrawn
 from nbchat.store.store import Store

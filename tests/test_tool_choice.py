@@ -25,15 +25,8 @@ from nbchat.compaction.prune import to_placeholder
 from nbchat.config import Settings
 from nbchat.conversation.events import Done, RowSaved
 from nbchat.conversation.loop import Conversation
-from nbchat.conversation.reply import (
-    AFTER_FAILURES,
-    AFTER_RESULTS,
-    ASKED_AGAIN,
-    INVENTED,
-    plan_request,
-    request_system_prompt,
-    request_tools,
-)
+from nbchat.conversation.notes import AFTER_FAILURES, AFTER_RESULTS, ASKED_AGAIN, INVENTED
+from nbchat.conversation.reply import plan_request, request_system_prompt, request_tools
 from nbchat.history import Row
 from nbchat.llm.firststep import FIRST_STEP_OPENING
 from nbchat.llm.reader import TextWithdrawn

@@ -5,7 +5,8 @@ One reply of the chat model: the request planned (the tools, sent or described i
 prompt, the system prompt, the messages), on a small model its first step asked (answer, or
 which tool: `nbchat.conversation.routing`), the reply streamed, recorded as sent, and saved
 with its usage; after a context overflow, one forced compaction and one more try
-(`request_reply`).
+(`request_reply`); on a small model, the notes it is told beside the conversation
+(`nbchat.conversation.notes`).
 
 A stream that fails keeps what arrived as complete rows and then raises.
 
@@ -37,6 +38,7 @@ from nbchat.conversation.grounding import (
     says_yes_or_no,
 )
 from nbchat.conversation.noteecho import without_note_echo
+from nbchat.conversation.notes import after_results, last_results, worked_out
 from nbchat.conversation.routing import after_tool, choose_first_step
 from nbchat.conversation.turn import (
     Round,
@@ -53,23 +55,16 @@ from nbchat.history import Row, build_messages, last_user_text
 from nbchat.llm.client import stream_chat
 from nbchat.llm.reader import ReasoningDelta, TextDelta, TextWithdrawn
 from nbchat.store.store import Store
-from nbchat.tools.arithmetic import work_out
 from nbchat.tools.choice import NO_TOOL
 from nbchat.tools.executor import is_failed_result
 from nbchat.tools.fileaccess import exists_inside
-from nbchat.tools.offer import brief
-from nbchat.tools.units import convert_units
 
 __all__ = [
-    "AFTER_FAILURES",
-    "AFTER_RESULTS",
-    "ASKED_AGAIN",
     "ARCHIVE_TOOL",
     "EMPTY_REPLY_NOTICE",
     "RequestPlan",
     "STOPPED_NOTICE",
     "SessionSource",
-    "WORKED_OUT",
     "archived_output_tool",
     "offerable",
     "plan_request",
@@ -119,46 +114,6 @@ def offerable(schemas: Sequence[dict[str, Any]], rows: Sequence[Row]) -> list[di
 
 
 STOPPED_NOTICE = "Stopped by you; the reply so far was kept."
-# Before a small model answers arithmetic (a 1.5B model said 125 × 64 = 7500): the values.
-WORKED_OUT = "Worked out by code, exactly: "
-# Before it answers a conversion (a 1.5B model gave the formula and no number): the value.
-CONVERTED = "Converted by code: "
-# Sent after a small model's tool results (not stored): shown a file it was asked to show, a
-# 1.5B model answered "I have read the README.md file" without it.
-# Told what the user asked, in their words, just before answering: with only "the user's last
-# message" to go on, a 1.5B model narrated ("The user asked if there was anything left on their
-# todo list. The tool response shows…") instead of answering. Told to answer from the results
-# above, it answered a follow-up asking for the todo list from notes an earlier turn had read;
-# and it answered with a bare yes ("there are tests", "the script is safe"), naming nothing.
-# It still begins a few answers with "The user asked: …" and the result (2 of 86 answers after
-# a tool on the dev split's fresh cases); quoting the message inside the instruction instead
-# lost more answers' facts than that ("The cleanup script is safe to run.").
-AFTER_RESULTS = (
-    "The user asked: {asked}\n"
-    "Answer them now, speaking to them, from the results of the tools called since they asked "
-    "(earlier results answered earlier questions): name the files, items, values or lines "
-    "those results show, quoted where they asked to see something, not a bare yes or no. Do "
-    "not describe the tool call or restate the question."
-)
-# Sent instead, once, when the answer to that note named nothing the results show, or named a
-# file that nothing holds and that is not here (`nbchat.conversation.grounding`): the answer is
-# withdrawn and asked again; for a made-up file, saying which (`INVENTED`).
-ASKED_AGAIN = (
-    "The user asked: {asked}\n"
-    "Answer them from the results of the tools called since they asked. Quote from those "
-    "results the lines, names or values that answer the question, or, if none do, say what "
-    "the results show instead. Do not describe the tool call or restate the question."
-)
-INVENTED = " The results name no file {names}: name only files they or the user name."
-# When every call of the round was refused or failed there is nothing to answer from, and the
-# question is not repeated: told it, the same model answered a refused `python --version` with
-# "Python 3.8", and a refused `pip show pandas` with a version, even when told not to guess.
-AFTER_FAILURES = (
-    "The tool call above did not run, or failed: its result says why. Tell the user what it "
-    "says and what they can do instead, in a sentence or two. You did not see what it would "
-    "have shown, so say nothing about that."
-)
-ASKED_CHARS = 400  # of the user's message, in that note
 EMPTY_REPLY_NOTICE = "The model sent an empty reply. Try rephrasing, or /retry."
 
 
@@ -265,41 +220,14 @@ def plan_request(parts: TurnParts, *, asked_again: Reask | None = None) -> Reque
         return RequestPlan(schemas, in_prompt, system_prompt, messages)
     rows = parts.history.rows
     if rows and rows[-1].role == "tool":
-        note, quoted, told = _after_results(rows, asked_again)
+        invented = asked_again.invented if asked_again else ()
+        note, quoted, told = after_results(rows, asked_again is not None, invented)
         messages = [*messages, {"role": "system", "content": told}]
         return RequestPlan(schemas, in_prompt, system_prompt, messages, note, quoted)
-    if rows and rows[-1].role == "user" and (worked := _worked_out(rows[-1].content)):
+    if rows and rows[-1].role == "user" and (worked := worked_out(rows[-1].content)):
         # Just before the message: a note after it made a 1.5B model echo the question.
         messages = [*messages[:-1], {"role": "system", "content": worked}, messages[-1]]
     return RequestPlan(schemas, in_prompt, system_prompt, messages)
-
-
-def _after_results(rows: Sequence[Row], asked_again: Reask | None) -> tuple[str, str, str]:
-    """What a small model is told after a tool round, never stored: to answer the user's
-    words from the results (`asked_again`: to quote them, and which files are not here), or,
-    when every call failed, to say so. The note's own words, the user's message it quotes, and
-    the note as sent."""
-    if all(is_failed_result(row.content) for row in _last_results(rows)):
-        return AFTER_FAILURES, "", AFTER_FAILURES
-    asked = brief(last_user_text(rows), ASKED_CHARS)
-    template = ASKED_AGAIN if asked_again else AFTER_RESULTS
-    note, told = template.format(asked=""), template.format(asked=asked)
-    if asked_again is not None and asked_again.invented:
-        note += INVENTED.format(names="")
-        told += INVENTED.format(names=" or ".join(asked_again.invented))
-    return note, asked, told
-
-
-def _worked_out(text: str) -> str:
-    """The note of what code worked out in the user's `text`: its arithmetic
-    (`nbchat.tools.arithmetic`) and a quantity converted to the unit it asks for
-    (`nbchat.tools.units`); "" when neither."""
-    notes = []
-    if worked := work_out(text):
-        notes.append(WORKED_OUT + "; ".join(worked) + ".")
-    if converted := convert_units(text):
-        notes.append(CONVERTED + "; ".join(converted) + ".")
-    return " ".join(notes)
 
 
 def _reask(parts: TurnParts, reply: StreamedReply) -> Reask | None:
@@ -313,7 +241,7 @@ def _reask(parts: TurnParts, reply: StreamedReply) -> Reask | None:
         return None
     if not takes_notes(parts):
         return None  # a model that gets no notes is not asked again with one
-    results = _last_results(rows)
+    results = last_results(rows)
     if all(is_failed_result(row.content) for row in results):
         return None
     start = len(rows) - len(results)
@@ -371,15 +299,6 @@ def _is_here(parts: TurnParts, name: str) -> bool:
     if relative in paths or any(path.rsplit("/", 1)[-1] == relative for path in paths):
         return True
     return exists_inside(workspace, relative)
-
-
-def _last_results(rows: Sequence[Row]) -> list[Row]:
-    """The tool rows at the end of `rows`: the last round's results."""
-    end = len(rows)
-    start = end
-    while start > 0 and rows[start - 1].role == "tool":
-        start -= 1
-    return list(rows[start:end])
 
 
 def takes_notes(parts: TurnParts) -> bool:
