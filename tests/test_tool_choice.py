@@ -1055,3 +1055,85 @@ def test_after_reading_for_a_change_the_change_is_still_made(
         if isinstance(e, RowSaved) and e.row.role == "assistant_full"
     ]
     assert made == calls
+
+
+def with_sales_frame() -> Any:
+    """A registry with a `run_code` that echoes its code and the notebook's variables told as
+    `variable_names` tells them of a real DataFrame `sales` (regions in lower case)."""
+    import dataclasses
+
+    pd = pytest.importorskip("pandas")
+    from nbchat.tools.notebook import variable_names
+
+    sales = pd.DataFrame({"region": ["north", "south"], "revenue": [1140.0, 1020.0]})
+    sight = variable_names({"sales": sales, "threshold": 100})
+    tools = default_registry()
+
+    def run_code(ctx: ToolContext, code: str) -> str:
+        """Run Python code in the notebook's kernel.
+
+        Args:
+            code: the code to run.
+        """
+        return f"ran {code}"
+
+    def list_notebook_variables(ctx: ToolContext) -> str:
+        """List the notebook's variables."""
+        return sight.line
+
+    tools.register(Tool.from_function(run_code))
+    tools.register(
+        dataclasses.replace(Tool.from_function(list_notebook_variables), context=lambda: sight)
+    )
+    return tools
+
+
+def test_code_over_a_dataframe_the_message_names_is_written_knowing_its_values(
+    make_settings: Any, store: Store
+) -> None:
+    settings = small(make_settings, max_tool_turns=2)
+    code = "sales[sales['region'] == 'North']['revenue'].sum()"
+    arguments = json.dumps({"tool": "run_code", "arguments": {"code": code}})
+    leans = Reply(first_step={"run_code": 0.95, "none": 0.05})
+    with FakeServer(default_reply=Reply(text="Done.")) as server:
+        server.enqueue(leans, Reply(text=arguments), Reply(text="1140."))
+        client = openai.OpenAI(base_url=server.url + "/v1", api_key="test", max_retries=0)
+        chat = Conversation(settings, store, client=client, tools=with_sales_frame())
+        chat.new_session("t")
+        events = run(chat, "how much revenue did North bring in, per my sales frame?")
+        step, asked = server.first_steps()[:2]
+    # The arguments are asked with the frame's outline told just before the message; the
+    # choice itself was asked without it (its prompt is the one every message gets).
+    *_, note, message = asked["messages"]
+    assert note["role"] == "system" and message["role"] == "user"
+    assert (
+        "sales, a DataFrame of 2 rows: region (text: 'north', 'south'), revenue (float64)"
+        in (note["content"])
+    )
+    assert "a DataFrame of" not in json.dumps(step["messages"])
+    # The value spelt as the data spells it: 'North' would have matched no row.
+    (call,) = [e.row for e in events if isinstance(e, RowSaved) and e.row.role == "assistant_full"]
+    function = json.loads(call.tool_args)[0]["function"]
+    assert json.loads(function["arguments"]) == {
+        "code": "sales[sales['region'] == 'north']['revenue'].sum()"
+    }
+
+
+def test_code_for_a_message_naming_no_dataframe_is_asked_on_the_choice_s_own_messages(
+    make_settings: Any, store: Store
+) -> None:
+    settings = small(make_settings, max_tool_turns=2)
+    arguments = json.dumps({"tool": "run_code", "arguments": {"code": "print('North')"}})
+    leans = Reply(first_step={"run_code": 0.95, "none": 0.05})
+    with FakeServer(default_reply=Reply(text="Done.")) as server:
+        server.enqueue(leans, Reply(text=arguments), Reply(text="North."))
+        client = openai.OpenAI(base_url=server.url + "/v1", api_key="test", max_retries=0)
+        chat = Conversation(settings, store, client=client, tools=with_sales_frame())
+        chat.new_session("t")
+        events = run(chat, "print the word North for me")
+        step, asked = server.first_steps()[:2]
+    assert asked["messages"] == step["messages"][:-1]  # all but the opened reply
+    (call,) = [e.row for e in events if isinstance(e, RowSaved) and e.row.role == "assistant_full"]
+    assert json.loads(json.loads(call.tool_args)[0]["function"]["arguments"]) == {
+        "code": "print('North')"
+    }

@@ -47,6 +47,7 @@ from nbchat.tools.choice import (
 )
 from nbchat.tools.fileaccess import exists_inside, open_regular
 from nbchat.tools.filewords import describe_found
+from nbchat.tools.frames import Outline, spelt_as_in_data
 from nbchat.tools.offer import (
     MESSAGE_SCAN,
     named_in,
@@ -143,8 +144,18 @@ def choose_first_step(
             return FirstStep(NO_TOOL, unlooked=Unlooked(pointed, said))
         schema = next(s for s in schemas if s["function"]["name"] == choice)
         parameters = schema["function"].get("parameters") or {}
+        # A call whose arguments are code, or a `run_cell` of code the aim makes `run_code`.
+        writes_code = "code" in parameters.get("properties", {}) or (
+            choice == "run_cell" and "run_code" in allowed
+        )
+        frames = _frames_named(sights, specific_words(last_user[:MESSAGE_SCAN]))
         arguments = ask_arguments(
-            client, messages, model=model, name=choice, parameters=parameters, stop=stop
+            client,
+            _with_frames(messages, frames) if writes_code else messages,
+            model=model,
+            name=choice,
+            parameters=parameters,
+            stop=stop,
         )
     except ServerUnavailableError as exc:
         raise parts.budget.lost(exc) from exc
@@ -155,8 +166,35 @@ def choose_first_step(
     choice, arguments = _aimed(
         parts, choice, arguments, allowed=allowed, sights=sights, last_user=last_user
     )
+    if writes_code and isinstance(arguments.get("code"), str):
+        values = [value for frame in frames for value in frame.values]
+        arguments = {**arguments, "code": spelt_as_in_data(arguments["code"], values)}
     call = ToolCall(new_call_id(), choice, json.dumps(arguments, ensure_ascii=False))
     return FirstStep(choice, call)
+
+
+# Before the user's message, when the chosen tool writes code: what the DataFrames the message
+# names hold, as `nbchat.tools.frames` outlines them.
+FRAMES_NOTE = (
+    "Code over these DataFrames uses their names and columns, and text values exactly as "
+    "listed (case matters): "
+)
+
+
+def _frames_named(sights: Sequence[Sight], words: set[str]) -> list[Outline]:
+    """The outlines of the notebook's DataFrames (`Sight.frames`) named among a message's
+    `words`. Only those named: told of every frame, a 1.5B model asked for an average over
+    all the rows took it from the frame listed first, a filtered copy."""
+    return [outline for sight in sights for name, outline in sight.frames if name.lower() in words]
+
+
+def _with_frames(messages: list[dict[str, Any]], frames: Sequence[Outline]) -> list[dict[str, Any]]:
+    """`messages` with `frames` told just before the user's message (`messages` when there are
+    none), for a call whose arguments are code."""
+    if not frames:
+        return messages
+    note = {"role": "system", "content": FRAMES_NOTE + " ".join(frame.line for frame in frames)}
+    return [*messages[:-1], note, messages[-1]]
 
 
 def _aimed(

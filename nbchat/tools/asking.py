@@ -162,13 +162,16 @@ CHANGE = re.compile(
 CHANGE_REACH = 80
 
 
-# "in general", "generally speaking", "typically": the user asks about such things at large,
-# not about the ones here. Anywhere in the message's start (`GENERAL_REACH`), often at its end:
-# asked which sections a README should have, generally, a 1.5B model read the README here.
+# "in general", "generally speaking", "typically", "usually": the user asks about such things
+# at large, not about the ones here. Anywhere in the message's start (`GENERAL_REACH`), often
+# at its end: asked which sections a README should have, generally, a 1.5B model read the
+# README here; asked how such files are usually rotated, it searched the workspace's logs.
 # Not in a message pointing at something of ours (`points_at_something`): "the server
 # generally dies at startup, check the log" asks to look.
 GENERAL = re.compile(
-    r"\b(?:in\s+general|generally|general\s+question|typically|in\s+theory)\b", re.IGNORECASE
+    r"\b(?:in\s+general|generally|general\s+question|typically|usually|normally|commonly|"
+    r"conventionally|by\s+convention|in\s+theory)\b",
+    re.IGNORECASE,
 )
 GENERAL_REACH = 400
 

@@ -21,7 +21,7 @@ by their classes in `sys.modules` and only their own methods are called).
 from __future__ import annotations
 
 import dataclasses
-import re
+import itertools
 import sys
 import threading
 import time
@@ -30,6 +30,7 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from nbchat.tools.context import ToolContext
+from nbchat.tools.frames import Outline, frame_columns, frame_outline
 from nbchat.tools.isolation import Outcome, Output, call_bounded
 from nbchat.tools.preview import (
     MARGIN,
@@ -193,13 +194,17 @@ def notebook_tools(
 def variable_names(namespace: dict[Any, Any], limit: int = NAMES_SHOWN) -> Sight:
     """What a small model's first step is told of the notebook: "The notebook's variables:
     sales (DataFrame: region, units), threshold (int)." (at most `limit`, enough for it to
-    know `sales` is one and what "the revenue" may be a column of) and those names and
-    columns. Runs no user code (`is_user_variable`, `type()`, `frame_columns`); an empty line
-    when there are none."""
+    know `sales` is one and what "the revenue" may be a column of), those names and columns,
+    and the outline of the first `FRAMES_OUTLINED` DataFrames for code written over them
+    (`nbchat.tools.frames`). Runs no user code (`is_user_variable`, `type()`, pandas' own
+    methods on an exact DataFrame); an empty line when there are none."""
     found = sorted(
-        (name, type(value).__name__, frame_columns(value))
-        for name, value in list(namespace.items())
-        if is_user_variable(name, value) and not issubclass(type(value), DEFINITIONS)
+        (
+            (name, value, type(value).__name__, frame_columns(value))
+            for name, value in list(namespace.items())
+            if is_user_variable(name, value) and not issubclass(type(value), DEFINITIONS)
+        ),
+        key=lambda found: str(found[0]),  # names are unique: values are never compared
     )
     if not found:
         return Sight("")
@@ -207,34 +212,29 @@ def variable_names(namespace: dict[Any, Any], limit: int = NAMES_SHOWN) -> Sight
     more = f" and {len(found) - limit} more" if len(found) > limit else ""
     listed = ", ".join(
         f"{name} ({kind}: {', '.join(columns)})" if columns else f"{name} ({kind})"
-        for name, kind, columns in shown
+        for name, _, kind, columns in shown
     )
+    outlines = (
+        (name, frame_outline(name, value))
+        for name, value, _, columns in shown
+        if columns and not is_secret_name(name)
+    )
+    outlined = itertools.islice(((n, o) for n, o in outlines if o is not None), FRAMES_OUTLINED)
     return Sight(
         f"The notebook's variables: {listed}{more}.",
-        tuple(name for name, _, _ in shown),
-        tuple((column, name) for name, _, columns in shown for column in columns),
+        tuple(name for name, _, _, _ in shown),
+        tuple((column, name) for name, _, _, columns in shown for column in columns),
+        tuple((name, _masked(outline)) for name, outline in outlined),
     )
 
 
-COLUMNS_SHOWN = 8  # of one DataFrame
-# A column's name as the first step is shown it: one plain word, nothing a prompt could read as
-# more (a column may be named anything, an instruction too).
-COLUMN_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,39}")
+def _masked(outline: Outline) -> Outline:
+    """`outline` with what looks like a secret masked in its line and out of its values."""
+    line = mask_secrets(outline.line)
+    return Outline(line, tuple(value for value in outline.values if repr(value) in line))
 
 
-def frame_columns(value: Any) -> tuple[str, ...]:
-    """The first `COLUMNS_SHOWN` column names of a pandas DataFrame that are plain words, () for
-    any other value. Only for exactly `pandas.DataFrame`, already imported by the user: a
-    subclass's `columns` may be the user's code; pandas' own reads an index, no user code."""
-    pandas = sys.modules.get("pandas")
-    frame = getattr(pandas, "DataFrame", None)
-    if frame is None or type(value) is not frame:
-        return ()
-    try:
-        names = list(value.columns[:COLUMNS_SHOWN])
-    except Exception:  # a frame being changed by the user's cell meanwhile: nothing to show
-        return ()
-    return tuple(name for name in names if type(name) is str and COLUMN_NAME.fullmatch(name))
+FRAMES_OUTLINED = 8  # DataFrames outlined for code (`Sight.frames`), in name order
 
 
 _MISSING = object()

@@ -30,6 +30,7 @@ from typing import Any, Protocol, overload
 
 from nbchat.errors import ToolError
 from nbchat.tools.context import ToolContext
+from nbchat.tools.frames import Outline
 from nbchat.tools.schema import Signature, describe_function
 
 __all__ = ["ArgumentCheck", "Review", "Tool", "ToolRegistry", "tool"]
@@ -73,13 +74,15 @@ class ArgumentCheck(Protocol):
 
 @dataclass(frozen=True)
 class Sight:
-    """What a tool can look at now, for a small model's first step: one line to show it, and
-    the names in that line a user's message may mention (a notebook's variables, and the
-    columns of its DataFrames as (column, variable) pairs)."""
+    """What a tool can look at now, for a small model's first step: one line to show it, the
+    names in that line a user's message may mention (a notebook's variables, and the columns
+    of its DataFrames as (column, variable) pairs), and what code written over those names
+    needs (`frames`: each DataFrame's name and outline, `nbchat.tools.frames.Outline`)."""
 
     line: str
     names: tuple[str, ...] = ()
     columns: tuple[tuple[str, str], ...] = ()
+    frames: tuple[tuple[str, Outline], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -103,7 +106,7 @@ class Tool:
     signature: ArgumentCheck = field(init=False, repr=False, compare=False)
     origin: str = ""
     # What the tool can look at right now ("The notebook's variables: …"), shown to a small
-    # model's first step (`nbchat.tools.offer`); never a value, only names.
+    # model's first step (`nbchat.tools.offer`): names, and the values code needs to name.
     context: Callable[[], Sight] | None = field(default=None, repr=False, compare=False)
     # What an approval card shows besides the arguments (a cell's diff, the code that runs).
     review: Reviewer | None = field(default=None, repr=False, compare=False)
