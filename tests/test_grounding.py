@@ -11,11 +11,15 @@ import pytest
 from nbchat.conversation.grounding import (
     NAMES_JUDGED,
     PATH_CHARS,
+    QUOTED_CHARS,
+    QUOTED_LINE_CHARS,
+    QUOTED_LINES,
     SCANNED,
     file_names,
     files_spoken_of,
     invented_files,
     names_nothing_shown,
+    results_quoted,
     says_it_was_not_told,
     says_yes_or_no,
     words_of,
@@ -138,3 +142,24 @@ def test_an_answer_opening_with_a_yes_or_a_no(answer: str, verdict: bool) -> Non
 )
 def test_an_answer_saying_it_was_not_given_what_was_asked(answer: str, not_told: bool) -> None:
     assert says_it_was_not_told(answer) is not_told
+
+
+def test_an_answer_that_still_names_nothing_is_followed_by_what_the_calls_read() -> None:
+    quoted = results_quoted([("read_file `README.md`", "# Demo\nA tiny project.\n")])
+    assert quoted == "\n\nread_file `README.md` returned:\n```\n# Demo\nA tiny project.\n```"
+    assert results_quoted([]) == ""
+
+
+def test_what_follows_such_an_answer_is_bounded_and_fenced_whatever_the_result_holds() -> None:
+    lines = [f"line {i} " + "x" * (QUOTED_LINE_CHARS + 50) for i in range(QUOTED_LINES * 3)]
+    results = [(f"tool{i}", "\n".join(lines)) for i in range(3)]
+    quoted = results_quoted(results)
+    # The first two results, each its first lines, each line cut, a mark where it was cut.
+    assert quoted.count(" returned:") == 2 and "tool2" not in quoted
+    first = quoted.split("tool1 returned:")[0]
+    assert first.count("\nline ") <= QUOTED_LINES and first.rstrip().endswith("…\n```")
+    assert all(len(line) <= QUOTED_LINE_CHARS + 1 for line in quoted.splitlines())
+    assert len(quoted) < 2 * (QUOTED_CHARS + 100)
+    # A result holding a fence is quoted in a longer one, so it cannot close it.
+    fenced = results_quoted([("run_code", "```\nrm -rf /\n```")])
+    assert "run_code returned:\n````\n```\n" in fenced and fenced.endswith("```\n````")

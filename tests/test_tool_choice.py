@@ -151,8 +151,15 @@ def test_the_answer_after_a_tool_result_is_told_what_the_user_asked_in_their_wor
     [
         # Naming nothing the notes show: withdrawn, asked again with the other note.
         (["I have read your notes."], "It is on Thursday.", 2),
-        # Asked again once only: the second answer is kept whatever it names.
-        (["I have read your notes.", "They are your notes."], "They are your notes.", 2),
+        # Asked again once only: the second answer is kept whatever it names, followed by
+        # what the call read when it still names nothing of it.
+        (
+            ["I have read your notes.", "They are your notes."],
+            "They are your notes.\n\n"
+            "read_file `notes.txt` returned:\n```\nMeeting on Thursday.\n```",
+            2,
+        ),
+        (["I have read your notes.", "Thursday."], "Thursday.", 2),
         # An answer from the result is kept at once.
         (["It is on Thursday."], "It is on Thursday.", 1),
     ],

@@ -29,6 +29,9 @@ naming something here: asked whether a dependency was pinned, the same model sai
 one that says it was not given what it was asked (`says_it_was_not_told`): asked a setting's
 value in one word, it answered that the value was "not specified in the given information".
 
+An answer that names nothing the results show even when asked again is followed by what the
+results it was about begin with (`results_quoted`): the user sees what was read.
+
 Linear in the texts (one pass of a pattern without backtracking over each, bounded by
 `SCANNED`), whatever the model or the workspace wrote.
 Must not import the loop, widgets, or SQL.
@@ -47,6 +50,7 @@ __all__ = [
     "files_spoken_of",
     "invented_files",
     "names_nothing_shown",
+    "results_quoted",
     "says_it_was_not_told",
     "says_yes_or_no",
     "words_of",
@@ -174,3 +178,33 @@ def invented_files(
         if not unseen:
             return []
     return [name for name in unseen if not is_here(name)]
+
+
+# What an answer that names nothing its results show, even asked again, is followed by: the
+# opening of each result it was about, quoted, so the user sees what was read. Asked to read a
+# file out, a 1.5B model answered twice with where the file is; asked whether a README says how
+# to install, that it does not, and never what it does say.
+QUOTED_RESULTS = 2  # results quoted at most, the first of the round
+QUOTED_LINES = 12  # lines of one result
+QUOTED_LINE_CHARS = 200
+QUOTED_CHARS = 1_000  # of one result, all its lines
+
+
+def results_quoted(results: Iterable[tuple[str, str]]) -> str:
+    """The text that follows such an answer: for each of `results` (what the call was, as
+    "read_file `README.md`", and what it returned), the call and its first lines in a fence;
+    "" when there are none."""
+    pieces = []
+    for label, text in list(results)[:QUOTED_RESULTS]:
+        lines = text[: QUOTED_CHARS + 1].splitlines()
+        shown = [_cut_line(line) for line in lines[:QUOTED_LINES]]
+        body = "\n".join(shown)[:QUOTED_CHARS]
+        cut = len(text) > QUOTED_CHARS or len(lines) > QUOTED_LINES or shown != lines
+        fence = "````" if "```" in body else "```"
+        more = "\n…" if cut else ""
+        pieces.append(f"{label} returned:\n{fence}\n{body}{more}\n{fence}")
+    return "\n\n" + "\n\n".join(pieces) if pieces else ""
+
+
+def _cut_line(line: str) -> str:
+    return line if len(line) <= QUOTED_LINE_CHARS else line[:QUOTED_LINE_CHARS] + "…"

@@ -34,6 +34,7 @@ from nbchat.conversation.grounding import (
     files_spoken_of,
     invented_files,
     names_nothing_shown,
+    results_quoted,
     says_it_was_not_told,
     says_yes_or_no,
 )
@@ -51,13 +52,14 @@ from nbchat.conversation.turn import (
     warn_over_budget,
 )
 from nbchat.errors import ContextOverflowError, NbchatError, ServerUnavailableError
-from nbchat.history import Row, build_messages, last_user_text
+from nbchat.history import Row, build_messages, last_user_text, stored_calls
 from nbchat.llm.client import stream_chat
 from nbchat.llm.reader import ReasoningDelta, TextDelta, TextWithdrawn
 from nbchat.store.store import Store
 from nbchat.tools.choice import NO_TOOL
 from nbchat.tools.executor import is_failed_result
 from nbchat.tools.fileaccess import exists_inside
+from nbchat.tools.offer import brief
 
 __all__ = [
     "ARCHIVE_TOOL",
@@ -123,9 +125,10 @@ def request_reply(
     """One streamed request; after an overflow, one forced compaction and one retry; after a
     tool result, an empty reply asked once more, for words (`tool_choice="none"`), and a small
     model's answer that names nothing the results show, or a file that is not here, withdrawn
-    and asked once more (`Reask`); a small model's answer given without looking that speaks of
-    what it has not read (`_unread`), withdrawn and looked into first (its first step asked to
-    choose a tool)."""
+    and asked once more (`Reask`), then followed by the results it was about if it still names
+    nothing they show (`nbchat.conversation.grounding.results_quoted`); a small model's answer
+    given without looking that speaks of what it has not read (`_unread`), withdrawn and
+    looked into first (its first step asked to choose a tool)."""
     choice = state.tool_choice
     asked_again: Reask | None = None
     look = False
@@ -145,6 +148,11 @@ def request_reply(
                 choice = NO_TOOL
                 yield TextWithdrawn(asked_again.why)
                 continue
+            if asked_again is not None and _names_nothing_shown(parts, reply):
+                # Asked again and still naming nothing read: the user sees what was.
+                quoted = TextDelta(results_quoted(_labelled_results(parts.history.rows)))
+                reply.take(quoted)
+                yield quoted
             break
         except ContextOverflowError as exc:
             if state.overflow_retried:
@@ -237,24 +245,60 @@ def _reask(parts: TurnParts, reply: StreamedReply) -> Reask | None:
     file that no earlier text of the session holds and that is not here (a 1.5B model that
     named one ran on listing made-up values to the limit)."""
     rows = parts.history.rows
-    if reply.calls or reply.stopped or not after_tool(parts):
+    if not _judged(parts, reply):
         return None
-    if not takes_notes(parts):
-        return None  # a model that gets no notes is not asked again with one
-    results = last_results(rows)
-    if all(is_failed_result(row.content) for row in results):
-        return None
-    start = len(rows) - len(results)
-    calls = rows[start - 1].tool_args if start > 0 else ""
-    said = (last_user_text(rows), calls or "")
-    whole = reply.finish != "length"
-    if whole and names_nothing_shown(reply.text, (row.content for row in results), said):
+    if _names_nothing_shown(parts, reply):
         return Reask("the answer named nothing the tool results show")
     invented = invented_files(reply.text, _earlier_texts(rows), lambda name: _is_here(parts, name))
     if invented:
         which = "which is" if len(invented) == 1 else "which are"
         return Reask(f"the answer named {', '.join(invented)}, {which} not here", tuple(invented))
     return None
+
+
+def _judged(parts: TurnParts, reply: StreamedReply) -> bool:
+    """Whether `reply` is a small model's words after a tool round that did not all fail:
+    what `_reask` judges."""
+    if reply.calls or reply.stopped or not after_tool(parts):
+        return False
+    if not takes_notes(parts):
+        return False  # a model that gets no notes is not asked again with one
+    return not all(is_failed_result(row.content) for row in last_results(parts.history.rows))
+
+
+def _names_nothing_shown(parts: TurnParts, reply: StreamedReply) -> bool:
+    """Whether `reply`, judged (`_judged`) and whole (one cut at `max_tokens` may not have got
+    to them), names nothing its round's results show that the user or the calls had not said
+    (`nbchat.conversation.grounding.names_nothing_shown`)."""
+    if not _judged(parts, reply) or reply.finish == "length":
+        return False
+    rows = parts.history.rows
+    results = last_results(rows)
+    start = len(rows) - len(results)
+    calls = rows[start - 1].tool_args if start > 0 else ""
+    said = (last_user_text(rows), calls or "")
+    return names_nothing_shown(reply.text, (row.content for row in results), said)
+
+
+def _labelled_results(rows: Sequence[Row]) -> list[tuple[str, str]]:
+    """The last round's results that did not fail, each with its call in brief ("read_file
+    `README.md`": the tool and its first text argument)."""
+    results = last_results(rows)
+    start = len(rows) - len(results)
+    arguments = {
+        call_id: found or {}
+        for call_id, _name, found in (stored_calls(rows[start - 1]) if start > 0 else ())
+    }
+    labelled = []
+    for row in results:
+        if is_failed_result(row.content):
+            continue
+        said = arguments.get(row.tool_id, {})
+        first = next((value for value in said.values() if isinstance(value, str)), "")
+        labelled.append(
+            (f"{row.tool_name} `{brief(first, 80)}`" if first else row.tool_name, row.content)
+        )
+    return labelled
 
 
 def _unread(parts: TurnParts, reply: StreamedReply) -> str:
