@@ -25,7 +25,13 @@ from nbchat.compaction.prune import to_placeholder
 from nbchat.config import Settings
 from nbchat.conversation.events import Done, RowSaved
 from nbchat.conversation.loop import Conversation
-from nbchat.conversation.notes import AFTER_FAILURES, AFTER_RESULTS, ASKED_AGAIN, INVENTED
+from nbchat.conversation.notes import (
+    AFTER_FAILURES,
+    AFTER_RESULTS,
+    ASKED_AGAIN,
+    EXTREMES,
+    INVENTED,
+)
 from nbchat.conversation.reply import plan_request, request_system_prompt, request_tools
 from nbchat.history import Row
 from nbchat.llm.firststep import FIRST_STEP_OPENING
@@ -144,6 +150,29 @@ def test_the_answer_after_a_tool_result_is_told_what_the_user_asked_in_their_wor
     # Not stored, sent last: the question on one line, so the model answers it.
     assert note["role"] == "system"
     assert note["content"].startswith("The user asked: peek at my notes, when's the meeting?\n")
+
+
+@pytest.mark.parametrize(
+    ("asked", "told"),
+    [
+        ("which city in my cities file is smallest?", True),
+        ("what does my cities file say?", False),
+    ],
+)
+def test_asked_for_a_smallest_the_answer_is_told_the_table_s_extremes_worked_out(
+    make_settings: Any, store: Store, asked: str, told: bool
+) -> None:
+    settings = small(make_settings, max_tool_turns=2)
+    (settings.workspace / "cities.csv").write_text("city,people\nOslo,709000\nBergen,291000\n")
+    reads = Reply(text='{"tool": "read_file", "arguments": {"path": "cities.csv"}}')
+    with FakeServer() as server:
+        server.enqueue(LOOK, reads, Reply(text="Bergen, with 291000."))
+        run(conversation_on(server, store, settings), asked)
+        (answer,) = server.chat_requests()
+    note = answer["messages"][-1]["content"]
+    worked = EXTREMES + "people: largest 709000 (Oslo), smallest 291000 (Bergen)."
+    assert note.endswith("\n" + worked) is told
+    assert (worked in note) is told
 
 
 @pytest.mark.parametrize(

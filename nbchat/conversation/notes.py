@@ -1,7 +1,8 @@
 """What a small model is told besides the conversation, never stored: after a tool round, to
-answer the user's words from the results (or, asked again, to quote them), or, when every call
-failed, to say so; before it answers a message, the arithmetic and the unit conversion in it,
-worked out by code. `nbchat.conversation.reply` puts them in the request; the texts are
+answer the user's words from the results (or, asked again, to quote them), with a table's
+largest and smallest values worked out by code when the message asks for them, or, when every
+call failed, to say so; before it answers a message, the arithmetic and the unit conversion in
+it, worked out by code. `nbchat.conversation.reply` puts them in the request; the texts are
 here with what each was written against.
 
 Pure: no I/O.
@@ -14,6 +15,7 @@ from collections.abc import Sequence
 from nbchat.history import Row, last_user_text
 from nbchat.tools.arithmetic import work_out
 from nbchat.tools.executor import is_failed_result
+from nbchat.tools.extremes import MAX_COLUMNS_TOLD, asks_for_extremes, extremes_of
 from nbchat.tools.offer import brief
 from nbchat.tools.units import convert_units
 
@@ -22,6 +24,7 @@ __all__ = [
     "AFTER_RESULTS",
     "ASKED_AGAIN",
     "CONVERTED",
+    "EXTREMES",
     "INVENTED",
     "WORKED_OUT",
     "after_results",
@@ -60,6 +63,10 @@ ASKED_AGAIN = (
     "the results show instead. Do not describe the tool call or restate the question."
 )
 INVENTED = " The results name no file {names}: name only files they or the user name."
+# After the results, when the message asks for a largest or smallest and a result is a whole
+# table (`nbchat.tools.extremes`): shown a three-city CSV, a 1.5B model named the largest city
+# as the smallest.
+EXTREMES = "Worked out by code from those results, each number column's largest and smallest: "
 # When every call of the round was refused or failed there is nothing to answer from, and the
 # question is not repeated: told it, the same model answered a refused `python --version` with
 # "Python 3.8", and a refused `pip show pandas` with a version, even when told not to guess.
@@ -80,12 +87,17 @@ def after_results(
     note as sent."""
     if all(is_failed_result(row.content) for row in last_results(rows)):
         return AFTER_FAILURES, "", AFTER_FAILURES
-    asked = brief(last_user_text(rows), ASKED_CHARS)
+    message = last_user_text(rows)
+    asked = brief(message, ASKED_CHARS)
     template = ASKED_AGAIN if asked_again else AFTER_RESULTS
     note, told = template.format(asked=""), template.format(asked=asked)
     if invented:
         note += INVENTED.format(names="")
         told += INVENTED.format(names=" or ".join(invented))
+    if asks_for_extremes(message):
+        found = [told for row in last_results(rows) for told in extremes_of(row.content)]
+        if found:  # the values are the answer's own words, not the note's: not in `note`
+            told += "\n" + EXTREMES + "; ".join(found[:MAX_COLUMNS_TOLD]) + "."
     return note, asked, told
 
 
