@@ -31,6 +31,7 @@ from nbchat.conversation.notes import (
     ASKED_AGAIN,
     EXTREMES,
     INVENTED,
+    JUPYTER_REFERENCE,
 )
 from nbchat.conversation.reply import plan_request, request_system_prompt, request_tools
 from nbchat.history import Row
@@ -547,6 +548,22 @@ def test_dont_run_takes_the_shell_and_the_writers_out_of_the_first_step(
     assert "read_file" in allowed(step)
     for body in requests:
         assert "run_shell" not in str(body.get("response_format", ""))
+
+
+def test_a_question_about_jupyter_s_keys_is_answered_told_the_installed_jupyter_s_own(
+    make_settings: Any, store: Store
+) -> None:
+    pytest.importorskip("jupyterlab")
+    text = "jupyter shortcut to run a cell and add a new one below?"
+    with FakeServer(default_reply=Reply(text="Alt+Enter.")) as server:
+        run(conversation_on(server, store, small(make_settings)), text)
+        (answer,) = server.chat_requests()
+    *_, note, message = answer["messages"]
+    assert message == {"role": "user", "content": text}
+    assert note == {
+        "role": "system",
+        "content": JUPYTER_REFERENCE + "Alt+Enter: run cell and insert below (notebook)",
+    }
 
 
 def test_a_how_to_question_is_answered_unless_the_model_is_nearly_sure_it_must_look(

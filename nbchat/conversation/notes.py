@@ -2,8 +2,9 @@
 answer the user's words from the results (or, asked again, to quote them), with a table's
 largest and smallest values worked out by code when the message asks for them, or, when every
 call failed, to say so; before it answers a message, the arithmetic and the unit conversion in
-it, worked out by code. `nbchat.conversation.reply` puts them in the request; the texts are
-here with what each was written against.
+it, worked out by code, and what the installed Jupyter says of the keys or magics it asks
+about. `nbchat.conversation.reply` puts them in the request; the texts are here with what each
+was written against.
 
 Pure: no I/O.
 """
@@ -26,6 +27,7 @@ __all__ = [
     "CONVERTED",
     "EXTREMES",
     "INVENTED",
+    "JUPYTER_REFERENCE",
     "WORKED_OUT",
     "after_results",
     "last_results",
@@ -36,6 +38,9 @@ __all__ = [
 WORKED_OUT = "Worked out by code, exactly: "
 # Before it answers a conversion (a 1.5B model gave the formula and no number): the value.
 CONVERTED = "Converted by code: "
+# Before it answers a question about Jupyter's keys or magics (a 1.5B model gave Ctrl+Enter for
+# running a cell and adding one below): the installed Jupyter's own entries.
+JUPYTER_REFERENCE = "This Jupyter's own shortcuts and magics, read from it:\n"
 # Sent after a small model's tool results (not stored): shown a file it was asked to show, a
 # 1.5B model answered "I have read the README.md file" without it.
 # Told what the user asked, in their words, just before answering: with only "the user's last
@@ -101,16 +106,20 @@ def after_results(
     return note, asked, told
 
 
-def worked_out(text: str) -> str:
+def worked_out(text: str, reference: str = "") -> str:
     """The note of what code worked out in the user's `text`: its arithmetic
     (`nbchat.tools.arithmetic`) and a quantity converted to the unit it asks for
-    (`nbchat.tools.units`); "" when neither."""
+    (`nbchat.tools.units`), then what this Jupyter says of itself that it may ask about
+    (`reference`, `nbchat.tools.jupyterhelp`); "" when none."""
     notes = []
     if worked := work_out(text):
         notes.append(WORKED_OUT + "; ".join(worked) + ".")
     if converted := convert_units(text):
         notes.append(CONVERTED + "; ".join(converted) + ".")
-    return " ".join(notes)
+    told = " ".join(notes)
+    if reference:
+        told = (told + "\n" if told else "") + JUPYTER_REFERENCE + reference
+    return told
 
 
 def last_results(rows: Sequence[Row]) -> list[Row]:

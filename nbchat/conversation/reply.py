@@ -59,6 +59,7 @@ from nbchat.store.store import Store
 from nbchat.tools.choice import NO_TOOL
 from nbchat.tools.executor import is_failed_result
 from nbchat.tools.fileaccess import exists_inside
+from nbchat.tools.jupyterhelp import jupyter_reference
 from nbchat.tools.offer import brief
 
 __all__ = [
@@ -232,10 +233,16 @@ def plan_request(parts: TurnParts, *, asked_again: Reask | None = None) -> Reque
         note, quoted, told = after_results(rows, asked_again is not None, invented)
         messages = [*messages, {"role": "system", "content": told}]
         return RequestPlan(schemas, in_prompt, system_prompt, messages, note, quoted)
-    if rows and rows[-1].role == "user" and (worked := worked_out(rows[-1].content)):
+    if rows and rows[-1].role == "user" and (worked := _worked_out(rows[-1].content)):
         # Just before the message: a note after it made a 1.5B model echo the question.
         messages = [*messages[:-1], {"role": "system", "content": worked}, messages[-1]]
     return RequestPlan(schemas, in_prompt, system_prompt, messages)
+
+
+def _worked_out(message: str) -> str:
+    """What a small model is told before answering `message` (`nbchat.conversation.notes.
+    worked_out`), with this Jupyter's own entries for it (`jupyter_reference`)."""
+    return worked_out(message, jupyter_reference(message))
 
 
 def _reask(parts: TurnParts, reply: StreamedReply) -> Reask | None:
