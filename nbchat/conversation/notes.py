@@ -1,10 +1,10 @@
 """What a small model is told besides the conversation, never stored: after a tool round, to
 answer the user's words from the results (or, asked again, to quote them), with a table's
 largest and smallest values worked out by code when the message asks for them, or, when every
-call failed, to say so; before it answers a message, the arithmetic and the unit conversion in
-it, worked out by code, and what the installed Jupyter says of the keys or magics it asks
-about. `nbchat.conversation.reply` puts them in the request; the texts are here with what each
-was written against.
+call failed, to say so; before it answers a message, the arithmetic, the unit conversion and
+the Python expression in it, worked out by code, and what the installed Jupyter says of the
+keys or magics it asks about. `nbchat.conversation.reply` puts them in the request; the texts
+are here with what each was written against.
 
 Pure: no I/O.
 """
@@ -18,6 +18,7 @@ from nbchat.tools.arithmetic import work_out
 from nbchat.tools.executor import is_failed_result
 from nbchat.tools.extremes import MAX_COLUMNS_TOLD, asks_for_extremes, extremes_of
 from nbchat.tools.offer import brief
+from nbchat.tools.pyexpr import evaluate_asked
 from nbchat.tools.units import convert_units
 
 __all__ = [
@@ -25,6 +26,7 @@ __all__ = [
     "AFTER_RESULTS",
     "ASKED_AGAIN",
     "CONVERTED",
+    "EVALUATED",
     "EXTREMES",
     "INVENTED",
     "JUPYTER_REFERENCE",
@@ -38,6 +40,9 @@ __all__ = [
 WORKED_OUT = "Worked out by code, exactly: "
 # Before it answers a conversion (a 1.5B model gave the formula and no number): the value.
 CONVERTED = "Converted by code: "
+# Before it answers what a Python expression gives (a 1.5B model said len([1, 2, 3]) is 4):
+# its value, or what it raises.
+EVALUATED = "Evaluated by code, as Python does: "
 # Before it answers a question about Jupyter's keys or magics (a 1.5B model gave Ctrl+Enter for
 # running a cell and adding one below): the installed Jupyter's own entries.
 JUPYTER_REFERENCE = "This Jupyter's own shortcuts and magics, read from it:\n"
@@ -108,14 +113,17 @@ def after_results(
 
 def worked_out(text: str, reference: str = "") -> str:
     """The note of what code worked out in the user's `text`: its arithmetic
-    (`nbchat.tools.arithmetic`) and a quantity converted to the unit it asks for
-    (`nbchat.tools.units`), then what this Jupyter says of itself that it may ask about
-    (`reference`, `nbchat.tools.jupyterhelp`); "" when none."""
+    (`nbchat.tools.arithmetic`), a quantity converted to the unit it asks for
+    (`nbchat.tools.units`) and a Python expression it asks about (`nbchat.tools.pyexpr`),
+    then what this Jupyter says of itself that it may ask about (`reference`,
+    `nbchat.tools.jupyterhelp`); "" when none."""
     notes = []
     if worked := work_out(text):
         notes.append(WORKED_OUT + "; ".join(worked) + ".")
     if converted := convert_units(text):
         notes.append(CONVERTED + "; ".join(converted) + ".")
+    if evaluated := evaluate_asked(text):
+        notes.append(EVALUATED + "; ".join(evaluated) + ".")
     told = " ".join(notes)
     if reference:
         told = (told + "\n" if told else "") + JUPYTER_REFERENCE + reference
