@@ -27,6 +27,7 @@ from nbchat.tools import (
 )
 from nbchat.tools.builtins import SHELL_CUT
 from nbchat.tools.context import cap_output, safe_environment
+from nbchat.tools.executor import is_failed_result
 
 
 @pytest.fixture
@@ -581,6 +582,7 @@ def test_bad_calls_become_readable_outcomes(
 ) -> None:
     outcome = executor_for(workspace).execute(call(name, arguments))
     assert (outcome.ok, outcome.content, outcome.error) == (False, content, content[:200])
+    assert is_failed_result(outcome.content)  # stored rows carry no flag: read back as failed
 
 
 def test_empty_arguments_count_as_an_empty_object(workspace: Path) -> None:
@@ -617,6 +619,7 @@ def test_a_tool_that_raises_reports_the_exception_and_a_traceback_tail(workspace
     outcome = run(executor_for(workspace, registry=registry), "divide", a=1, b=0)
     first, second, *trace = outcome.content.splitlines()
     assert (outcome.ok, first) == (False, "'divide' failed: ZeroDivisionError: division by zero")
+    assert is_failed_result(outcome.content)
     assert outcome.error == first
     assert second == "Traceback (last lines):"
     assert trace[-1].startswith("  test_tools.py:")
@@ -641,6 +644,24 @@ def test_a_python_tool_that_overruns_is_abandoned_with_a_message(workspace: Path
         "'hang' did not finish within 0.1 s and was abandoned (it may still be running). "
         "Ask for less at once, or raise NBCHAT_TOOL_TIMEOUT.",
     )
+    assert is_failed_result(outcome.content)
+
+
+@pytest.mark.parametrize(
+    ("content", "failed"),
+    [
+        ("Not inserted: there is no notebook page. The code is shown to the user …", True),
+        ("Not edited: cell 3 changed while the edit waited for approval", True),
+        ("Not done: you declined run_shell. Say what to do instead.", True),
+        ("Error in run 3: KeyError: 'x'", True),
+        # A result that only says something failed, or starts like a failure, is a result.
+        ("Not a failure: the notes say so.", False),
+        ("'pandas' failed to import in the log:\nImportError", False),
+        ("The arguments were fine.", False),
+    ],
+)
+def test_a_stored_result_reads_back_as_failed_by_its_opening(content: str, failed: bool) -> None:
+    assert is_failed_result(content) is failed
 
 
 def test_tools_that_return_values_other_than_text_are_shown_as_json(workspace: Path) -> None:

@@ -16,6 +16,7 @@ Must not: know about rows, the chat loop or widgets (the approver is just a call
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 import traceback
@@ -45,6 +46,15 @@ POLICIES = ("ask", "allow", "deny")
 # How a tool result that did not run, or failed, starts: the refusals and errors made here and
 # the acting tools' own. Stored rows carry no flag, so this is how they are read back.
 FAILURE_PREFIXES = ("Error", "Refused", "Denied", "Not run", "Unknown tool", "Timed out")
+# The other failures made here (a tool that raised, overran its time or was stopped; arguments
+# that are not what it takes) and the acting tools' "Not inserted:", "Not edited:", "Not done:".
+# Read as results, they had the answer to a failed insert state the value its code would have
+# computed. Anchored, one bounded name: linear.
+FAILURE_FORMS = re.compile(
+    r"'[\w.-]{1,64}' (?:failed: |did not finish within |was stopped by the user)"
+    r"|(?:The arguments for|Invalid arguments for) '"
+    r"|Not (?:inserted|edited|done|changed|written|saved): "
+)
 POLL_SECONDS = 0.1  # how often a plain Event is checked while waiting; a StopSignal wakes at once
 # A tool that cleans up after itself (run_shell kills its process group) gets this long past
 # its time limit, or past Stop, to report before the executor stops waiting for it.
@@ -64,7 +74,7 @@ CUT_ADVICE = "one tool result holds at most {limit:,} characters; call it again 
 
 def is_failed_result(content: str) -> bool:
     """Whether a stored tool result says the call did not run or failed."""
-    return content.startswith(FAILURE_PREFIXES)
+    return content.startswith(FAILURE_PREFIXES) or FAILURE_FORMS.match(content) is not None
 
 
 @dataclass(frozen=True)
