@@ -217,6 +217,45 @@ def test_an_answer_naming_nothing_the_result_shows_is_asked_again_once(
 
 
 @pytest.mark.parametrize(
+    ("answer", "quoted"),
+    [
+        # Copying the note, it says nothing of the failure: what the call returned follows.
+        ("The tool call did not run, or failed: its result says why.", True),
+        ("The disk is on fire, so the notes could not be read.", False),
+    ],
+)
+def test_an_answer_saying_nothing_of_what_failed_is_followed_by_the_failure(
+    make_settings: Any, store: Store, answer: str, quoted: bool
+) -> None:
+    settings = small(make_settings, max_tool_turns=2)
+    tools = default_registry()
+
+    def read_notes(ctx: ToolContext) -> str:
+        """Read the user's notes."""
+        raise RuntimeError("disk on fire")
+
+    tools.register(Tool.from_function(read_notes))
+    looks = Reply(first_step={"read_notes": 0.97, "none": 0.03})
+    reads = Reply(text='{"tool": "read_notes", "arguments": {}}')
+    with FakeServer() as server:
+        server.enqueue(looks, reads, Reply(text=answer))
+        client = openai.OpenAI(base_url=server.url + "/v1", api_key="test", max_retries=0)
+        chat = Conversation(settings, store, client=client, tools=tools)
+        chat.new_session("t")
+        events = run(chat, "what's in my notes?")
+        (request,) = server.chat_requests()
+    assert request["messages"][-1]["content"] == AFTER_FAILURES
+    (saved,) = [e.row for e in events if isinstance(e, RowSaved) and e.row.role == "assistant"]
+    if quoted:
+        assert saved.content.startswith(
+            answer + "\n\nread_notes returned:\n```\n"
+            "'read_notes' failed: RuntimeError: disk on fire\n"
+        )
+    else:
+        assert saved.content == answer
+
+
+@pytest.mark.parametrize(
     ("answer", "invented"),
     [
         # A file nobody named and that is not here: withdrawn, asked again saying which.
@@ -1172,21 +1211,31 @@ def test_code_over_a_dataframe_the_message_names_is_written_knowing_its_values(
     }
 
 
+@pytest.mark.parametrize(
+    ("message", "code", "made"),
+    [
+        ("print the word North for me", "print('North')", "print('North')"),
+        # Compared, the value is spelt as the notebook's frames hold it, named or not.
+        (
+            "how much did the north bring in, per my notebook?",
+            "sales[sales['region'] == 'North'].revenue.sum()",
+            "sales[sales['region'] == 'north'].revenue.sum()",
+        ),
+    ],
+)
 def test_code_for_a_message_naming_no_dataframe_is_asked_on_the_choice_s_own_messages(
-    make_settings: Any, store: Store
+    make_settings: Any, store: Store, message: str, code: str, made: str
 ) -> None:
     settings = small(make_settings, max_tool_turns=2)
-    arguments = json.dumps({"tool": "run_code", "arguments": {"code": "print('North')"}})
+    arguments = json.dumps({"tool": "run_code", "arguments": {"code": code}})
     leans = Reply(first_step={"run_code": 0.95, "none": 0.05})
     with FakeServer(default_reply=Reply(text="Done.")) as server:
         server.enqueue(leans, Reply(text=arguments), Reply(text="North."))
         client = openai.OpenAI(base_url=server.url + "/v1", api_key="test", max_retries=0)
         chat = Conversation(settings, store, client=client, tools=with_sales_frame())
         chat.new_session("t")
-        events = run(chat, "print the word North for me")
+        events = run(chat, message)
         step, asked = server.first_steps()[:2]
     assert asked["messages"] == step["messages"][:-1]  # all but the opened reply
     (call,) = [e.row for e in events if isinstance(e, RowSaved) and e.row.role == "assistant_full"]
-    assert json.loads(json.loads(call.tool_args)[0]["function"]["arguments"]) == {
-        "code": "print('North')"
-    }
+    assert json.loads(json.loads(call.tool_args)[0]["function"]["arguments"]) == {"code": made}

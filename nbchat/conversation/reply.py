@@ -39,7 +39,14 @@ from nbchat.conversation.grounding import (
     says_yes_or_no,
 )
 from nbchat.conversation.noteecho import without_note_echo
-from nbchat.conversation.notes import after_results, last_results, worked_out
+from nbchat.conversation.notes import (
+    AFTER_FAILURES,
+    AFTER_RESULTS,
+    ASKED_AGAIN,
+    after_results,
+    last_results,
+    worked_out,
+)
 from nbchat.conversation.routing import after_tool, choose_first_step
 from nbchat.conversation.turn import (
     Round,
@@ -127,7 +134,8 @@ def request_reply(
     tool result, an empty reply asked once more, for words (`tool_choice="none"`), and a small
     model's answer that names nothing the results show, or a file that is not here, withdrawn
     and asked once more (`Reask`), then followed by the results it was about if it still names
-    nothing they show (`nbchat.conversation.grounding.results_quoted`); a small model's answer
+    nothing they show (`nbchat.conversation.grounding.results_quoted`), as is an answer to a
+    round whose calls all failed that names nothing of the failures; a small model's answer
     given without looking that speaks of what it has not read (`_unread`), withdrawn and
     looked into first (its first step asked to choose a tool)."""
     choice = state.tool_choice
@@ -149,9 +157,13 @@ def request_reply(
                 choice = NO_TOOL
                 yield TextWithdrawn(asked_again.why)
                 continue
-            if asked_again is not None and _names_nothing_shown(parts, reply):
-                # Asked again and still naming nothing read: the user sees what was.
-                quoted = TextDelta(results_quoted(_labelled_results(parts.history.rows)))
+            failures = _answered_round(parts, reply) == "failures"
+            if (asked_again is not None or failures) and _names_nothing_shown(parts, reply):
+                # Asked again and still naming nothing read, or saying nothing of what failed
+                # (a 1.5B model answered a failed insert with the note's "its result says
+                # why"): the user sees what the calls returned.
+                labelled = _labelled_results(parts.history.rows, failed=failures)
+                quoted = TextDelta(results_quoted(labelled))
                 reply.take(quoted)
                 yield quoted
             break
@@ -263,33 +275,47 @@ def _reask(parts: TurnParts, reply: StreamedReply) -> Reask | None:
     return None
 
 
+def _answered_round(parts: TurnParts, reply: StreamedReply) -> str:
+    """What round `reply` answers, when it is a small model's words after a tool round:
+    "results" when some of its calls did not fail, "failures" when all did; "" otherwise."""
+    if reply.calls or reply.stopped or not after_tool(parts):
+        return ""
+    if not takes_notes(parts):
+        return ""  # a model that gets no notes is not asked again with one
+    results = last_results(parts.history.rows)
+    return "failures" if all(is_failed_result(row.content) for row in results) else "results"
+
+
 def _judged(parts: TurnParts, reply: StreamedReply) -> bool:
     """Whether `reply` is a small model's words after a tool round that did not all fail:
     what `_reask` judges."""
-    if reply.calls or reply.stopped or not after_tool(parts):
-        return False
-    if not takes_notes(parts):
-        return False  # a model that gets no notes is not asked again with one
-    return not all(is_failed_result(row.content) for row in last_results(parts.history.rows))
+    return _answered_round(parts, reply) == "results"
 
 
 def _names_nothing_shown(parts: TurnParts, reply: StreamedReply) -> bool:
-    """Whether `reply`, judged (`_judged`) and whole (one cut at `max_tokens` may not have got
-    to them), names nothing its round's results show that the user or the calls had not said
-    (`nbchat.conversation.grounding.names_nothing_shown`)."""
-    if not _judged(parts, reply) or reply.finish == "length":
+    """Whether `reply`, a small model's words after a tool round (`_answered_round`), whole
+    (one cut at `max_tokens` may not have got to them), names nothing its round's results show
+    that the user or the calls had not said (`nbchat.conversation.grounding.
+    names_nothing_shown`)."""
+    if not _answered_round(parts, reply) or reply.finish == "length":
         return False
     rows = parts.history.rows
     results = last_results(rows)
     start = len(rows) - len(results)
     calls = rows[start - 1].tool_args if start > 0 else ""
-    said = (last_user_text(rows), calls or "")
+    # The notes' words too: copying "The tool call did not run, or failed" names no failure.
+    said = (last_user_text(rows), calls or "", AFTER_RESULTS, ASKED_AGAIN, AFTER_FAILURES)
     return names_nothing_shown(reply.text, (row.content for row in results), said)
 
 
-def _labelled_results(rows: Sequence[Row]) -> list[tuple[str, str]]:
-    """The last round's results that did not fail, each with its call in brief ("read_file
-    `README.md`": the tool and its first text argument)."""
+# The arguments that say what a call was about, in the order one is looked for: not its code or
+# a cell's source, which the card above shows.
+LABEL_ARGUMENTS = ("path", "name", "cell", "number", "pattern", "command")
+
+
+def _labelled_results(rows: Sequence[Row], *, failed: bool = False) -> list[tuple[str, str]]:
+    """The last round's results that did not fail (with `failed`, those that did), each with
+    its call in brief ("read_file `README.md`": the tool and what it was about)."""
     results = last_results(rows)
     start = len(rows) - len(results)
     arguments = {
@@ -298,12 +324,12 @@ def _labelled_results(rows: Sequence[Row]) -> list[tuple[str, str]]:
     }
     labelled = []
     for row in results:
-        if is_failed_result(row.content):
+        if is_failed_result(row.content) is not failed:
             continue
         said = arguments.get(row.tool_id, {})
-        first = next((value for value in said.values() if isinstance(value, str)), "")
+        named = next((str(said[key]) for key in LABEL_ARGUMENTS if key in said), "")
         labelled.append(
-            (f"{row.tool_name} `{brief(first, 80)}`" if first else row.tool_name, row.content)
+            (f"{row.tool_name} `{brief(named, 80)}`" if named else row.tool_name, row.content)
         )
     return labelled
 

@@ -167,7 +167,10 @@ def choose_first_step(
         parts, choice, arguments, allowed=allowed, sights=sights, last_user=last_user
     )
     if writes_code and isinstance(arguments.get("code"), str):
-        values = [value for frame in frames for value in frame.values]
+        # Spelt as the frames the message names hold, else as any of the notebook's: code
+        # comparing a region to 'West' is about the frame holding 'west', named or not.
+        spelling = frames or [outline for sight in sights for _, outline in sight.frames]
+        values = [value for frame in spelling for value in frame.values]
         arguments = {**arguments, "code": spelt_as_in_data(arguments["code"], values)}
     call = ToolCall(new_call_id(), choice, json.dumps(arguments, ensure_ascii=False))
     return FirstStep(choice, call)
