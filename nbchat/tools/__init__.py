@@ -35,7 +35,13 @@ The modules behind them:
     overview    the workspace's top-level names and the names its source files define;
                 filewords which listed files hold a message's rarer words; filedigests reads
                 the listed files' first bytes for both, again only when a file changed
-    arithmetic  the expressions in a message worked out exactly, for a small model to state
+    arithmetic  the expressions in a message worked out exactly, for a small model to state;
+                units the quantity it asks to have in another unit, pyexpr the Python
+                expression it asks about (a restricted interpreter), extremes a table's largest
+                and smallest values, jupyterhelp the installed Jupyter's own shortcuts and
+                magics that answer it
+    frames      what code over a user's DataFrame needs (its columns, kinds, a few values),
+                read without running user code, and a compared literal spelt as the data is
     mcp         tools from the user's MCP servers (the optional `mcp` SDK): mcplink holds one
                 server's session on its own event loop, mcpcall checks a call's arguments
                 against the server's schema and turns its result into text
