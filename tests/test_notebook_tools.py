@@ -417,3 +417,6 @@ def test_a_compared_literal_is_spelt_as_the_data_spells_it(code: str, spelt: str
     assert spelt_as_in_data(code, ["north", "south", "east", "west"]) == spelt
     # Two values the same but for their case: which one was meant is not known.
     assert spelt_as_in_data("s[s.r == 'NORTH']", ["North", "north"]) == "s[s.r == 'NORTH']"
+    # A literal the user wrote themselves is theirs.
+    asked = "run s[s.r == 'North'] for me"
+    assert spelt_as_in_data("s[s.r == 'North']", ["north"], written=asked) == "s[s.r == 'North']"

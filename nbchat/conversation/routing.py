@@ -171,7 +171,8 @@ def choose_first_step(
         # comparing a region to 'West' is about the frame holding 'west', named or not.
         spelling = frames or [outline for sight in sights for _, outline in sight.frames]
         values = [value for frame in spelling for value in frame.values]
-        arguments = {**arguments, "code": spelt_as_in_data(arguments["code"], values)}
+        spelt = spelt_as_in_data(arguments["code"], values, written=last_user[:MESSAGE_SCAN])
+        arguments = {**arguments, "code": spelt}
     call = ToolCall(new_call_id(), choice, json.dumps(arguments, ensure_ascii=False))
     return FirstStep(choice, call)
 

@@ -91,10 +91,11 @@ COMPARED_LITERAL = re.compile(
 CODE_SCAN = 10_000  # characters of code looked at; a call's code is far shorter
 
 
-def spelt_as_in_data(code: str, values: Collection[str]) -> str:
+def spelt_as_in_data(code: str, values: Collection[str], *, written: str = "") -> str:
     """`code` with each compared string literal that is none of `values` but is one of them
     but for its case (`'North'` where the column holds `'north'`) spelt as that value. A
-    comparison spelt otherwise matches nothing, and the answer said north brought in 0."""
+    comparison spelt otherwise matches nothing, and the answer said north brought in 0. A
+    literal the user `written` themselves, quotes and all, is theirs: it is left as it is."""
     if not values or len(code) > CODE_SCAN:
         return code
     folded: dict[str, str | None] = {}
@@ -104,11 +105,10 @@ def spelt_as_in_data(code: str, values: Collection[str]) -> str:
     exact = set(values)
 
     def spelt(found: re.Match[str]) -> str:
-        text = found["text"]
+        text, quote = found["text"], found["quote"]
         value = folded.get(text.casefold()) if text not in exact else None
-        if value is None:
+        if value is None or f"{quote}{text}{quote}" in written:
             return found[0]
-        quote = found["quote"]
         return f"{found['before']}{found['space']}{quote}{value}{quote}"
 
     return COMPARED_LITERAL.sub(spelt, code)
