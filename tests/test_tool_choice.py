@@ -50,9 +50,11 @@ LOOK = Reply(first_step={"read_file": 0.97, "none": 0.01, "list_files": 0.02})
 ARGS = Reply(text='{"tool": "read_file", "arguments": {"path": "notes.txt"}}')
 
 
-def conversation_on(server: FakeServer, store: Store, settings: Settings) -> Conversation:
+def conversation_on(
+    server: FakeServer, store: Store, settings: Settings, tools: Any = None
+) -> Conversation:
     client = openai.OpenAI(base_url=server.url + "/v1", api_key="test", max_retries=0)
-    chat = Conversation(settings, store, client=client)
+    chat = Conversation(settings, store, client=client, tools=tools)
     chat.new_session("t")
     return chat
 
@@ -239,9 +241,7 @@ def test_an_answer_saying_nothing_of_what_failed_is_followed_by_the_failure(
     reads = Reply(text='{"tool": "read_notes", "arguments": {}}')
     with FakeServer() as server:
         server.enqueue(looks, reads, Reply(text=answer))
-        client = openai.OpenAI(base_url=server.url + "/v1", api_key="test", max_retries=0)
-        chat = Conversation(settings, store, client=client, tools=tools)
-        chat.new_session("t")
+        chat = conversation_on(server, store, settings, tools)
         events = run(chat, "what's in my notes?")
         (request,) = server.chat_requests()
     assert request["messages"][-1]["content"] == AFTER_FAILURES
@@ -971,9 +971,7 @@ def first_call_made(
     leans = Reply(first_step={chosen: 0.95, "none": 0.05})
     with FakeServer(default_reply=Reply(text="Done.")) as server:
         server.enqueue(leans, Reply(text=arguments), Reply(text="Noted."))
-        client = openai.OpenAI(base_url=server.url + "/v1", api_key="test", max_retries=0)
-        chat = Conversation(settings, store, client=client, tools=tools)
-        chat.new_session("t")
+        chat = conversation_on(server, store, settings, tools)
         events = run(chat, message)
     (call,) = [e.row for e in events if isinstance(e, RowSaved) and e.row.role == "assistant_full"]
     function: dict[str, Any] = json.loads(call.tool_args)[0]["function"]
@@ -1189,9 +1187,7 @@ def test_code_over_a_dataframe_the_message_names_is_written_knowing_its_values(
     leans = Reply(first_step={"run_code": 0.95, "none": 0.05})
     with FakeServer(default_reply=Reply(text="Done.")) as server:
         server.enqueue(leans, Reply(text=arguments), Reply(text="1140."))
-        client = openai.OpenAI(base_url=server.url + "/v1", api_key="test", max_retries=0)
-        chat = Conversation(settings, store, client=client, tools=with_sales_frame())
-        chat.new_session("t")
+        chat = conversation_on(server, store, settings, with_sales_frame())
         events = run(chat, "how much revenue did North bring in, per my sales frame?")
         step, asked = server.first_steps()[:2]
     # The arguments are asked with the frame's outline told just before the message; the
@@ -1231,9 +1227,7 @@ def test_code_for_a_message_naming_no_dataframe_is_asked_on_the_choice_s_own_mes
     leans = Reply(first_step={"run_code": 0.95, "none": 0.05})
     with FakeServer(default_reply=Reply(text="Done.")) as server:
         server.enqueue(leans, Reply(text=arguments), Reply(text="North."))
-        client = openai.OpenAI(base_url=server.url + "/v1", api_key="test", max_retries=0)
-        chat = Conversation(settings, store, client=client, tools=with_sales_frame())
-        chat.new_session("t")
+        chat = conversation_on(server, store, settings, with_sales_frame())
         events = run(chat, message)
         step, asked = server.first_steps()[:2]
     assert asked["messages"] == step["messages"][:-1]  # all but the opened reply
