@@ -1233,3 +1233,24 @@ def test_code_for_a_message_naming_no_dataframe_is_asked_on_the_choice_s_own_mes
     assert asked["messages"] == step["messages"][:-1]  # all but the opened reply
     (call,) = [e.row for e in events if isinstance(e, RowSaved) and e.row.role == "assistant_full"]
     assert json.loads(json.loads(call.tool_args)[0]["function"]["arguments"]) == {"code": made}
+
+
+@pytest.mark.parametrize(
+    ("message", "number"),
+    [
+        ("what does my last cell say", -1),
+        ("show me the latest cell", -1),
+        ("what was in the cell before last", 1),  # not the newest: the model's number stays
+        ("what does cell 1 say", 1),
+    ],
+)
+def test_a_read_of_the_last_cell_reads_the_newest_run(
+    make_settings: Any, store: Store, message: str, number: int
+) -> None:
+    # Asked what the last cell said, a 1.5B model read In [1].
+    settings = small(make_settings, max_tool_turns=2)
+    tools = with_read_cell("In [1]: import pandas as pd")
+    read = '{"tool": "read_cell", "arguments": {"number": 1}}'
+    function = first_call_made(settings, store, tools, message, "read_cell", read)
+    assert function["name"] == "read_cell"
+    assert json.loads(function["arguments"]) == {"number": number}

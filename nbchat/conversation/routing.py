@@ -31,6 +31,7 @@ from nbchat.llm.firststep import ask_arguments, ask_first_step
 from nbchat.tools.asking import (
     asks_for_a_change,
     asks_for_knowledge,
+    asks_for_the_newest_cell,
     follows_on,
     looked_into,
     speaks_of_the_notebook,
@@ -236,6 +237,7 @@ def _aimed(
         named_files=files,
         named_variables=variables,
         sole_files=sole,
+        newest_cell=asks_for_the_newest_cell(last_user),
     )
 
 

@@ -3,8 +3,9 @@
 (`weighs_acting`), how to do something or about things in general (`asks_for_knowledge`), for a
 change (`asks_for_a_change`), to carry on from the message before (`follows_on`), to have
 something looked into by its name (`looked_into`), about the notebook
-(`speaks_of_the_notebook`); and whether the dangerous tools are out of its turn
-(`takes_acting_out`). `nbchat.tools.choice` weighs a turn's tools with these.
+(`speaks_of_the_notebook`) or its newest cell (`asks_for_the_newest_cell`); and whether the
+dangerous tools are out of its turn (`takes_acting_out`). `nbchat.tools.choice` weighs a
+turn's tools with these.
 
 Each reads the text with one bounded pattern (`forbids_changes`: a negation followed, within
 three words, by an action verb), most over the message's start or its ends only: linear time,
@@ -21,6 +22,7 @@ from nbchat.tools.offer import points_at_something
 
 __all__ = [
     "asks_for_a_change",
+    "asks_for_the_newest_cell",
     "asks_for_knowledge",
     "asks_how_to",
     "asks_in_general",
@@ -245,3 +247,18 @@ def speaks_of_the_notebook(text: str) -> bool:
     """True when `text` (its first `NOTEBOOK_SCAN` characters) says cell, notebook, Jupyter or
     kernel."""
     return any(word.lower() in NOTEBOOK_WORDS for word in WORDS.findall(text[:NOTEBOOK_SCAN]))
+
+
+# "my last cell", "the latest cell", "the most recent cell": the newest cell run, which
+# `read_cell` reads as -1. Asked what the last cell said, a 1.5B model read In [1].
+NEWEST_CELL = re.compile(
+    r"\b(?:last|latest|newest|most\s+recent)\s+(?:code\s+)?cell\b(?!\s+(?:before|but))",
+    re.IGNORECASE,
+)
+NEWEST_CELL_REACH = 400
+
+
+def asks_for_the_newest_cell(text: str) -> bool:
+    """True when `text` (its start) speaks of the newest cell run ("show my last cell",
+    "the latest cell's output")."""
+    return NEWEST_CELL.search(text[:NEWEST_CELL_REACH]) is not None

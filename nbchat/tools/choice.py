@@ -257,6 +257,7 @@ def aimed_call(
     named_files: Sequence[str] = (),
     named_variables: Sequence[str] = (),
     sole_files: Mapping[str, str] | None = None,
+    newest_cell: bool = False,
 ) -> tuple[str, dict[str, Any]]:
     """The call to make for a first step's `name(arguments)`: itself, or the tool that looks at
     what it aimed at (`read_file` of a file, `describe_variable` of a notebook variable; see
@@ -265,9 +266,12 @@ def aimed_call(
     folder it names in the singular), when it says nothing of the notebook
     (`speaks_of_the_notebook`); `named_variables`: the notebook's variables it names, when
     it says nothing of the notebook either;
-    `sole_files`: each folder the message names (`logs/`) that holds one file only, that file."""
+    `sole_files`: each folder the message names (`logs/`) that holds one file only, that file;
+    `newest_cell`: the message asks about the newest cell run (a `read_cell` reads -1)."""
     if name in CELL_TOOLS and len(named_files) == 1 and "read_file" in allowed:
         return "read_file", {"path": named_files[0]}
+    if name == "read_cell" and newest_cell and not named_variables:
+        return "read_cell", {**arguments, "number": -1}
     if name in CELL_READS and len(named_variables) == 1 and "describe_variable" in allowed:
         # Asked to show a DataFrame of the notebook by its name, a 1.5B model read the first cell.
         return "describe_variable", {"name": named_variables[0]}
