@@ -95,7 +95,8 @@ def after_results(
     results (`asked_again`: to quote them, and which `invented` files are not here), or, when
     every call failed, to say so. The note's own words, the user's message it quotes, and the
     note as sent."""
-    if all(is_failed_result(row.content) for row in last_results(rows)):
+    results = last_results(rows)
+    if all(is_failed_result(row.content) for row in results):
         return AFTER_FAILURES, "", AFTER_FAILURES
     message = last_user_text(rows)
     asked = brief(message, ASKED_CHARS)
@@ -105,7 +106,7 @@ def after_results(
         note += INVENTED.format(names="")
         told += INVENTED.format(names=" or ".join(invented))
     if asks_for_extremes(message):
-        found = [told for row in last_results(rows) for told in extremes_of(row.content)]
+        found = [extreme for row in results for extreme in extremes_of(row.content)]
         if found:  # the values are the answer's own words, not the note's: not in `note`
             told += "\n" + EXTREMES + "; ".join(found[:MAX_COLUMNS_TOLD]) + "."
     return note, asked, told
