@@ -396,8 +396,9 @@ def test_the_first_step_is_told_the_outline_of_dataframes_not_under_secret_names
 
     frame = pd.DataFrame({"region": ["north"]})
     sight = variable_names({"sales": frame, "api_token": frame, "n": 1})
-    assert [name for name, _ in sight.frames] == ["sales"]
-    assert sight.frames[0][1].values == ("north",)
+    frames = sight.frames()
+    assert [name for name, _ in frames] == ["sales"]
+    assert frames[0][1].values == ("north",)
 
 
 @pytest.mark.parametrize(

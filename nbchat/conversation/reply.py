@@ -153,12 +153,15 @@ def request_reply(
                 look = True
                 yield TextWithdrawn(unread)
                 continue
-            if asked_again is None and (asked_again := _reask(parts, reply)) is not None:
+            answered = _answered_round(parts, reply)
+            if asked_again is None and (asked_again := _reask(parts, reply, answered)):
                 choice = NO_TOOL
                 yield TextWithdrawn(asked_again.why)
                 continue
-            failures = _answered_round(parts, reply) == "failures"
-            if (asked_again is not None or failures) and _names_nothing_shown(parts, reply):
+            failures = answered == "failures"
+            if (asked_again is not None or failures) and _names_nothing_shown(
+                parts, reply, answered
+            ):
                 # Asked again and still naming nothing read, or saying nothing of what failed
                 # (a 1.5B model answered a failed insert with the note's "its result says
                 # why"): the user sees what the calls returned.
@@ -257,16 +260,17 @@ def _worked_out(message: str) -> str:
     return worked_out(message, jupyter_reference(message))
 
 
-def _reask(parts: TurnParts, reply: StreamedReply) -> Reask | None:
-    """Why `reply`, a small model's words after a tool round that did not all fail, is asked
-    again, if it is (`nbchat.conversation.grounding`): it names nothing its results show
+def _reask(parts: TurnParts, reply: StreamedReply, answered: str) -> Reask | None:
+    """Why `reply`, a small model's words after a tool round that did not all fail (`answered`,
+    from `_answered_round`, is "results"), is asked again, if it is
+    (`nbchat.conversation.grounding`): it names nothing its results show
     (judged only on a whole answer: one cut at `max_tokens` may not have got to them), or a
     file that no earlier text of the session holds and that is not here (a 1.5B model that
     named one ran on listing made-up values to the limit)."""
     rows = parts.history.rows
-    if not _judged(parts, reply):
+    if answered != "results":
         return None
-    if _names_nothing_shown(parts, reply):
+    if _names_nothing_shown(parts, reply, answered):
         return Reask("the answer named nothing the tool results show")
     invented = invented_files(reply.text, _earlier_texts(rows), lambda name: _is_here(parts, name))
     if invented:
@@ -286,26 +290,32 @@ def _answered_round(parts: TurnParts, reply: StreamedReply) -> str:
     return "failures" if all(is_failed_result(row.content) for row in results) else "results"
 
 
-def _judged(parts: TurnParts, reply: StreamedReply) -> bool:
-    """Whether `reply` is a small model's words after a tool round that did not all fail:
-    what `_reask` judges."""
-    return _answered_round(parts, reply) == "results"
-
-
-def _names_nothing_shown(parts: TurnParts, reply: StreamedReply) -> bool:
-    """Whether `reply`, a small model's words after a tool round (`_answered_round`), whole
-    (one cut at `max_tokens` may not have got to them), names nothing its round's results show
-    that the user or the calls had not said (`nbchat.conversation.grounding.
-    names_nothing_shown`)."""
-    if not _answered_round(parts, reply) or reply.finish == "length":
+def _names_nothing_shown(parts: TurnParts, reply: StreamedReply, answered: str) -> bool:
+    """Whether `reply`, a small model's words after a tool round (`answered`, from
+    `_answered_round`, not ""), whole (one cut at `max_tokens` may not have got to them), names
+    nothing its round's results show that the user or the calls had not said
+    (`nbchat.conversation.grounding.names_nothing_shown`)."""
+    if not answered or reply.finish == "length":
         return False
     rows = parts.history.rows
+    results, call = _last_round(rows)
+    # The notes' words too: copying "The tool call did not run, or failed" names no failure.
+    said = (
+        last_user_text(rows),
+        (call.tool_args or "") if call else "",
+        AFTER_RESULTS,
+        ASKED_AGAIN,
+        AFTER_FAILURES,
+    )
+    return names_nothing_shown(reply.text, (row.content for row in results), said)
+
+
+def _last_round(rows: Sequence[Row]) -> tuple[list[Row], Row | None]:
+    """The last tool round's results and the row of the calls that made them (None when the
+    results open the history, their call compacted away)."""
     results = last_results(rows)
     start = len(rows) - len(results)
-    calls = rows[start - 1].tool_args if start > 0 else ""
-    # The notes' words too: copying "The tool call did not run, or failed" names no failure.
-    said = (last_user_text(rows), calls or "", AFTER_RESULTS, ASKED_AGAIN, AFTER_FAILURES)
-    return names_nothing_shown(reply.text, (row.content for row in results), said)
+    return results, rows[start - 1] if start > 0 else None
 
 
 # The arguments that say what a call was about, in the order one is looked for: not its code or
@@ -316,11 +326,9 @@ LABEL_ARGUMENTS = ("path", "name", "cell", "number", "pattern", "command")
 def _labelled_results(rows: Sequence[Row], *, failed: bool = False) -> list[tuple[str, str]]:
     """The last round's results that did not fail (with `failed`, those that did), each with
     its call in brief ("read_file `README.md`": the tool and what it was about)."""
-    results = last_results(rows)
-    start = len(rows) - len(results)
+    results, call = _last_round(rows)
     arguments = {
-        call_id: found or {}
-        for call_id, _name, found in (stored_calls(rows[start - 1]) if start > 0 else ())
+        call_id: found or {} for call_id, _name, found in (stored_calls(call) if call else ())
     }
     labelled = []
     for row in results:

@@ -149,10 +149,12 @@ def choose_first_step(
         writes_code = "code" in parameters.get("properties", {}) or (
             choice == "run_cell" and "run_code" in allowed
         )
-        frames = _frames_named(sights, specific_words(last_user[:MESSAGE_SCAN]))
+        # Outlined only for code: reading them is work no other choice needs.
+        every_frame = [pair for sight in sights for pair in sight.frames()] if writes_code else []
+        frames = _frames_named(every_frame, specific_words(last_user[:MESSAGE_SCAN]))
         arguments = ask_arguments(
             client,
-            _with_frames(messages, frames) if writes_code else messages,
+            _with_frames(messages, frames),
             model=model,
             name=choice,
             parameters=parameters,
@@ -170,7 +172,7 @@ def choose_first_step(
     if writes_code and isinstance(arguments.get("code"), str):
         # Spelt as the frames the message names hold, else as any of the notebook's: code
         # comparing a region to 'West' is about the frame holding 'west', named or not.
-        spelling = frames or [outline for sight in sights for _, outline in sight.frames]
+        spelling = frames or [outline for _, outline in every_frame]
         values = [value for frame in spelling for value in frame.values]
         spelt = spelt_as_in_data(arguments["code"], values, written=last_user[:MESSAGE_SCAN])
         arguments = {**arguments, "code": spelt}
@@ -186,11 +188,11 @@ FRAMES_NOTE = (
 )
 
 
-def _frames_named(sights: Sequence[Sight], words: set[str]) -> list[Outline]:
-    """The outlines of the notebook's DataFrames (`Sight.frames`) named among a message's
-    `words`. Only those named: told of every frame, a 1.5B model asked for an average over
-    all the rows took it from the frame listed first, a filtered copy."""
-    return [outline for sight in sights for name, outline in sight.frames if name.lower() in words]
+def _frames_named(frames: Sequence[tuple[str, Outline]], words: set[str]) -> list[Outline]:
+    """The outlines of the notebook's DataFrames (`Sight.frames`: name and outline pairs) named
+    among a message's `words`. Only those named: told of every frame, a 1.5B model asked for
+    an average over all the rows took it from the frame listed first, a filtered copy."""
+    return [outline for name, outline in frames if name.lower() in words]
 
 
 def _with_frames(messages: list[dict[str, Any]], frames: Sequence[Outline]) -> list[dict[str, Any]]:

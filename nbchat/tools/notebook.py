@@ -196,8 +196,9 @@ def variable_names(namespace: dict[Any, Any], limit: int = NAMES_SHOWN) -> Sight
     sales (DataFrame: region, units), threshold (int)." (at most `limit`, enough for it to
     know `sales` is one and what "the revenue" may be a column of), those names and columns,
     and the outline of the first `FRAMES_OUTLINED` DataFrames for code written over them
-    (`nbchat.tools.frames`). Runs no user code (`is_user_variable`, `type()`, pandas' own
-    methods on an exact DataFrame); an empty line when there are none."""
+    (`nbchat.tools.frames`), read when asked (`Sight.frames`). Runs no user code
+    (`is_user_variable`, `type()`, pandas' own methods on an exact DataFrame); an empty line
+    when there are none."""
     found = sorted(
         (
             (name, value, type(value).__name__, frame_columns(value))
@@ -214,17 +215,20 @@ def variable_names(namespace: dict[Any, Any], limit: int = NAMES_SHOWN) -> Sight
         f"{name} ({kind}: {', '.join(columns)})" if columns else f"{name} ({kind})"
         for name, _, kind, columns in shown
     )
-    outlines = (
-        (name, frame_outline(name, value))
-        for name, value, _, columns in shown
-        if columns and not is_secret_name(name)
-    )
-    outlined = itertools.islice(((n, o) for n, o in outlines if o is not None), FRAMES_OUTLINED)
+    frames = [(name, value) for name, value, _, columns in shown if columns]
+
+    def outline_frames() -> tuple[tuple[str, Outline], ...]:
+        outlines = (
+            (name, frame_outline(name, value)) for name, value in frames if not is_secret_name(name)
+        )
+        outlined = itertools.islice(((n, o) for n, o in outlines if o is not None), FRAMES_OUTLINED)
+        return tuple((name, _masked(outline)) for name, outline in outlined)
+
     return Sight(
         f"The notebook's variables: {listed}{more}.",
         tuple(name for name, _, _, _ in shown),
         tuple((column, name) for name, _, _, columns in shown for column in columns),
-        tuple((name, _masked(outline)) for name, outline in outlined),
+        outline_frames,
     )
 
 
