@@ -8,7 +8,17 @@ import time
 
 import pytest
 
-from nbchat.tools.extremes import MAX_ROWS, MAX_TIED, SCANNED, asks_for_extremes, extremes_of
+from nbchat.tools.extremes import (
+    BOTH,
+    LARGEST,
+    MAX_ROWS,
+    MAX_TIED,
+    SCANNED,
+    SMALLEST,
+    asks_for_extremes,
+    extremes_asked,
+    extremes_of,
+)
 
 CITIES = "city,population\nOslo,709000\nBergen,291000\nTrondheim,212000\n"
 FRAME = (
@@ -34,6 +44,27 @@ FRAME = (
 )
 def test_a_message_asking_for_a_largest_or_smallest_is_told_apart(message: str, asks: bool) -> None:
     assert asks_for_extremes(message) is asks
+
+
+@pytest.mark.parametrize(
+    ("message", "asked"),
+    [
+        ("whats the smallest city in the csv", (SMALLEST,)),
+        ("which item is cheapest", (SMALLEST,)),
+        ("which region sold the most units?", (LARGEST,)),
+        ("the priciest item in sales", (LARGEST,)),
+        ("the biggest and the smallest city", BOTH),
+        ("who is the oldest", BOTH),  # says neither: both are told
+        ("show me the latest test results", ()),
+    ],
+)
+def test_the_extremes_told_are_those_the_message_asks_for(
+    message: str, asked: tuple[str, ...]
+) -> None:
+    assert extremes_asked(message) == asked
+    wanted = extremes_of(CITIES, asked) if asked else []
+    assert all(which in told for told in wanted for which in asked)
+    assert all(which not in told for told in wanted for which in BOTH if which not in asked)
 
 
 def test_a_csv_s_number_columns_have_their_extremes_named_by_the_first_text_column() -> None:

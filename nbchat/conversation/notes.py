@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from nbchat.history import Row, last_user_text
 from nbchat.tools.arithmetic import work_out
 from nbchat.tools.executor import is_failed_result
-from nbchat.tools.extremes import MAX_COLUMNS_TOLD, asks_for_extremes, extremes_of
+from nbchat.tools.extremes import MAX_COLUMNS_TOLD, extremes_asked, extremes_of
 from nbchat.tools.offer import brief
 from nbchat.tools.pyexpr import evaluate_asked
 from nbchat.tools.units import convert_units
@@ -76,7 +76,7 @@ INVENTED = " The results name no file {names}: name only files they or the user 
 # After the results, when the message asks for a largest or smallest and a result is a whole
 # table (`nbchat.tools.extremes`): shown a three-city CSV, a 1.5B model named the largest city
 # as the smallest.
-EXTREMES = "Worked out by code from those results, each number column's largest and smallest: "
+EXTREMES = "Worked out by code from those results, each number column's {which}: "
 # When every call of the round was refused or failed there is nothing to answer from, and the
 # question is not repeated: told it, the same model answered a refused `python --version` with
 # "Python 3.8", and a refused `pip show pandas` with a version, even when told not to guess.
@@ -105,10 +105,11 @@ def after_results(
     if invented:
         note += INVENTED.format(names="")
         told += INVENTED.format(names=" or ".join(invented))
-    if asks_for_extremes(message):
-        found = [extreme for row in results for extreme in extremes_of(row.content)]
+    if asked_extremes := extremes_asked(message):
+        found = [extreme for row in results for extreme in extremes_of(row.content, asked_extremes)]
         if found:  # the values are the answer's own words, not the note's: not in `note`
-            told += "\n" + EXTREMES + "; ".join(found[:MAX_COLUMNS_TOLD]) + "."
+            which = " and ".join(asked_extremes)
+            told += "\n" + EXTREMES.format(which=which) + "; ".join(found[:MAX_COLUMNS_TOLD]) + "."
     return note, asked, told
 
 

@@ -6,8 +6,9 @@ model named the largest; shown a DataFrame's rows and asked which region brings 
 revenue, it named the first row's. It reads a table, it does not compare its numbers. So when
 the user's message asks for an extreme (`asks_for_extremes`: "smallest", "fewest", "most",
 "highest", "max", …) and a result of the round is a whole table, each numeric column's largest
-and smallest rows are worked out here (`extremes_of`) and told to the model with the results,
-as the arithmetic in a message is (`nbchat.tools.arithmetic`).
+or smallest rows, those the message asks for (`extremes_asked`), are worked out here
+(`extremes_of`) and told to the model with the results, as the arithmetic in a message is
+(`nbchat.tools.arithmetic`).
 
 A table is a CSV (comma, semicolon or tab; a header and rows of as many fields) or the rows of
 a DataFrame as `describe_variable` prints them, when they are all of its rows (it says how many
@@ -27,7 +28,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-__all__ = ["asks_for_extremes", "extremes_of"]
+__all__ = ["BOTH", "LARGEST", "SMALLEST", "asks_for_extremes", "extremes_asked", "extremes_of"]
 
 SCANNED = 20_000  # characters of one result read as a table
 MAX_ROWS = 1_000
@@ -49,6 +50,21 @@ manifest forest protest contest digest honest modest harvest earnest invest inge
 attest detest priest crest vest zest jest pest behest infest tempest
 """
 NOT_SUPERLATIVE = frozenset(_NOT_SUPERLATIVE.split())
+# The extremes asked for, where the word says which: told a column's largest and smallest for
+# "which city is smallest", a 1.5B model still named the largest, the one told first. Any
+# other superlative ("oldest", "latest"-like words of a domain) gets both.
+_SMALLEST_WORDS = """
+smallest fewest least min minimum bottom lowest cheapest shortest tiniest lightest slowest
+poorest narrowest thinnest weakest quietest
+"""
+_LARGEST_WORDS = """
+most max maximum top biggest largest highest greatest priciest dearest richest longest
+heaviest tallest fastest widest strongest busiest loudest
+"""
+SMALLEST_WORDS = frozenset(_SMALLEST_WORDS.split())
+LARGEST_WORDS = frozenset(_LARGEST_WORDS.split())
+LARGEST, SMALLEST = "largest", "smallest"
+BOTH = (LARGEST, SMALLEST)
 # The rows `describe_variable` says a DataFrame has: "shape 4×4 (4 rows, 4 columns)".
 STATED_ROWS = re.compile(r"\((\d{1,9}) rows?, \d{1,9} columns?\)")
 HEAD_MARK = "head():\n"
@@ -57,10 +73,25 @@ HEAD_MARK = "head():\n"
 def asks_for_extremes(text: str) -> bool:
     """Whether `text` asks for a table's largest or smallest ("who's smallest", "which
     region sold the most", "the max price")."""
+    return bool(extremes_asked(text))
+
+
+def extremes_asked(text: str) -> tuple[str, ...]:
+    """Which extremes `text` asks for, in `BOTH`'s order: `LARGEST` ("the most", "max",
+    "priciest"), `SMALLEST` ("fewest", "cheapest"), both (a superlative that says neither,
+    or words for each), or none."""
+    asked: set[str] = set()
     for match in EXTREME.finditer(text[:MESSAGE_SCAN]):
-        if match.group().lower() not in NOT_SUPERLATIVE:
-            return True
-    return False
+        word = match.group().lower()
+        if word in NOT_SUPERLATIVE:
+            continue
+        if word in SMALLEST_WORDS:
+            asked.add(SMALLEST)
+        elif word in LARGEST_WORDS:
+            asked.add(LARGEST)
+        else:
+            asked.update(BOTH)
+    return tuple(which for which in BOTH if which in asked)
 
 
 @dataclass(frozen=True)
@@ -70,10 +101,10 @@ class _Table:
     labels: list[str]  # one per row
 
 
-def extremes_of(result: str) -> list[str]:
+def extremes_of(result: str, asked: Sequence[str] = BOTH) -> list[str]:
     """For a result that is a whole table: each numeric column's largest and smallest values
-    with the rows holding them ("population: largest 709000 (Oslo), smallest 212000
-    (Trondheim)"); [] for any other result."""
+    (those `asked`, of `BOTH`) with the rows holding them ("population: largest 709000 (Oslo),
+    smallest 212000 (Trondheim)"); [] for any other result."""
     table = _table(result[:SCANNED]) if len(result) <= SCANNED else None
     if table is None:
         return []
@@ -86,9 +117,10 @@ def extremes_of(result: str) -> list[str]:
         largest, smallest = max(numbers), min(numbers)
         if largest == smallest:
             continue
+        values_told = {LARGEST: largest, SMALLEST: smallest}
         told.append(
-            f"{name}: largest {_said(table, index, largest)}, "
-            f"smallest {_said(table, index, smallest)}"
+            f"{name}: "
+            + ", ".join(f"{which} {_said(table, index, values_told[which])}" for which in asked)
         )
         if len(told) == MAX_COLUMNS_TOLD:
             break
