@@ -38,6 +38,7 @@ from nbchat.tools.offer import (
     describe_tools,
     named_in,
     points_at_something,
+    points_at_theirs,
     recent_exchange,
     router_messages,
     typed_paths,
@@ -224,6 +225,9 @@ def test_the_whether_to_act_rule_reads_a_bounded_start_and_end() -> None:
         "bash one-liner to count lines in every csv",
         "python snippet for timing a block of code",
         "regex that matches an email address?",
+        "what's the usual way to lay out a flask project",
+        "is there a quick and easy way to flatten a nested list",
+        "what are some ways to speed up a pandas merge",
         # A task asked as a search box is: topic, colon or dash, task, question mark.
         "python: reverse a list in place?",
         "bash - loop over every file in a folder?",
@@ -460,6 +464,27 @@ def test_a_message_points_at_something_particular_by_its_words(text: str, points
 
 
 @pytest.mark.parametrize(
+    ("text", "points"),
+    [
+        ("is that above 8000?", True),
+        ("what's in that file", True),
+        ("multiply that by 2", True),
+        ("what does that mean", True),
+        ("open my notes", True),
+        # "that" joining a clause points at nothing.
+        ("is there a magic command that lists all variables", False),
+        ("write a regex that matches dates", False),
+        ("make sure that it works on windows", False),
+        ("a function that returned None", False),
+    ],
+)
+def test_that_points_at_something_of_theirs_only_where_it_stands_for_a_thing(
+    text: str, points: bool
+) -> None:
+    assert points_at_theirs(text) is points
+
+
+@pytest.mark.parametrize(
     "text",
     [
         "add a line about the dentist to plan.md",
@@ -583,6 +608,12 @@ def test_a_ban_on_one_thing_or_on_acting_leaves_the_reading_tools(text: str) -> 
         "what's a sensible layout for a docs folder, generally speaking",
         "how are migrations typically named",
         "general question: why do logs rotate",
+        "what naming pattern should migration files follow",
+        "how should a changelog entry look",
+        "which license should an open source library use",
+        "what's the default port for redis",
+        "which shell does ubuntu use by default",
+        "best practice for keeping secrets out of git?",
     ],
 )
 def test_a_question_about_things_in_general_asks_for_knowledge(text: str) -> None:
@@ -597,6 +628,9 @@ def test_a_question_about_things_in_general_asks_for_knowledge(text: str) -> Non
         "the server generally dies at startup, check the log",
         "what port does our app typically listen on",
         "is my code in general tested well? run the tests",
+        "is debug on by default in our config",
+        "which of our files should hold the settings",
+        "what value should the port have in the config",
     ],
 )
 def test_general_words_about_something_of_ours_ask_about_it(text: str) -> None:

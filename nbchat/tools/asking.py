@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 
-from nbchat.tools.offer import points_at_something
+from nbchat.tools.offer import points_at_something, points_at_theirs
 
 __all__ = [
     "asks_for_a_change",
@@ -108,7 +108,8 @@ def weighs_acting(text: str) -> bool:
 
 
 # "how do I …", "in bash, how can you …", "how do people …", "how to …" (within two words of
-# the start), "what's the best way to …", "is there a way to …", and asking for a command,
+# the start), "what's the best (usual, quickest…) way to …", "is there a way to …", "what are
+# some ways to …", and asking for a command,
 # shortcut or flag that does something ("which command shows …", "is there a shortcut for …",
 # "what's the keyboard shortcut for …", "jupyter shortcut to …", "git command for …"): asked
 # near the start of the message (its first `HOW_TO_REACH` characters). "How does this
@@ -118,7 +119,8 @@ HOW_TO = re.compile(
     r"\bhow\s+(?:do|can|could|would|should|might)\s+(?:i|you|one|people|folks)\b"
     r"|^\W*(?:[\w'’-]+\W+){0,2}?how\s+to\b"  # not "I don't know how to run it"
     r"|\b(?:what['’]?s|what\s+is|is\s+there)\s+(?:the\s+|an?\s+)?"
-    r"(?:best\s+|easiest\s+|simplest\s+|quickest\s+|right\s+|proper\s+|good\s+)?way\s+to\b"
+    r"(?:[\w-]+\s+){0,3}?way\s+to\b"  # "the usual way to", "a quick and easy way to"
+    r"|\bwhat\s+are\s+(?:some|the)\s+(?:[\w-]+\s+)?ways\s+to\b"
     r"|\b(?:what['’]?s|what(?:\s+is)?|which|is\s+there)\s+(?:the\s+|an?\s+|any\s+)?"
     r"(?:[\w-]+\s+)?(?:command|shortcut|hotkey|keybinding|magic|syntax|flag|option|switch)s?\s+"
     r"(?:to|for|that|which|would|do|should|can|i|you)\b"
@@ -171,16 +173,34 @@ CHANGE_REACH = 80
 # Not in a message pointing at something of ours (`points_at_something`): "the server
 # generally dies at startup, check the log" asks to look.
 GENERAL = re.compile(
-    r"\b(?:in\s+general|generally|general\s+question|typically|usually|normally|commonly|"
-    r"conventionally|by\s+convention|in\s+theory)\b",
+    r"\b(?:in\s+general|generally|general\s+question|typical(?:ly)?|usual(?:ly)?|normally|"
+    r"commonly|conventionally|by\s+convention|in\s+theory|(?:best|good|common|standard)\s+"
+    r"practices?|rule\s+of\s+thumb)\b"
+    # "what naming pattern should test files follow", "how should a README be laid out":
+    # advice on such things, asked of a thing at large, not of "I", "we" or "you".
+    r"|^\W*(?:what|which|how)\s+(?:[\w-]+\s+){0,3}?should\s+(?!(?:i|we|you|my|our)\b)"
+    r"(?:an?\s+|\w+\s+\w+\s+(?:follow|look|contain|have|include|use|be)\b)",
     re.IGNORECASE,
 )
 GENERAL_REACH = 400
+# "what's the default port for flask", "which encoding does python use by default": what a
+# tool or a language does unless told otherwise, knowledge even when it says "the". Not when
+# it points at the user's own ("my", "our", "this"): "is debug on by default in our config".
+# Asked for flask's default port, a 1.5B model read config.yaml and gave the port set there.
+DEFAULTS = re.compile(
+    r"\bby\s+default\b|\bthe\s+default\s+[\w-]+(?:\s+[\w-]+)?\s+(?:for|of|in|on|with)\s",
+    re.IGNORECASE,
+)
 
 
 def asks_in_general(text: str) -> bool:
-    """True when `text` asks about things in general rather than the ones here."""
-    return GENERAL.search(text[:GENERAL_REACH]) is not None and not points_at_something(text)
+    """True when `text` asks about things in general rather than the ones here: in its words
+    (`GENERAL`, pointing at nothing), or for what something does by default (`DEFAULTS`,
+    pointing at nothing of the user's)."""
+    head = text[:GENERAL_REACH]
+    if GENERAL.search(head) is not None and not points_at_something(text):
+        return True
+    return DEFAULTS.search(head) is not None and not points_at_theirs(text)
 
 
 def asks_for_knowledge(text: str) -> bool:
