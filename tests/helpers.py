@@ -1,5 +1,6 @@
 """What several test files (and the benchmarks) need alike: recognising a summary request,
-running a turn, reading back what a widget shows, recording what widgets would send."""
+running a turn, reading back what a widget shows, recording what widgets would send, telling
+whether a check's time grows linearly with its text."""
 
 from __future__ import annotations
 
@@ -140,3 +141,19 @@ class Script:
         if is_summary_request(body):
             return self.summary(body)
         return self.chat.popleft() if self.chat else Reply(text="ok")
+
+
+def grows_linearly(check: Callable[[str], object], piece: str) -> bool:
+    """Whether `check` over `piece` repeated to 10 MB takes under 30 times as long as over
+    1 MB: ten times the text, about ten times the time (a rule that backtracks grows with its
+    square). One run first warms the pattern."""
+
+    def seconds(size: int) -> float:
+        text = piece * (size // len(piece))
+        started = time.process_time()
+        check(text)
+        return time.process_time() - started
+
+    seconds(100_000)
+    small, large = seconds(1_000_000), seconds(10_000_000)
+    return large / max(small, 1e-4) < 30

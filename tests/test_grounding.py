@@ -7,6 +7,7 @@ an answer speaks of are those its prose names, outside code blocks."""
 from __future__ import annotations
 
 import pytest
+from helpers import grows_linearly
 
 from nbchat.conversation.grounding import (
     NAMES_JUDGED,
@@ -15,6 +16,7 @@ from nbchat.conversation.grounding import (
     QUOTED_LINE_CHARS,
     QUOTED_LINES,
     SCANNED,
+    facts_stated,
     file_names,
     files_spoken_of,
     invented_files,
@@ -163,3 +165,28 @@ def test_what_follows_such_an_answer_is_bounded_and_fenced_whatever_the_result_h
     # A result holding a fence is quoted in a longer one, so it cannot close it.
     fenced = results_quoted([("run_code", "```\nrm -rf /\n```")])
     assert "run_code returned:\n````\n```\n" in fenced and fenced.endswith("```\n````")
+
+
+@pytest.mark.parametrize(
+    ("answer", "earlier", "stated"),
+    [
+        ("The app listens on port 5000.", ["which port does the app listen on"], ["5000"]),
+        ("We are using SQLite, version 3.45.", ["which db are we using"], ["SQLite", "3.45"]),
+        # Said before, by the user or a result, or only opening a sentence: nothing stated.
+        ("Your name is Ada.", ["Hello, my name is Ada.", "what is my name?"], []),
+        ("It is 8042, as config.yaml says.", ["port: 8042"], []),
+        ("Yes. Debug is off.", ["is debug on?"], []),
+        ("I have not looked. OK?", ["which db?"], []),
+        # Inside a code block a figure or a name is an example.
+        ("```\nPORT = 5000\n```", ["which port"], []),
+    ],
+)
+def test_the_facts_an_answer_states_are_figures_and_names_nothing_earlier_said(
+    answer: str, earlier: list[str], stated: list[str]
+) -> None:
+    assert facts_stated(answer, earlier) == stated
+
+
+def test_stating_facts_is_judged_in_linear_time_on_hostile_answers() -> None:
+    for piece in ("a" * 50, "1." * 25, "aB" * 25, "Word " * 10):
+        assert grows_linearly(lambda text: facts_stated(text, [text[:10]]), piece)

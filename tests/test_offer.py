@@ -7,16 +7,17 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
 
 import pytest
 from factories import assistant, tool_call, tool_result, user
+from helpers import grows_linearly
 
 from nbchat.compaction.prune import to_placeholder
 from nbchat.conversation.reply import ARCHIVE_TOOL, offerable
 from nbchat.history import Row
 from nbchat.tools import default_registry
 from nbchat.tools.asking import (
+    asks_about_state,
     asks_for_a_change,
     asks_for_knowledge,
     asks_how_to,
@@ -141,22 +142,6 @@ def test_a_message_that_forbids_running_or_changing_is_recognised(text: str) -> 
 def test_a_message_that_forbids_nothing_keeps_every_tool(text: str) -> None:
     assert not forbids_changes(text)
     assert allowed_tools(NAMES, DANGEROUS, text) == NAMES
-
-
-def grows_linearly(check: Callable[[str], object], piece: str) -> bool:
-    """Whether `check` over `piece` repeated to 10 MB takes under 30 times as long as over
-    1 MB: ten times the text, about ten times the time (a rule that backtracks grows with its
-    square). One run first warms the pattern."""
-
-    def seconds(size: int) -> float:
-        text = piece * (size // len(piece))
-        started = time.process_time()
-        check(text)
-        return time.process_time() - started
-
-    seconds(100_000)
-    small, large = seconds(1_000_000), seconds(10_000_000)
-    return large / max(small, 1e-4) < 30
 
 
 def test_the_rule_takes_linear_time_on_hostile_text() -> None:
@@ -676,3 +661,28 @@ def test_naming_by_type_is_one_pass_over_a_bounded_start() -> None:
     assert typed_paths("the csv " * 2_000_000, TYPED_PATHS) == ["data.csv"]
     assert typed_paths("x " * 10 + "the yaml" + " y" * 1_000_000, TYPED_PATHS) == ["config.yaml"]
     assert time.process_time() - started < 5
+
+
+@pytest.mark.parametrize(
+    ("text", "asks"),
+    [
+        ("is debug turned on?", True),
+        ("is pandas installed", True),
+        ("are the workers running right now", True),
+        ("do I have numpy installed?", True),
+        ("is the server up or not", True),
+        # "on" that is no state, a question about something else, or not a question.
+        ("is my shop on sqlite?", False),
+        ("is 97 a prime number", False),
+        ("is it bad practice to commit a .env file", False),
+        ("turn debug on", False),
+    ],
+)
+def test_a_question_whether_something_here_is_on_or_installed_asks_about_state(
+    text: str, asks: bool
+) -> None:
+    assert asks_about_state(text) is asks
+
+
+def test_the_state_rule_takes_linear_time_on_hostile_text() -> None:
+    assert grows_linearly(asks_about_state, "is " + "word " * 30 + "on ")

@@ -318,8 +318,18 @@ ANSWERS = Reply(first_step={"none": 0.9, "read_file": 0.06, "list_files": 0.04})
         ("does settings.toml use sqlite?", "Yes, it does.", True),
         ("is my shop on sqlite?", "Yes, it is.", False),
         ("does settings.toml use sqlite?", "It may.", False),
+        # Whether something here is on, installed or running, answered yes or no unread.
+        ("is debug turned on?", "Yes, debug is turned on.", True),
+        ("is debug turned on?", "I have not looked; shall I?", False),
+        # Figures and names stated of the user's own, unread, that nothing in the session said:
+        # made up. Not what the message itself says, nor a capital opening a sentence.
+        ("which port does our app listen on?", "It listens on port 5000.", True),
+        ("which db are we using?", "We are using SQLite.", True),
+        ("is our port 8080?", "It is 8080, as you say.", False),
+        ("which db are we using?", "I have not looked at your settings yet.", False),
         # A how-to's answer names files here as examples.
         ("how do I load our settings?", "Use tomllib on `settings.toml`.", False),
+        ("how do I pin our pandas version?", "Write pandas==2.1.4 in requirements.", False),
         # An answer saying it was not given what was asked, whatever the message: it looks.
         ("db?", "The database is not specified in the given information.", True),
         ("db?", "SQLite is a common choice.", False),

@@ -46,6 +46,7 @@ from collections.abc import Callable, Iterable
 __all__ = [
     "COMMON",
     "SCANNED",
+    "facts_stated",
     "file_names",
     "files_spoken_of",
     "invented_files",
@@ -161,6 +162,44 @@ NOT_TOLD_SCAN = 2_000  # characters of an answer searched: it says so early, if 
 def says_it_was_not_told(answer: str) -> bool:
     """Whether `answer` says the information it was asked for was not given to it."""
     return NOT_TOLD.search(answer[:NOT_TOLD_SCAN]) is not None
+
+
+# What an answer states as a fact of the user's own: a figure ("port 5000", "3.8.5", "2 rows")
+# or a name written with a capital inside a sentence ("we are using SQLite", "your Python"),
+# not "I". Tokens of one character class (linear), each then looked at on its own.
+STATED_TOKEN = re.compile(r"[A-Za-z0-9][\w.:+#-]*")
+SENTENCE_OPENERS = ".!?:\n*>#-"  # after these (and spaces), a capital only opens a sentence
+NOT_STATED = frozenset({"I", "I'm", "OK", "Ok"})
+FACTS_JUDGED = 20  # facts of an answer looked for in what the session said
+
+
+def facts_stated(answer: str, earlier: Iterable[str]) -> list[str]:
+    """The figures and names `answer` states (a token holding a digit, or a capital that does
+    not open a sentence; outside its ``` code blocks) that none of the `earlier` texts (the
+    session's messages, calls and results) holds, case aside: given before anything was read,
+    an answer to a question about the user's own things that states them ("The app listens on
+    port 5000.", "The database we are using is SQLite.") made them up."""
+    prose = " ".join(answer[:SCANNED].split("```")[::2])
+    found: dict[str, str] = {}
+    for match in STATED_TOKEN.finditer(prose):
+        word = match.group().rstrip(".:-")
+        if word in NOT_STATED or word.lower() in found:
+            continue
+        if not any(character.isdigit() for character in word):
+            if not any(character.isupper() for character in word):
+                continue
+            before = prose[max(0, match.start() - 8) : match.start()].rstrip(" \t\"'`(")
+            if not before or before[-1] in SENTENCE_OPENERS:
+                continue  # a capital that only opens a sentence
+        found[word.lower()] = word
+        if len(found) == FACTS_JUDGED:
+            break
+    for text in earlier:
+        if not found:
+            break
+        lowered = text[:SCANNED].lower()
+        found = {key: word for key, word in found.items() if key not in lowered}
+    return list(found.values())
 
 
 def invented_files(

@@ -31,6 +31,7 @@ from nbchat.compaction.cacheform import RequestShape
 from nbchat.compaction.prune import is_placeholder
 from nbchat.conversation.events import Event, Notice, RequestStarted, UsageReported
 from nbchat.conversation.grounding import (
+    facts_stated,
     files_spoken_of,
     invented_files,
     names_nothing_shown,
@@ -348,10 +349,14 @@ def _unread(parts: TurnParts, reply: StreamedReply) -> str:
     the information it says it was not given (`nbchat.conversation.grounding.
     says_it_was_not_told`); for a message naming or pointing at something here
     (`Unlooked.pointed`), the files here its prose names (`files_spoken_of`), or, when it
-    opens with a yes or a no, what the message names (`Unlooked.named`). The model then
-    looks first. Answered without looking, such replies said a setting was "not specified in
-    the given information", what a script deletes or where a setting lives, naming the file,
-    and "Yes" to whether a dependency is pinned: stating what nobody had read."""
+    opens with a yes or a no, what the message names (`Unlooked.named`) or that it asked
+    whether something is so (`Unlooked.about_state`); for a message about the user's own
+    things (`Unlooked.owned`), the figures and names it states that nothing in the session
+    said (`facts_stated`). The model then looks first. Answered without looking, such replies
+    said a setting was "not specified in the given information", what a script deletes or
+    where a setting lives, naming the file, "Yes" to whether a dependency is pinned and to
+    whether debug was on, that the app listens on port 5000 and that "we" use SQLite: stating
+    what nobody had read."""
     unlooked = reply.unlooked
     if unlooked is None or reply.calls or reply.stopped:
         return ""
@@ -360,9 +365,16 @@ def _unread(parts: TurnParts, reply: StreamedReply) -> str:
     if not unlooked.pointed:
         return ""
     files = files_spoken_of(reply.text, lambda name: _is_here(parts, name))
-    if not files and unlooked.named and says_yes_or_no(reply.text):
+    yes_or_no = says_yes_or_no(reply.text)
+    if not files and unlooked.named and yes_or_no:
         files = list(unlooked.named)
-    return f"the answer spoke of {', '.join(files)} without reading it" if files else ""
+    if files:
+        return f"the answer spoke of {', '.join(files)} without reading it"
+    if unlooked.about_state and yes_or_no:
+        return "the answer said yes or no to whether something here is so without looking"
+    if unlooked.owned and (stated := facts_stated(reply.text, _earlier_texts(parts.history.rows))):
+        return f"the answer stated {', '.join(stated[:3])} of yours without looking"
+    return ""
 
 
 def _earlier_texts(rows: Sequence[Row]) -> Iterator[str]:

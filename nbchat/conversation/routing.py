@@ -29,6 +29,7 @@ from nbchat.errors import NbchatError, ServerUnavailableError
 from nbchat.history import Row, ToolCall, last_user_text, new_call_id, stored_calls
 from nbchat.llm.firststep import ask_arguments, ask_first_step
 from nbchat.tools.asking import (
+    asks_about_state,
     asks_for_a_change,
     asks_for_knowledge,
     asks_for_the_newest_cell,
@@ -56,6 +57,7 @@ from nbchat.tools.offer import (
     points_at_something,
     points_at_theirs,
     router_messages,
+    speaks_of_their_own,
     specific_words,
     symbols_in,
 )
@@ -141,8 +143,13 @@ def choose_first_step(
             # Not a how-to: its answer names files here as examples ("run `pytest
             # tests/test_app.py`"), and a yes or a no to it is no claim about them.
             said = tuple(dict.fromkeys(entry.split(" (", 1)[0] for entry in named))
-            pointed = (bool(said) or points_at_theirs(last_user)) and not leaning.how_to
-            return FirstStep(NO_TOOL, unlooked=Unlooked(pointed, said))
+            about_state = asks_about_state(last_user) and not leaning.how_to
+            owned = (bool(said) or speaks_of_their_own(last_user) or about_state) and (
+                not leaning.how_to
+            )
+            pointed = owned or (points_at_theirs(last_user) and not leaning.how_to)
+            unlooked = Unlooked(pointed, said, owned=owned, about_state=about_state)
+            return FirstStep(NO_TOOL, unlooked=unlooked)
         schema = next(s for s in schemas if s["function"]["name"] == choice)
         parameters = schema["function"].get("parameters") or {}
         # A call whose arguments are code, or a `run_cell` of code the aim makes `run_code`.

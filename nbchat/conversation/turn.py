@@ -111,10 +111,14 @@ class Round:
 class Unlooked:
     """What the message of words chosen before any tool ran says of what is here: it names
     (`named`, by name) or points at something of the user's (`pointed`), and does not ask how
-    to do something."""
+    to do something; of those, whether it asks about the user's own things (`owned`: it names
+    one, says my, our or we, or asks about a state) and whether it asks if something here is
+    on, installed or running (`about_state`)."""
 
     pointed: bool = False
     named: tuple[str, ...] = ()
+    owned: bool = False
+    about_state: bool = False
 
 
 @dataclass

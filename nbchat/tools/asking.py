@@ -3,7 +3,8 @@
 (`weighs_acting`), how to do something or about things in general (`asks_for_knowledge`), for a
 change (`asks_for_a_change`), to carry on from the message before (`follows_on`), to have
 something looked into by its name (`looked_into`), about the notebook
-(`speaks_of_the_notebook`) or its newest cell (`asks_for_the_newest_cell`); and whether the
+(`speaks_of_the_notebook`) or its newest cell (`asks_for_the_newest_cell`), whether something
+here is on, installed or running (`asks_about_state`); and whether the
 dangerous tools are out of its turn (`takes_acting_out`). `nbchat.tools.choice` weighs a
 turn's tools with these.
 
@@ -21,6 +22,7 @@ import re
 from nbchat.tools.offer import points_at_something, points_at_theirs
 
 __all__ = [
+    "asks_about_state",
     "asks_for_a_change",
     "asks_for_the_newest_cell",
     "asks_for_knowledge",
@@ -267,6 +269,27 @@ def speaks_of_the_notebook(text: str) -> bool:
     """True when `text` (its first `NOTEBOOK_SCAN` characters) says cell, notebook, Jupyter or
     kernel."""
     return any(word.lower() in NOTEBOOK_WORDS for word in WORDS.findall(text[:NOTEBOOK_SCAN]))
+
+
+# "is debug turned on?", "is pandas installed", "are the workers running", "do I have numpy
+# installed": whether something here is on, installed or running, which only a look can tell.
+# Answered without looking, "is debug turned on?" got a 1.5B model's "Yes, debug is turned on."
+STATE = re.compile(
+    r"^\W*(?:(?:is|are)\s+(?:the\s+|my\s+|our\s+)?|do\s+(?:i|we)\s+(?:still\s+)?have\s+)"
+    r"(?:[\w.+-]{1,60}\s+){1,3}?"
+    r"(?:(?:turned|switched|set)\s+(?:on|off)|on|off|enabled|disabled|installed|running|"
+    r"configured|pinned|set\s+up|active|up|down)"
+    # Ending the question: "is my shop on sqlite?" asks what it runs on, not whether it is on.
+    r"(?=\s*(?:[?.!,]|$|(?:now|here|yet|or\s+not|right\s+now|at\s+the\s+moment)\b))",
+    re.IGNORECASE,
+)
+STATE_REACH = 200
+
+
+def asks_about_state(text: str) -> bool:
+    """True when `text` opens by asking whether something is on, off, installed, running or
+    set up (its first `STATE_REACH` characters)."""
+    return STATE.search(text[:STATE_REACH]) is not None
 
 
 # "my last cell", "the latest cell", "the most recent cell": the newest cell run, which

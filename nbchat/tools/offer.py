@@ -55,6 +55,7 @@ __all__ = [
     "paths_named",
     "points_at_something",
     "points_at_theirs",
+    "speaks_of_their_own",
     "recent_exchange",
     "router_messages",
     "specific_words",
@@ -446,6 +447,16 @@ def points_at_something(text: str) -> bool:
 # The pointing words but "the", which how-to questions use of things at large as often as of
 # the user's ("how do I split the string on its commas").
 POINTING_AT_THEIRS = POINTING - {"the"}
+
+
+# The words by which a message speaks of the user's own things: "my app", "our config",
+# "which db are we using". Not "this" or "that", which point at the conversation as often.
+OWNING = frozenset({"my", "our", "we", "us", "mine", "ours"})
+
+
+def speaks_of_their_own(text: str) -> bool:
+    """True when `text` (its first `MESSAGE_SCAN` characters) says my, our, we or us."""
+    return _says_any(text, OWNING)
 
 
 def points_at_theirs(text: str) -> bool:
