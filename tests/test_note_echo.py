@@ -73,7 +73,17 @@ def streamed(answer: str, asked: str, note: str = NOTE, size: int = 3) -> str:
             "which",
             "The files, items, values or lines.",
         ),
+        # Narrating the call and its result, with a colon: left out, the call's JSON with it.
+        (
+            'The tool call was: {"name": "read_file", "arguments": {"path": "todo.md"}} '
+            "The results showed: # TODO\n- buy milk",
+            "whats on my todo list",
+            "# TODO\n- buy milk",
+        ),
+        ("The tool response shows: port 8042.", "port?", "port 8042."),
+        ("The results show port 8042.", "port?", "The results show port 8042."),
         # The whole answer a copy: kept, so no answer is emptied.
+        ("The results showed:", "port?", "The results showed:"),
         ("The user asked: what is it", "what is it", "The user asked: what is it"),
         ("No.", "is it pinned", "No."),
     ],

@@ -15,7 +15,9 @@ more is dropped when every word of it is a word of the note's own text, or when 
 yes-or-no question is how a small model says yes. The first sentence kept loses an opening
 that copies a run of the note (`copied_opening`: "The files, items, values or lines that the
 results show are" before the values); it, and everything after it, streams as it came. A
-sentence the answer ends with is never dropped, so no answer is emptied by this.
+sentence the answer ends with is never dropped, so no answer is emptied by this. An opening
+that narrates the call instead ("The tool call was: {…}", "The results showed:", with its
+colon: `narration_end`) is dropped the same way, the call's JSON with it.
 
 Linear in the answer's length: each held character is looked at a bounded number of times.
 Pure: no I/O.
@@ -29,7 +31,7 @@ from typing import TypeVar
 
 from nbchat.llm.reader import ReasoningDelta, TextDelta, TextWithdrawn
 
-__all__ = ["copied_opening", "echoes_note", "without_note_echo"]
+__all__ = ["copied_opening", "echoes_note", "narration_end", "without_note_echo"]
 
 WORD = re.compile(r"[a-z0-9_]+")  # one character class: linear
 # Where a sentence of an answer ends: a line break, or ".", "?" or "!" before white space.
@@ -65,6 +67,56 @@ LINKING = frozenset(
 MIN_COPIED = 4  # words of the note, in its order, that make an opening a copy
 # What may stand between a copied opening and what follows it.
 AFTER_COPY = " \t:,-"
+
+# An opening that narrates the call or its result before the answer: "The tool call was:
+# {"name": "read_file", …}", "The results showed:", "The tool response shows:". Told not to
+# describe the tool call, a 1.5B model opened so, then quoted the list it was asked for. Only
+# with its colon: "The results show the meeting is on Thursday" is the answer itself.
+NARRATION = re.compile(
+    r"\s*(?:the\s+|my\s+)?(?:tool\s+)?(?:calls?|responses?|results?|output)\s+"
+    r"(?:(?:i\s+)?made\s+|above\s+)?"
+    r"(?:was|were|is|are|shows?|showed|returned|returns|says|said|gave|gives)\s*:",
+    re.IGNORECASE,
+)
+_NARRATION_WORDS = """
+the my tool call calls response responses result results output i made above was were is are
+show shows showed returned returns says said gave gives
+"""
+NARRATION_WORDS = frozenset(_NARRATION_WORDS.split())
+NARRATION_OPENERS = frozenset(
+    ["the", "my", "tool", "call", "calls", "response", "responses", "result", "results", "output"]
+)
+CALL_CHARS = 600  # of a call's JSON quoted after a narrating opening
+
+
+def narration_end(text: str) -> int | None:
+    """Where an opening of `text` that narrates the call ends (`NARRATION`, and the call's
+    JSON object when one follows it): 0 when `text` opens otherwise, None while it may still
+    turn out to (more of the answer is needed to tell)."""
+    match = NARRATION.match(text)
+    if match is None:
+        words = WORD.findall(text.lower())
+        if text.rstrip() and (text[-1].isalnum() or text[-1] == "_"):
+            words = words[:-1]  # the word being written may go on
+        maybe = ":" not in text and len(words) <= 6 and all(w in NARRATION_WORDS for w in words)
+        return None if maybe and (not words or words[0] in NARRATION_OPENERS) else 0
+    end = match.end()
+    rest = text[end:]
+    start = len(rest) - len(rest.lstrip())
+    if not rest.strip():
+        return None  # what follows the colon decides whether a call's JSON is quoted
+    if rest[start] != "{":
+        return end
+    depth = 0
+    for index, character in enumerate(rest[start : start + CALL_CHARS], start):
+        depth += {"{": 1, "}": -1}.get(character, 0)
+        if depth == 0:
+            close = end + index + 1
+            while close < len(text) and text[close] in " \t.":
+                close += 1
+            return close
+    return None if len(rest) - start < CALL_CHARS else end
+
 
 Event = TypeVar("Event")
 
@@ -202,6 +254,14 @@ def _drop_echoes(
     without an opening copied from it), how many were dropped in all, and whether to hold on
     (the first sentence that is no echo is not over yet)."""
     while dropped < MAX_DROPPED:
+        narrated = narration_end(held[:HOLD_CHARS])
+        if narrated is None:
+            return held, dropped, len(held) < HOLD_CHARS
+        if narrated:
+            if not any(character.isalnum() for character in held[narrated:]):
+                return held, dropped, True  # whether more follows decides if it is the answer
+            held, dropped = held[narrated:].lstrip(), dropped + 1
+            continue
         end = SENTENCE_END.search(held, 0, HOLD_CHARS)
         first = held[:HOLD_CHARS] if end is None else held[: end.end()]
         if not _may_copy(first, note_words, asked_words, note_run):
