@@ -327,6 +327,8 @@ ANSWERS = Reply(first_step={"none": 0.9, "read_file": 0.06, "list_files": 0.04})
         ("which db are we using?", "We are using SQLite.", True),
         ("is our port 8080?", "It is 8080, as you say.", False),
         ("which db are we using?", "I have not looked at your settings yet.", False),
+        # Asked why, or what something means, the answer explains in words of its own.
+        ("why does my kernel keep dying?", "Python ran out of RAM, most likely.", False),
         # A how-to's answer names files here as examples.
         ("how do I load our settings?", "Use tomllib on `settings.toml`.", False),
         ("how do I pin our pandas version?", "Write pandas==2.1.4 in requirements.", False),

@@ -33,6 +33,7 @@ from nbchat.tools.asking import (
     asks_for_a_change,
     asks_for_knowledge,
     asks_for_the_newest_cell,
+    asks_why,
     follows_on,
     looked_into,
     speaks_of_the_notebook,
@@ -144,9 +145,10 @@ def choose_first_step(
             # tests/test_app.py`"), and a yes or a no to it is no claim about them.
             said = tuple(dict.fromkeys(entry.split(" (", 1)[0] for entry in named))
             about_state = asks_about_state(last_user) and not leaning.how_to
-            owned = (bool(said) or speaks_of_their_own(last_user) or about_state) and (
-                not leaning.how_to
-            )
+            # "my", "our" or "we" in a question asking why or what something means asks for
+            # an explanation, whose words are its own, not claims about what is here.
+            theirs = speaks_of_their_own(last_user) and not asks_why(last_user)
+            owned = (bool(said) or theirs or about_state) and not leaning.how_to
             pointed = owned or (points_at_theirs(last_user) and not leaning.how_to)
             unlooked = Unlooked(pointed, said, owned=owned, about_state=about_state)
             return FirstStep(NO_TOOL, unlooked=unlooked)

@@ -4,7 +4,8 @@
 change (`asks_for_a_change`), to carry on from the message before (`follows_on`), to have
 something looked into by its name (`looked_into`), about the notebook
 (`speaks_of_the_notebook`) or its newest cell (`asks_for_the_newest_cell`), whether something
-here is on, installed or running (`asks_about_state`); and whether the
+here is on, installed or running (`asks_about_state`), for an explanation (`asks_why`); and
+whether the
 dangerous tools are out of its turn (`takes_acting_out`). `nbchat.tools.choice` weighs a
 turn's tools with these.
 
@@ -28,6 +29,7 @@ __all__ = [
     "asks_for_knowledge",
     "asks_how_to",
     "asks_in_general",
+    "asks_why",
     "follows_on",
     "forbids_changes",
     "forbids_looking",
@@ -290,6 +292,18 @@ def asks_about_state(text: str) -> bool:
     """True when `text` opens by asking whether something is on, off, installed, running or
     set up (its first `STATE_REACH` characters)."""
     return STATE.search(text[:STATE_REACH]) is not None
+
+
+# "why does my kernel keep dying", "what does it mean when my terminal says …", "explain my
+# error": asking for an explanation, which the answer gives in words of its own (a language, a
+# tool, a cause), not as a claim about what is here.
+WHY = re.compile(r"\b(?:why|mean|means|meaning|explain|explanation|difference)\b", re.IGNORECASE)
+WHY_REACH = 400
+
+
+def asks_why(text: str) -> bool:
+    """True when `text` (its start) asks why, what something means, or for an explanation."""
+    return WHY.search(text[:WHY_REACH]) is not None
 
 
 # "my last cell", "the latest cell", "the most recent cell": the newest cell run, which
