@@ -32,6 +32,7 @@ from nbchat.conversation.notes import (
     EXTREMES,
     INVENTED,
     JUPYTER_REFERENCE,
+    UNSHOWN,
 )
 from nbchat.conversation.reply import plan_request, request_system_prompt, request_tools
 from nbchat.history import Row
@@ -268,7 +269,7 @@ def test_an_answer_saying_nothing_of_what_failed_is_followed_by_the_failure(
         ("Thursday, and agenda.md lists the items.", None),
         ("Thursday, not in meeting.ics but in notes.txt.", None),
         # Words that only look like files: a call, a URL, a version.
-        ("Thursday; pandas 2.1 can read it with np.load( or https://x.org/a.csv", None),
+        ("Thursday; pandas can read it with np.load( or https://x.org/a.csv", None),
     ],
 )
 def test_an_answer_naming_a_file_that_is_not_here_is_asked_again_once(
@@ -293,6 +294,38 @@ def test_an_answer_naming_a_file_that_is_not_here_is_asked_again_once(
         note = requests[1]["messages"][-1]["content"]
         assert note.split("\n")[1] == ASKED_AGAIN.split("\n")[1] + INVENTED.format(names=invented)
         assert invented in withdrawn[0].reason
+
+
+@pytest.mark.parametrize(
+    ("answer", "unshown"),
+    [
+        # A figure no result and no message holds: withdrawn, asked again saying which.
+        ("Debug is off, and the app listens on port 5000.", "5000"),
+        ("Debug is off; it needs Python 3.8.5.", "3.8.5"),
+        # Figures the results or the user give, and a count of the answer's own: kept.
+        ("The app listens on port 8042.", None),
+        ("Port 8042, not 9000 as you thought.", None),
+        ("It sets 2 things: the port and debug.", None),
+    ],
+)
+def test_an_answer_stating_a_figure_nothing_shows_is_asked_again_once(
+    make_settings: Any, store: Store, answer: str, unshown: str | None
+) -> None:
+    # After reading a file that sets no port, a 1.5B model answered that the app listens on
+    # port 5000.
+    settings = small(make_settings, max_tool_turns=2)
+    (settings.workspace / "settings.toml").write_text("port = 8042\ndebug = false\n")
+    reads = Reply(text='{"tool": "read_file", "arguments": {"path": "settings.toml"}}')
+    with FakeServer() as server:
+        server.enqueue(LOOK, reads, Reply(text=answer), Reply(text="Port 8042."))
+        events = run(conversation_on(server, store, settings), "our port, is it 9000?")
+        requests = server.chat_requests()
+    withdrawn = [event for event in events if isinstance(event, TextWithdrawn)]
+    assert len(requests) == 1 + (unshown is not None)
+    if unshown is not None:
+        note = requests[1]["messages"][-1]["content"]
+        assert note.split("\n")[1] == ASKED_AGAIN.split("\n")[1] + UNSHOWN.format(figures=unshown)
+        assert unshown in withdrawn[0].reason
 
 
 ANSWERS = Reply(first_step={"none": 0.9, "read_file": 0.06, "list_files": 0.04})

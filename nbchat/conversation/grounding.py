@@ -47,6 +47,7 @@ __all__ = [
     "COMMON",
     "SCANNED",
     "facts_stated",
+    "figures_unshown",
     "file_names",
     "files_spoken_of",
     "invented_files",
@@ -200,6 +201,20 @@ def facts_stated(answer: str, earlier: Iterable[str]) -> list[str]:
         lowered = text[:SCANNED].lower()
         found = {key: word for key, word in found.items() if key not in lowered}
     return list(found.values())
+
+
+# A figure an answer after a tool round may not have from anywhere but the results: three
+# digits or more ("5000", "8042"), or a version's dotted parts ("3.8.5"). A count of rows or
+# items ("3 rows") is the answer's own counting.
+UNSHOWN_FIGURE = re.compile(r"\d{3}|\d\.\d")
+
+
+def figures_unshown(answer: str, earlier: Iterable[str]) -> list[str]:
+    """The figures (`UNSHOWN_FIGURE`) `answer` states that none of the `earlier` texts holds
+    (`facts_stated`): after reading a file that sets no port, a 1.5B model answered that the
+    app listens on port 5000."""
+    stated = facts_stated(answer, earlier)
+    return [fact for fact in stated if UNSHOWN_FIGURE.search(fact) is not None]
 
 
 def invented_files(

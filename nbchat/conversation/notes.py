@@ -29,6 +29,7 @@ __all__ = [
     "EVALUATED",
     "EXTREMES",
     "INVENTED",
+    "UNSHOWN",
     "JUPYTER_REFERENCE",
     "WORKED_OUT",
     "after_results",
@@ -73,6 +74,8 @@ ASKED_AGAIN = (
     "the results show instead. Do not describe the tool call or restate the question."
 )
 INVENTED = " The results name no file {names}: name only files they or the user name."
+# Likewise for figures: after reading a file that sets no port, the answer said port 5000.
+UNSHOWN = " The results show no {figures}: give only values they or the user give."
 # After the results, when the message asks for a largest or smallest and a result is a whole
 # table (`nbchat.tools.extremes`): shown a three-city CSV, a 1.5B model named the largest city
 # as the smallest.
@@ -89,12 +92,15 @@ ASKED_CHARS = 400  # of the user's message, in that note
 
 
 def after_results(
-    rows: Sequence[Row], asked_again: bool, invented: Sequence[str] = ()
+    rows: Sequence[Row],
+    asked_again: bool,
+    invented: Sequence[str] = (),
+    unshown: Sequence[str] = (),
 ) -> tuple[str, str, str]:
     """What a small model is told after a tool round: to answer the user's words from the
-    results (`asked_again`: to quote them, and which `invented` files are not here), or, when
-    every call failed, to say so. The note's own words, the user's message it quotes, and the
-    note as sent."""
+    results (`asked_again`: to quote them, which `invented` files are not here and which
+    `unshown` figures the results do not show), or, when every call failed, to say so. The
+    note's own words, the user's message it quotes, and the note as sent."""
     results = last_results(rows)
     if all(is_failed_result(row.content) for row in results):
         return AFTER_FAILURES, "", AFTER_FAILURES
@@ -105,6 +111,9 @@ def after_results(
     if invented:
         note += INVENTED.format(names="")
         told += INVENTED.format(names=" or ".join(invented))
+    if unshown:
+        note += UNSHOWN.format(figures="")
+        told += UNSHOWN.format(figures=" or ".join(unshown))
     if asked_extremes := extremes_asked(message):
         found = [extreme for row in results for extreme in extremes_of(row.content, asked_extremes)]
         if found:  # the values are the answer's own words, not the note's: not in `note`

@@ -32,6 +32,7 @@ from nbchat.compaction.prune import is_placeholder
 from nbchat.conversation.events import Event, Notice, RequestStarted, UsageReported
 from nbchat.conversation.grounding import (
     facts_stated,
+    figures_unshown,
     files_spoken_of,
     invented_files,
     names_nothing_shown,
@@ -227,11 +228,13 @@ def _offered(parts: TurnParts) -> list[dict[str, Any]]:
 @dataclass(frozen=True)
 class Reask:
     """Why a small model's answer after a tool round is withdrawn and asked again: `why`, for
-    the user; `invented`, the files it named that are nowhere (none when it named nothing the
+    the user; `invented`, the files it named that are nowhere, and `unshown`, the figures it
+    stated that nothing shows (none when it named nothing the
     results show)."""
 
     why: str
     invented: tuple[str, ...] = ()
+    unshown: tuple[str, ...] = ()
 
 
 def plan_request(parts: TurnParts, *, asked_again: Reask | None = None) -> RequestPlan:
@@ -245,8 +248,8 @@ def plan_request(parts: TurnParts, *, asked_again: Reask | None = None) -> Reque
         return RequestPlan(schemas, in_prompt, system_prompt, messages)
     rows = parts.history.rows
     if rows and rows[-1].role == "tool":
-        invented = asked_again.invented if asked_again else ()
-        note, quoted, told = after_results(rows, asked_again is not None, invented)
+        invented, unshown = (asked_again.invented, asked_again.unshown) if asked_again else ((), ())
+        note, quoted, told = after_results(rows, asked_again is not None, invented, unshown)
         messages = [*messages, {"role": "system", "content": told}]
         return RequestPlan(schemas, in_prompt, system_prompt, messages, note, quoted)
     if rows and rows[-1].role == "user" and (worked := _worked_out(rows[-1].content)):
@@ -277,6 +280,10 @@ def _reask(parts: TurnParts, reply: StreamedReply, answered: str) -> Reask | Non
     if invented:
         which = "which is" if len(invented) == 1 else "which are"
         return Reask(f"the answer named {', '.join(invented)}, {which} not here", tuple(invented))
+    unshown = figures_unshown(reply.text, _earlier_texts(rows))
+    if unshown:
+        which = "which no result shows" if len(unshown) == 1 else "which no results show"
+        return Reask(f"the answer stated {', '.join(unshown)}, {which}", unshown=tuple(unshown))
     return None
 
 
