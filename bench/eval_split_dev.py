@@ -2169,4 +2169,160 @@ CASES: tuple[Case, ...] = (
     plain("on linux, how do i find what's using port 8080", "lsof", "ss ", "netstat", "fuser"),
     plain("what's the difference between a jupyter cell and a script", "cell", "script"),
     plain("whats 45 divided by 9", "5"),
+    # Fresh phrasings written after the run on 4c2847d to find what the rules missed (a how-to
+    # that wrote a config file, a default read from the workspace, answers given unread):
+    # tuned on, so dev only.
+    # plain, mentioning files / commands / notebook / settings in general
+    plain("what's the usual way to structure a config.yaml for a flask app", "yaml"),
+    plain("why would someone put a shebang line at the top of a script", "interpreter", "#!"),
+    plain("what's the difference between a .txt and a .md file", "markdown"),
+    plain("what does the tail command do", "end", "last"),
+    plain("is it bad practice to commit a .env file", "secret", "yes"),
+    plain("what's a log level", "debug", "info", "error"),
+    plain("what usually goes in a todo.md file", "task"),
+    plain("whats the default port for flask", "5000"),
+    plain("how are python packages versioned, what does 2.1.4 mean", "major", "patch"),
+    plain("what is sqlite good for", "embedded", "file", "lightweight"),
+    plain("in a notebook, what does the asterisk next to a cell mean", "running", "execut"),
+    plain("why does my jupyter kernel keep dying when I load big files", "memory", "RAM"),
+    plain(
+        "what's the difference between a kernel restart and interrupt",
+        "stop",
+        "memory",
+        "variables",
+    ),
+    plain("how would I check which packages are installed in a venv", "pip list", "pip freeze"),
+    plain("what's a Dockerfile", "image", "container"),
+    plain("do I need a requirements.txt if I use pyproject.toml", "depend"),
+    plain(
+        "what does ERRNO 111 connection refused usually mean", "listening", "refused", "not running"
+    ),
+    plain("what does the rm -rf build/ line do in a cleanup script", "delet", "remov"),
+    plain("is pandas or polars faster", "polars"),
+    plain("what should a good commit message look like", "imperative", "summary", "short"),
+    plain("can you explain what df.describe() gives you", "mean", "count"),
+    plain("whats the syntax for an f-string", 'f"', "f'", "{"),
+    plain("is debug=True safe in production for flask", "no", "not"),
+    plain("how big can a sqlite database get", "TB", "terabyte", "281"),
+    plain("what does the `with` statement do in python", "context", "close"),
+    # workspace requests, natural phrasing
+    tool("hey can u check what's on my todo list", {READ: {"path": "todo.md"}}, "milk"),
+    tool(
+        "is debug turned on?",
+        {READ: {"path": "config.yaml"}, "search_files": {"pattern": "debug", "path": ANY_PATH}},
+        "false",
+        "off",
+        "not",
+    ),
+    tool(
+        "which db are we using",
+        {READ: {"path": "config.yaml"}, "search_files": {"pattern": "database", "path": ANY_PATH}},
+        "sqlite",
+        "inventory",
+    ),
+    tool(
+        "what flask version do we pin",
+        {
+            READ: {"path": "requirements.txt"},
+            "search_files": {"pattern": "flask", "path": ANY_PATH},
+        },
+        "3.0.2",
+    ),
+    tool(
+        "where's the slugify function",
+        {"search_files": {"pattern": "slugify", "path": ANY_PATH}},
+        "utils",
+    ),
+    tool(
+        "did the server log any errors",
+        {READ: {"path": "logs/server.log"}, "search_files": {"pattern": "ERROR", "path": ANY_PATH}},
+        "Connection refused",
+        "ConnectionRefused",
+    ),
+    tool(
+        "how many people live in bergen according to the data", {READ: {"path": "data.csv"}}, "291"
+    ),
+    tool("what time's the review meeting", {READ: {"path": "notes.txt"}}, "10:00", "10"),
+    tool(
+        "gimme the list of files in src",
+        {"list_files": {"path": "src"}, "run_shell": {"command": "ls"}},
+        "app.py",
+    ),
+    tool(
+        "what's the threshold set to in my notebook",
+        {"describe_variable": {"name": "threshold"}, "list_notebook_variables": {}},
+        "100",
+    ),
+    tool(
+        "how many rows does big have",
+        {"describe_variable": {"name": "big"}, "run_code": {"code": "big"}},
+        "2",
+    ),
+    tool("why did my last cell blow up", {"last_error": {}}, "KeyError", "discount"),
+    tool(
+        "what columns are in the sales frame", {"describe_variable": {"name": "sales"}}, "revenue"
+    ),
+    tool(
+        "which port does the app listen on",
+        {READ: {"path": "config.yaml"}, "search_files": {"pattern": "port", "path": ANY_PATH}},
+        "8042",
+    ),
+    tool(
+        "does the test file actually test anything", {READ: {"path": "tests/test_app.py"}}, "greet"
+    ),
+    tool(
+        "what would cleanup.sh delete? don't run it",
+        {READ: {"path": "scripts/cleanup.sh"}},
+        "build",
+    ),
+    tool(
+        "whats the total units sold across all regions",
+        {"describe_variable": {"name": "sales"}, "run_code": {"code": "units"}},
+        "505",
+    ),
+    tool("tell me what the readme says", {READ: {"path": "README.md"}}, "Demo"),
+    tool(
+        "any TODOs left in the code?",
+        {"search_files": {"pattern": "TODO", "path": ANY_PATH}, READ: {"path": "src/app.py"}},
+        "farewell",
+    ),
+    tool(
+        "what ip was the database at when it failed",
+        {READ: {"path": "logs/server.log"}, "search_files": {"pattern": "10.0", "path": ANY_PATH}},
+        "10.0.0.7",
+    ),
+    tool(
+        "which version of requests do we need",
+        {
+            READ: {"path": "requirements.txt"},
+            "search_files": {"pattern": "requests", "path": ANY_PATH},
+        },
+        "2.31",
+    ),
+    tool(
+        "don't change anything, just tell me what greet returns",
+        {READ: {"path": "src/app.py"}, "search_files": {"pattern": "greet", "path": ANY_PATH}},
+        "Hello",
+    ),
+    tool(
+        "and whats in the tests folder?",
+        {"list_files": {"path": "tests"}, "run_shell": {"command": "ls"}},
+        "test_app",
+        before=("what's in src",),
+    ),
+    tool(
+        "can you figure out the average price in sales",
+        {"describe_variable": {"name": "sales"}, "run_code": {"code": "price"}},
+        "10.9",
+    ),
+    tool("whats the smallest city in the csv", {READ: {"path": "data.csv"}}, "Trondheim"),
+    tool(
+        "is there anything about a database in the logs",
+        {
+            READ: {"path": "logs/server.log"},
+            "search_files": {"pattern": "database", "path": ANY_PATH},
+        },
+        "10.0.0.7",
+        "refused",
+    ),
 )

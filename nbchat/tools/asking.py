@@ -180,14 +180,14 @@ GENERAL = re.compile(
     r"\b(?:in\s+general|generally|general\s+question|typical(?:ly)?|usual(?:ly)?|normally|"
     r"commonly|conventionally|by\s+convention|in\s+theory|(?:best|good|common|standard)\s+"
     r"practices?|rule\s+of\s+thumb)\b"
-    # "what naming pattern should test files follow", "how should a README be laid out":
+    # "what pattern should migration files follow", "how should a README be laid out":
     # advice on such things, asked of a thing at large, not of "I", "we" or "you".
     r"|^\W*(?:what|which|how)\s+(?:[\w-]+\s+){0,3}?should\s+(?!(?:i|we|you|my|our)\b)"
     r"(?:an?\s+|\w+\s+\w+\s+(?:follow|look|contain|have|include|use|be)\b)",
     re.IGNORECASE,
 )
 GENERAL_REACH = 400
-# "what's the default port for flask", "which encoding does python use by default": what a
+# "what's the default port for redis", "which encoding does python use by default": what a
 # tool or a language does unless told otherwise, knowledge even when it says "the". Not when
 # it points at the user's own ("my", "our", "this"): "is debug on by default in our config".
 # Asked for flask's default port, a 1.5B model read config.yaml and gave the port set there.
@@ -273,9 +273,9 @@ def speaks_of_the_notebook(text: str) -> bool:
     return any(word.lower() in NOTEBOOK_WORDS for word in WORDS.findall(text[:NOTEBOOK_SCAN]))
 
 
-# "is debug turned on?", "is pandas installed", "are the workers running", "do I have numpy
+# "is logging switched on?", "is pandas installed", "are the workers running", "do I have numpy
 # installed": whether something here is on, installed or running, which only a look can tell.
-# Answered without looking, "is debug turned on?" got a 1.5B model's "Yes, debug is turned on."
+# Asked whether debug was on, a 1.5B model answered yes without looking.
 STATE = re.compile(
     r"^\W*(?:(?:is|are)\s+(?:the\s+|my\s+|our\s+)?|do\s+(?:i|we)\s+(?:still\s+)?have\s+)"
     r"(?:[\w.+-]{1,60}\s+){1,3}?"
@@ -294,7 +294,7 @@ def asks_about_state(text: str) -> bool:
     return STATE.search(text[:STATE_REACH]) is not None
 
 
-# "why does my kernel keep dying", "what does it mean when my terminal says …", "explain my
+# "why does my build fail so often", "what does it mean when my terminal says …", "explain my
 # error": asking for an explanation, which the answer gives in words of its own (a language, a
 # tool, a cause), not as a claim about what is here.
 WHY = re.compile(r"\b(?:why|mean|means|meaning|explain|explanation|difference)\b", re.IGNORECASE)

@@ -450,7 +450,7 @@ POINTING_AT_THEIRS = POINTING - {"the"}
 
 
 # The words by which a message speaks of the user's own things: "my app", "our config",
-# "which db are we using". Not "this" or "that", which point at the conversation as often.
+# "what do we deploy with". Not "this" or "that", which point at the conversation as often.
 OWNING = frozenset({"my", "our", "we", "us", "mine", "ours"})
 
 
@@ -465,12 +465,12 @@ def points_at_theirs(text: str) -> bool:
     return _says_any(text, POINTING_AT_THEIRS)
 
 
-# "that" joining a clause points at nothing: "a magic command that lists the variables", "a
+# "that" joining a clause points at nothing: "a shortcut that runs every cell", "a
 # regex that matches emails", "make sure that it runs". It does when it stands for a thing: "is
 # that above 8000", "what's in that file", "multiply that by 2". Told apart by the words around
 # it: after a word that is no verb or preposition taking it as its object, and before a
-# pronoun or a verb's "-s" or "-ed" form, it joins. Asked whether a magic command lists the
-# variables, a 1.5B model listed the notebook's.
+# pronoun or a verb's "-s" or "-ed" form, it joins. Asked whether some magic shows what is
+# defined, a 1.5B model listed the notebook's variables.
 _TAKES_AN_OBJECT = """
 is was are were does did do in at of on to about with for from by like into than open read
 check run use see show fix explain mean means what whats multiply divide and or thanks thx
