@@ -29,6 +29,13 @@ naming something here: asked whether a dependency was pinned, the same model sai
 one that says it was not given what it was asked (`says_it_was_not_told`): asked a setting's
 value in one word, it answered that the value was "not specified in the given information".
 
+A fourth names what such an answer states of the user's own: the figures and the names written
+with a capital that nothing in the session said (`facts_stated`). Asked which port the app
+listens on, or which database "we" use, the same model answered "5000" and "SQLite" without
+reading anything. After a tool round, the figures among them (three digits or more, a version)
+that no result holds (`figures_unshown`) have the answer asked again: after reading a file that
+sets no port, it still said 5000.
+
 An answer that names nothing the results show even when asked again is followed by what the
 results it was about begin with (`results_quoted`): the user sees what was read.
 

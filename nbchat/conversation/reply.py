@@ -134,8 +134,9 @@ def request_reply(
 ) -> Generator[Event, None, StreamedReply]:
     """One streamed request; after an overflow, one forced compaction and one retry; after a
     tool result, an empty reply asked once more, for words (`tool_choice="none"`), and a small
-    model's answer that names nothing the results show, or a file that is not here, withdrawn
-    and asked once more (`Reask`), then followed by the results it was about if it still names
+    model's answer that names nothing the results show, a file that is not here, or a figure
+    nothing shows, withdrawn and asked once more (`Reask`), then followed by the results it was
+    about if it still names
     nothing they show (`nbchat.conversation.grounding.results_quoted`), as is an answer to a
     round whose calls all failed that names nothing of the failures; a small model's answer
     given without looking that speaks of what it has not read (`_unread`), withdrawn and
@@ -268,9 +269,10 @@ def _reask(parts: TurnParts, reply: StreamedReply, answered: str) -> Reask | Non
     """Why `reply`, a small model's words after a tool round that did not all fail (`answered`,
     from `_answered_round`, is "results"), is asked again, if it is
     (`nbchat.conversation.grounding`): it names nothing its results show
-    (judged only on a whole answer: one cut at `max_tokens` may not have got to them), or a
+    (judged only on a whole answer: one cut at `max_tokens` may not have got to them), a
     file that no earlier text of the session holds and that is not here (a 1.5B model that
-    named one ran on listing made-up values to the limit)."""
+    named one ran on listing made-up values to the limit), or a figure none holds
+    (`figures_unshown`)."""
     rows = parts.history.rows
     if answered != "results":
         return None
