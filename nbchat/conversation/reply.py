@@ -136,11 +136,10 @@ def request_reply(
     tool result, an empty reply asked once more, for words (`tool_choice="none"`), and a small
     model's answer that names nothing the results show, a file that is not here, or a figure
     nothing shows, withdrawn and asked once more (`Reask`), then followed by the results it was
-    about if it still names
-    nothing they show (`nbchat.conversation.grounding.results_quoted`), as is an answer to a
-    round whose calls all failed that names nothing of the failures; a small model's answer
-    given without looking that speaks of what it has not read (`_unread`), withdrawn and
-    looked into first (its first step asked to choose a tool)."""
+    about if it still names nothing they show (`nbchat.conversation.grounding.results_quoted`),
+    as is an answer to a round whose calls all failed that names nothing of the failures; a
+    small model's answer given without looking that speaks of what it has not read
+    (`_unread`), withdrawn and looked into first (its first step asked to choose a tool)."""
     choice = state.tool_choice
     asked_again: Reask | None = None
     look = False
