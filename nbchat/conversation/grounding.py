@@ -187,8 +187,14 @@ def facts_stated(answer: str, earlier: Iterable[str]) -> list[str]:
     session's messages, calls and results) holds, case aside: given before anything was read,
     an answer to a question about the user's own things that states them ("The app listens on
     port 5000.", "The database we are using is SQLite.") made them up."""
+    return list(_unsaid(_stated(answer), earlier))
+
+
+def _stated(answer: str) -> dict[str, str]:
+    """The first `FACTS_JUDGED` figures and names `answer` states (`facts_stated`), each once
+    whatever its case, with the lower-case text looked for."""
     prose = " ".join(answer[:SCANNED].split("```")[::2])
-    found: dict[str, str] = {}
+    found: dict[str, str] = {}  # lower case → as written
     for match in STATED_TOKEN.finditer(prose):
         word = match.group().rstrip(".:-")
         if word in NOT_STATED or word.lower() in found:
@@ -202,12 +208,18 @@ def facts_stated(answer: str, earlier: Iterable[str]) -> list[str]:
         found[word.lower()] = word
         if len(found) == FACTS_JUDGED:
             break
+    return {word: key for key, word in found.items()}
+
+
+def _unsaid(looked_for: dict[str, str], earlier: Iterable[str]) -> dict[str, str]:
+    """`looked_for` (what an answer says → the lower-case text looked for) less what one of
+    the `earlier` texts holds (its first `SCANNED` characters, case aside)."""
     for text in earlier:
-        if not found:
+        if not looked_for:
             break
         lowered = text[:SCANNED].lower()
-        found = {key: word for key, word in found.items() if key not in lowered}
-    return list(found.values())
+        looked_for = {said: key for said, key in looked_for.items() if key not in lowered}
+    return looked_for
 
 
 # A figure an answer after a tool round may not have from anywhere but the results: three
@@ -220,8 +232,9 @@ def figures_unshown(answer: str, earlier: Iterable[str]) -> list[str]:
     """The figures (`UNSHOWN_FIGURE`) `answer` states that none of the `earlier` texts holds
     (`facts_stated`): after reading a file that sets no port, a 1.5B model answered that the
     app listens on port 5000."""
-    stated = facts_stated(answer, earlier)
-    return [fact for fact in stated if UNSHOWN_FIGURE.search(fact) is not None]
+    stated = _stated(answer)
+    figures = {word: key for word, key in stated.items() if UNSHOWN_FIGURE.search(word)}
+    return list(_unsaid(figures, earlier))
 
 
 def invented_files(
@@ -230,14 +243,7 @@ def invented_files(
     """The files `answer` names that none of the `earlier` texts (the session's messages,
     calls and results) holds and that `is_here` does not find: names nothing behind it."""
     names = file_names(answer)[:NAMES_JUDGED]
-    if not names:
-        return []
-    unseen = {name: name.lower().removeprefix("./") for name in names}
-    for text in earlier:
-        lowered = text[:SCANNED].lower()
-        unseen = {name: key for name, key in unseen.items() if key not in lowered}
-        if not unseen:
-            return []
+    unseen = _unsaid({name: name.lower().removeprefix("./") for name in names}, earlier)
     return [name for name in unseen if not is_here(name)]
 
 
