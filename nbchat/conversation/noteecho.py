@@ -78,14 +78,13 @@ NARRATION = re.compile(
     r"(?:was|were|is|are|shows?|showed|returned|returns|says|said|gave|gives)\s*:",
     re.IGNORECASE,
 )
-_NARRATION_WORDS = """
-the my tool call calls response responses result results output i made above was were is are
-show shows showed returned returns says said gave gives
-"""
-NARRATION_WORDS = frozenset(_NARRATION_WORDS.split())
 NARRATION_OPENERS = frozenset(
     ["the", "my", "tool", "call", "calls", "response", "responses", "result", "results", "output"]
 )
+_NARRATION_VERBS = (
+    "i made above was were is are show shows showed returned returns says said gave gives"
+)
+NARRATION_WORDS = NARRATION_OPENERS | frozenset(_NARRATION_VERBS.split())
 CALL_CHARS = 600  # of a call's JSON quoted after a narrating opening
 
 
@@ -95,9 +94,7 @@ def narration_end(text: str) -> int | None:
     turn out to (more of the answer is needed to tell)."""
     match = NARRATION.match(text)
     if match is None:
-        words = WORD.findall(text.lower())
-        if text.rstrip() and (text[-1].isalnum() or text[-1] == "_"):
-            words = words[:-1]  # the word being written may go on
+        words = _finished_words(text)
         maybe = ":" not in text and len(words) <= 6 and all(w in NARRATION_WORDS for w in words)
         return None if maybe and (not words or words[0] in NARRATION_OPENERS) else 0
     end = match.end()
@@ -224,6 +221,14 @@ def _without_copied_opening(text: str, note_run: tuple[str, ...]) -> str:
     return text[cut:].lstrip() if cut else text
 
 
+def _finished_words(text: str) -> list[str]:
+    """The words of `text` (lower case) but one it may still be writing at its end."""
+    words = WORD.findall(text.lower())
+    if text and (text[-1].isalnum() or text[-1] == "_"):
+        words = words[:-1]  # the word being written may go on
+    return words
+
+
 def _may_copy(
     sentence: str,
     note_words: frozenset[str],
@@ -233,9 +238,7 @@ def _may_copy(
     """Whether the start of a sentence, its last word perhaps unfinished, may still turn out
     to echo the note or open with a copy of it: held back only while it may, the answer's
     first words are not kept from the user any longer than that."""
-    words = WORD.findall(sentence.lower())
-    if sentence and (sentence[-1].isalnum() or sentence[-1] == "_"):
-        words = words[:-1]  # the word being written may go on
+    words = _finished_words(sentence)
     reported = tuple(words[: len(REPORTED)]) == REPORTED[: len(words)]
     if _all_said(words, note_words, asked_words, reported):
         return True
