@@ -144,12 +144,14 @@ def choose_first_step(
             # Not a how-to: its answer names files here as examples ("run `pytest
             # tests/test_app.py`"), and a yes or a no to it is no claim about them.
             said = tuple(dict.fromkeys(entry.split(" (", 1)[0] for entry in named))
-            about_state = asks_about_state(last_user) and not leaning.how_to
+            if leaning.how_to:
+                return FirstStep(NO_TOOL, unlooked=Unlooked(named=said))
+            about_state = asks_about_state(last_user)
             # "my", "our" or "we" in a question asking why or what something means asks for
             # an explanation, whose words are its own, not claims about what is here.
             theirs = speaks_of_their_own(last_user) and not asks_why(last_user)
-            owned = (bool(said) or theirs or about_state) and not leaning.how_to
-            pointed = owned or (points_at_theirs(last_user) and not leaning.how_to)
+            owned = bool(said) or theirs or about_state
+            pointed = owned or points_at_theirs(last_user)
             unlooked = Unlooked(pointed, said, owned=owned, about_state=about_state)
             return FirstStep(NO_TOOL, unlooked=unlooked)
         schema = next(s for s in schemas if s["function"]["name"] == choice)

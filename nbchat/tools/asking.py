@@ -5,9 +5,8 @@ change (`asks_for_a_change`), to carry on from the message before (`follows_on`)
 something looked into by its name (`looked_into`), about the notebook
 (`speaks_of_the_notebook`) or its newest cell (`asks_for_the_newest_cell`), whether something
 here is on, installed or running (`asks_about_state`), for an explanation (`asks_why`); and
-whether the
-dangerous tools are out of its turn (`takes_acting_out`). `nbchat.tools.choice` weighs a
-turn's tools with these.
+whether the dangerous tools are out of its turn (`takes_acting_out`). `nbchat.tools.choice`
+weighs a turn's tools with these.
 
 Each reads the text with one bounded pattern (`forbids_changes`: a negation followed, within
 three words, by an action verb), most over the message's start or its ends only: linear time,

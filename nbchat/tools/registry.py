@@ -78,19 +78,15 @@ class Sight:
     names in that line a user's message may mention (a notebook's variables, and the columns
     of its DataFrames as (column, variable) pairs), and what code written over those names
     needs (`frames()`: each DataFrame's name and outline, `nbchat.tools.frames.Outline`, read
-    by `outline_frames` only when asked: only a call that writes code needs them, and a first
-    step is read for every message)."""
+    only when called: only a call that writes code needs them, and a first step is read for
+    every message)."""
 
     line: str
     names: tuple[str, ...] = ()
     columns: tuple[tuple[str, str], ...] = ()
-    outline_frames: Callable[[], tuple[tuple[str, Outline], ...]] = field(
+    frames: Callable[[], tuple[tuple[str, Outline], ...]] = field(
         default=tuple, compare=False, repr=False
     )
-
-    def frames(self) -> tuple[tuple[str, Outline], ...]:
-        """Each DataFrame's name and outline, read now."""
-        return self.outline_frames()
 
 
 @dataclass(frozen=True)
